@@ -1,0 +1,168 @@
+"""Compile a validated response template into the tables the runtime executes.
+
+Output (`build_tables`) is a plain dict of JSON-able metadata and numpy integer arrays - the in-memory form of
+the table format; nothing in it needs the compiler, interegular or transformers to run:
+
+* ``template``: the normalized template (see `validate.load_template`), used for region logic and values.
+* ``class_starts`` / ``class_ids``: the alphabet. Code points ``[class_starts[i], class_starts[i+1])`` belong to
+  class ``class_ids[i]``; ``n_classes`` classes in all.
+* ``patterns``: one entry per watched delimiter: kind ("open"/"close"), field index, the `regex` source the
+  reference would compile, whether the tables decide it alone (``exact``), why not (``reasons``), whether it
+  has named groups, and for regex-decided ones the ``history``/``horizon`` windows (-1: unbounded horizon).
+* ``modes``: mode 0 is "no explicit region open"; mode 1+i is "inside explicit field i". Each has its watched
+  pattern ids, the combined DFA (`dfa.ModeDFA`) and ``first``: the code-point ranges that can start an attempt
+  (``None`` when an attempt can start anywhere because some pattern matches the empty string).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import regex
+
+from .charsets import normalize, partition
+from .dfa import build_mode_dfa
+from .nfa import build_nfa
+from .regex_ast import PatternError, analyse, literal_ast
+
+FORMAT_VERSION = 1
+
+
+def delimiter_source(delim: dict) -> str:
+    """The regex the reference compiles for a delimiter: the pattern, or the literals longest-first."""
+    if "pattern" in delim:
+        return delim["pattern"]
+    return "|".join(regex.escape(s) for s in sorted(delim["literals"], key=len, reverse=True))
+
+
+def build_tables(spec: dict) -> dict:
+    """Compile the normalized template `spec`. Raises ValueError naming the field and key on refusal."""
+    fields = spec["fields"]
+    implicit = spec["implicit"]
+    patterns: list[dict] = []
+    analyses = []
+    for fi, f in enumerate(fields):
+        for kind in ("open", "close"):
+            delim = f[kind]
+            if delim is None:
+                continue
+            key = kind if "literals" in delim else f"{kind}_pattern"
+            if "literals" in delim:
+                an = analyse_literals(delim["literals"])
+            else:
+                try:
+                    an = analyse(delim["pattern"])
+                except PatternError as e:
+                    raise ValueError(f"Field '{f['name']}': {key}: {e}") from e
+            src = delimiter_source(delim)
+            patterns.append({
+                "kind": kind,
+                "field": fi,
+                "key": key,
+                "source": src,
+                "exact": an.exact,
+                "reasons": list(an.reasons),
+                "named_groups": bool(regex.compile(src, regex.DOTALL).groupindex),
+                "history": max(1, an.history),
+                "horizon": -1 if an.horizon is None else an.horizon + 2,
+            })
+            analyses.append(an)
+
+    _check_no_empty_loop(fields, patterns, analyses)
+
+    # Alphabet: intern every character set used by any pattern.
+    sets: list = []
+    set_ids: dict = {}
+
+    def set_index(ranges) -> int:
+        ranges = normalize(ranges)
+        if ranges not in set_ids:
+            set_ids[ranges] = len(sets)
+            sets.append(ranges)
+        return set_ids[ranges]
+
+    nfas = [build_nfa(an.ast, set_index) for an in analyses]
+    starts, class_of_interval, membership = partition(sets)
+    n_classes = int(membership.shape[0])
+
+    mode_watch: list[list[int]] = [[]]
+    for pi, p in enumerate(patterns):
+        if p["kind"] == "open" or (p["kind"] == "close" and fields[p["field"]]["name"] == implicit):
+            mode_watch[0].append(pi)
+    for fi, f in enumerate(fields):
+        mode_watch.append([pi for pi, p in enumerate(patterns)
+                           if p["field"] == fi and p["kind"] == "close" and f["name"] != implicit])
+
+    modes = []
+    for mi, watch in enumerate(mode_watch):
+        what = "response_template" if mi == 0 else f"Field '{fields[mi - 1]['name']}'"
+        dfa = build_mode_dfa([nfas[i] for i in watch], [patterns[i]["exact"] for i in watch], membership, what)
+        modes.append({
+            "patterns": watch,
+            "trans": dfa.trans,
+            "eot": dfa.eot,
+            "acc": dfa.acc,
+            "term": dfa.term,
+            "start0": dfa.start0,
+            "startN": dfa.startN,
+            "first": _first_ranges(dfa, starts, class_of_interval),
+        })
+    return {
+        "format": FORMAT_VERSION,
+        "template": spec,
+        "class_starts": starts.astype(np.int64),
+        "class_ids": class_of_interval.astype(np.int32),
+        "n_classes": n_classes,
+        "patterns": patterns,
+        "modes": modes,
+    }
+
+
+def analyse_literals(literals: list[str]):
+    from .regex_ast import Analysis
+
+    return Analysis(ast=literal_ast(literals))
+
+
+def _first_ranges(dfa, starts: np.ndarray, class_of_interval: np.ndarray):
+    """Code points on which an attempt starting at offset > 0 does not die at once; None if any position."""
+    s = dfa.startN
+    if s != 0 and (dfa.acc[s] >= 0).any():
+        return None
+    live_classes = set(np.nonzero(dfa.trans[s] != 0)[0].tolist()) if s != 0 else set()
+    ranges = []
+    ends = list(starts[1:]) + [0x110000]
+    for lo, hi, c in zip(starts.tolist(), ends, class_of_interval.tolist()):
+        if c in live_classes:
+            ranges.append((lo, int(hi) - 1))
+    return [list(r) for r in normalize(ranges)]
+
+
+def _check_no_empty_loop(fields, patterns, analyses) -> None:
+    """Refuse an explicit field whose open and close can both match the empty string.
+
+    The reference loops forever on such a template (zero-width open, zero-width close, open again at the same
+    offset). The check is conservative: assertions count as possibly empty.
+    """
+    by_field: dict = {}
+    for p, an in zip(patterns, analyses):
+        by_field.setdefault(p["field"], {})[p["kind"]] = (p, an)
+    for fi, kinds in by_field.items():
+        if "open" in kinds and "close" in kinds and all(_nullable(an.ast) for _, an in kinds.values()):
+            name = fields[fi]["name"]
+            raise ValueError(
+                f"Field '{name}': open_pattern and close_pattern can both match the empty string, so the parser "
+                "would open and close this field forever at one position; make one of them consume text"
+            )
+
+
+def _nullable(node) -> bool:
+    kind = node[0]
+    if kind == "set":
+        return False
+    if kind == "seq":
+        return all(_nullable(c) for c in node[1])
+    if kind == "alt":
+        return any(_nullable(c) for c in node[1])
+    if kind == "rep":
+        return node[1] == 0 or _nullable(node[4])
+    return True  # eps and zero-width assertions

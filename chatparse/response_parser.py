@@ -1,0 +1,89 @@
+"""`parse_response` and `ResponseParser`: call-compatible with `transformers.utils.chat_parsing`.
+
+Same arguments, message dicts, events and exception classes as the reference for the same calls. The one
+deliberate difference: the answer never depends on how the text was split into `feed` calls, or between the
+prefix and the generation - it is always the answer for the unsplit text.
+
+The private names that transformers' own tests reach for (`_output`, `_coerce_tool_calls`, module-level
+`_coerce` and `_schema_types`) exist here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from inspect import isfunction, ismethod
+from typing import Any
+
+from .compiled import CompiledTemplate, compile_template
+from .runtime.coerce import coerce as _coerce
+from .runtime.coerce import coerce_tool_calls
+from .runtime.coerce import schema_types as _schema_types
+from .runtime.coerce import tool_params
+from .runtime.parser import StreamParser
+
+__all__ = ["ResponseParser", "parse_response", "_coerce", "_schema_types"]
+
+_PREFIX_REQUIRED = (
+    "`ResponseParser`/`parse_response` requires `prefix` (the chat prompt sent to the model before "
+    "generation), because chat templates often pre-write part of the assistant message (e.g. an "
+    "opening `<think>` tag) that the parser must see to parse the output correctly. If the generation "
+    'already contains the complete message, pass `prefix=""` to opt out explicitly.'
+)
+
+
+def _tool_schemas(tools) -> list:
+    """Convert Python callables to JSON schemas the way transformers does (imported only when needed)."""
+    out = []
+    for tool in tools or []:
+        if isfunction(tool) or ismethod(tool):
+            from transformers.utils.chat_template_utils import get_json_schema
+
+            tool = get_json_schema(tool)
+        out.append(tool)
+    return out
+
+
+class ResponseParser:
+    """Streaming parser for one generation. See the module docstring and transformers' ResponseParser.
+
+    `initial_events` holds the events produced by the prefix (after its last start anchor). `feed(text)`
+    returns the events `text` completes; `finalize()` returns `(message, final_events)`.
+    """
+
+    def __init__(self, response_template: dict | CompiledTemplate, prefix: str | None = None, *,
+                 tools: list[dict | Callable] | None = None):
+        compiled = compile_template(response_template)
+        if prefix is None:
+            raise ValueError(_PREFIX_REQUIRED)
+        self._compiled = compiled
+        self._tool_params = tool_params(_tool_schemas(tools))
+        self._core = StreamParser(compiled.tables, self._tool_params)
+        self.initial_events: list[dict] = []
+        if prefix:
+            cut = compiled.tables.cut_prefix(prefix)
+            if cut:
+                self.initial_events = self._core.feed(cut)
+
+    def feed(self, text: str) -> list[dict]:
+        """Feed the next piece of generated text; returns the events it completes."""
+        return self._core.feed(text)
+
+    def finalize(self) -> tuple[dict, list[dict]]:
+        """End of generation: close what is open; returns `(message, final_events)`."""
+        return self._core.finish()
+
+    @property
+    def _output(self) -> dict:
+        return self._core.output
+
+    def _coerce_tool_calls(self, value: Any) -> Any:
+        return coerce_tool_calls(value, self._tool_params)
+
+
+def parse_response(text: str, response_template: dict | CompiledTemplate, *, prefix: str | None = None,
+                   tools: list[dict | Callable] | None = None) -> dict:
+    """Parse a complete generation into a message dict (see ResponseParser)."""
+    parser = ResponseParser(response_template, prefix=prefix, tools=tools)
+    parser.feed(text)
+    message, _ = parser.finalize()
+    return message

@@ -1,0 +1,180 @@
+"""Regions and events: what happens when the scanner reports text and delimiters.
+
+The region rules are the reference's (transformers' ResponseParser): the stream starts in the implicit field
+(or a null sink that drops text when there is none); an explicit open closes the current region and opens its
+field; inside an explicit field only that field's close is watched; every close returns to the implicit field,
+which opens lazily on its first character; end of stream closes whatever is open. A zero-width implicit close
+on an implicit region that holds nothing stops the parse (the reference stops there too; chatparse logs it).
+
+Events are the reference's three dicts. Text for one region that arrives within one `feed` call is merged
+into a single `region_chunk`, and a region's chunks always concatenate to its raw body.
+
+An exception raised while closing a region (a bad JSON body, a failing transform) propagates to the caller
+and leaves the parser *failed*: later calls raise RuntimeError instead of continuing from a half-updated
+state.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any
+
+from .coerce import coerce_tool_calls
+from .scanner import Scanner
+from .tables import Tables, logger
+from .transform import process_value
+
+
+def _is_empty(v: Any) -> bool:
+    return v is None or (isinstance(v, (list, dict, str)) and not v)
+
+
+class StreamParser:
+    """One generation's parse state. `feed`/`finish` return the events they produced."""
+
+    def __init__(self, tables: Tables, tool_params: dict | None = None):
+        self.t = tables
+        self.tool_params = tool_params or {}
+        self.output: dict = deepcopy(tables.template["defaults"])
+        self.current = tables.implicit  # field index, or None for the null sink
+        self.opened = False
+        self.captures: dict = {}
+        self.body: list[str] = []
+        self.pending: list[str] = []
+        self.scanner = Scanner(tables)
+        self.stalled = False
+        self.finished = False
+        self.failed: BaseException | None = None
+
+    # -- public steps ----------------------------------------------------------------------------------------
+    def feed(self, text: str) -> list[dict]:
+        self._check_usable()
+        events: list[dict] = []
+        if not text:
+            return events
+        if self.stalled:
+            return events
+        sc = self.scanner
+        try:
+            if sc.quiet() and sc.mode.first_re is not None and sc.end and sc.mode.first_re.search(text) is None:
+                # Fast path: nothing pending and no character of `text` can begin a delimiter.
+                sc.push(text)
+                sc.scan = sc.end
+                self._text(sc.take(sc.end), events)
+            else:
+                sc.push(text)
+                self._process(events, eos=False)
+            self._flush(events)
+        except BaseException as e:
+            self.failed = e
+            raise
+        return events
+
+    def finish(self) -> tuple[dict, list[dict]]:
+        self._check_usable()
+        events: list[dict] = []
+        try:
+            if not self.stalled:
+                self._process(events, eos=True)
+            self._flush(events)
+            self.finished = True
+            fields = self.t.fields
+            missing = [f["name"] for f in fields if not f["optional"] and f["name"] not in self.output]
+            if missing:
+                raise ValueError(f"Required response_template fields missing from parsed output: {missing}")
+            defaults = self.t.template["defaults"]
+            self.output = {k: v for k, v in self.output.items() if k in defaults or not _is_empty(v)}
+        except BaseException as e:
+            self.failed = e
+            raise
+        return self.output, events
+
+    def _check_usable(self) -> None:
+        if self.finished:
+            raise RuntimeError("ResponseParser already finalized")
+        if self.failed is not None:
+            raise RuntimeError(f"ResponseParser failed earlier ({type(self.failed).__name__}: {self.failed}); "
+                               "start a new parser") from self.failed
+
+    # -- the loop --------------------------------------------------------------------------------------------
+    def _process(self, events: list, eos: bool) -> None:
+        sc = self.scanner
+        t = self.t
+        while True:
+            d = sc.decide(eos)
+            if d is None:
+                break
+            s, e, pi, m = d
+            self._text(sc.take(s), events)
+            sc.take(e)
+            p = t.patterns[pi]
+            if p.kind == "open":
+                self._close(events)
+                self._open(p.field, m, events)
+                sc.restart(1 + p.field, e)
+            else:
+                had = self.opened
+                self._close(events)
+                if not had and s == e:
+                    self.stalled = True
+                    if e < sc.end or not eos:
+                        logger.warning("chatparse: zero-width close of the empty implicit field at offset %d; "
+                                       "the reference stops parsing here, so the rest of the text is ignored", s)
+                    return
+                sc.restart(0, e)
+        if eos:
+            self._text(sc.take(sc.end), events)
+            self._close(events)
+        else:
+            self._text(sc.take(sc.safe_end()), events)
+
+    # -- regions ---------------------------------------------------------------------------------------------
+    def _text(self, text: str, events: list) -> None:
+        if not text or self.current is None:
+            return
+        if not self.opened:
+            events.append({"type": "region_open", "field": self.t.fields[self.current]["name"]})
+            self.opened = True
+        self.body.append(text)
+        self.pending.append(text)
+
+    def _flush(self, events: list) -> None:
+        if self.pending:
+            fi = self.current
+            text = self.pending[0] if len(self.pending) == 1 else "".join(self.pending)
+            events.append({"type": "region_chunk", "field": self.t.fields[fi]["name"], "text": text,
+                           "dirty": self.t.dirty[fi]})
+            self.pending = []
+
+    def _open(self, fi: int, m, events: list) -> None:
+        self.current = fi
+        self.captures = {k: v for k, v in m.groupdict().items() if v is not None} if m is not None else {}
+        self.body = []
+        self.opened = True
+        events.append({"type": "region_open", "field": self.t.fields[fi]["name"]})
+
+    def _close(self, events: list) -> None:
+        fi = self.current
+        if fi is not None and self.opened:
+            self._flush(events)
+            field = self.t.fields[fi]
+            name = field["name"]
+            value = process_value("".join(self.body), field, self.captures)
+            if self.tool_params:
+                value = coerce_tool_calls(value, self.tool_params)
+            join = field["join"]
+            if join is not None:
+                if not isinstance(value, str):
+                    raise ValueError(f"Field '{name}': 'join' requires each match to parse to a string, "
+                                     f"got {type(value).__name__}.")
+                prev = self.output.get(name)
+                self.output[name] = value if prev is None else prev + join + value
+            elif field["repeats"]:
+                self.output.setdefault(name, []).append(value)
+            else:
+                self.output[name] = value
+            events.append({"type": "region_close", "field": name, "value": value})
+        self.current = self.t.implicit
+        self.captures = {}
+        self.body = []
+        self.opened = False

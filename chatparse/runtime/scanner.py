@@ -1,0 +1,211 @@
+"""The delimiter automaton at run time: where the next delimiter is, decided exactly and incrementally.
+
+Contract (what makes chatparse independent of how text is split into feeds): for the text received so far,
+`decide()` returns the next delimiter match *only when no continuation of the text could change it*, and
+`safe_end()` is the first position that might still belong to a delimiter. Both agree with running the
+reference's search once over the complete text: the match with the earliest start wins, then the longest,
+then an open over a close, then the smaller field name; each pattern's own match is its leftmost-first
+(`regex`) match at that start.
+
+How: every position whose character can begin a delimiter (found by a C-speed character-class search, so
+plain text is skipped without a Python loop) starts an *attempt*, which steps the mode's combined DFA one
+character at a time. An attempt records, per pattern, where that pattern's match ends, and is decided when
+its state is terminal or dead. The earliest attempt decides first; text before the earliest live attempt can
+never be part of a delimiter. Regex-decided patterns ask `regex` for the exact match on the short window
+around the attempt once the window is wide enough (`history`/`horizon`). Nothing is re-scanned except the
+few held characters after a match, so the cost of a feed does not grow with what came before it.
+"""
+
+from __future__ import annotations
+
+WAIT = object()
+
+
+class Attempt:
+    __slots__ = ("start", "state", "ends", "fin")
+
+    def __init__(self, start: int, state: int):
+        self.start = start
+        self.state = state
+        self.ends: dict | None = None  # local pattern index -> end offset of its match
+        self.fin = -1  # offset after the last character the attempt needed, once decided
+
+
+class Scanner:
+    """Holds the undecided tail of the text and the live attempts for the current mode."""
+
+    def __init__(self, tables):
+        self.t = tables
+        self.cmap = tables.cmap
+        self.keep = tables.history
+        self.text = ""
+        self.base = 0  # absolute offset of text[0]
+        self.end = 0  # absolute offset just past the received text
+        self.pos = 0  # first offset not yet handed out as region text or delimiter
+        self.scan = 0  # next offset to step
+        self.attempts: list[Attempt] = []
+        self.eot_fed = False
+        self.set_mode(0)
+
+    # -- input ---------------------------------------------------------------------------------------------
+    def push(self, chunk: str) -> None:
+        self.text += chunk
+        self.end += len(chunk)
+
+    def set_mode(self, mode_index: int) -> None:
+        self.mode = self.t.modes[mode_index]
+        self.mpat = [self.t.patterns[i] for i in self.mode.patterns]
+
+    def restart(self, mode_index: int, at: int) -> None:
+        """Continue from offset `at` (just after a committed delimiter) in another mode."""
+        self.set_mode(mode_index)
+        self.pos = self.scan = at
+        self.attempts = []
+        self.eot_fed = False
+
+    def quiet(self) -> bool:
+        """True when everything received is stepped and no attempt is pending (the streaming fast path)."""
+        return not self.attempts and self.scan == self.end
+
+    def safe_end(self) -> int:
+        return self.attempts[0].start if self.attempts else self.scan
+
+    def take(self, upto: int) -> str:
+        """Hand out text[pos:upto] as region text and forget what no future decision can look at."""
+        b = self.base
+        out = self.text[self.pos - b: upto - b]
+        self.pos = upto
+        drop = upto - self.keep - b
+        if drop > 256 and drop * 2 > len(self.text):
+            self.text = self.text[drop:]
+            self.base = b + drop
+        return out
+
+    # -- deciding ------------------------------------------------------------------------------------------
+    def decide(self, eos: bool):
+        """The next delimiter `(start, end, pattern_index, match_or_None)` once certain, else None."""
+        mode = self.mode
+        trans, term, acc = mode.trans, mode.term, mode.acc
+        ncls = mode.n_classes
+        cmap = self.cmap
+        attempts = self.attempts
+        while True:
+            while attempts and attempts[0].fin >= 0:
+                r = self._resolve(attempts[0], eos)
+                if r is WAIT:
+                    return None
+                if r is not None:
+                    return r
+                attempts.pop(0)
+            if self.scan >= self.end:
+                if eos and not self.eot_fed:
+                    self._feed_eot()
+                    continue
+                return None
+            scan = self.scan
+            text, base = self.text, self.base
+            if not attempts and not (scan == 0 and mode.start0):
+                first = mode.first_re
+                if first is not None:
+                    m = first.search(text, scan - base)
+                    if m is None:
+                        self.scan = self.end
+                        continue
+                    scan = base + m.start()
+            cls = cmap[ord(text[scan - base])]
+            nxt = scan + 1
+            for a in attempts:
+                if a.fin < 0:
+                    st = trans[a.state * ncls + cls]
+                    a.state = st
+                    if st == 0:
+                        a.fin = nxt
+                    else:
+                        hit = acc[st]
+                        if hit is not None:
+                            self._record(a, hit, nxt)
+                        if term[st]:
+                            a.fin = nxt
+            st = mode.start0 if scan == 0 else mode.startN
+            if st:
+                a = Attempt(scan, st)
+                hit = acc[st]
+                if hit is not None:
+                    self._record(a, hit, scan)
+                if term[st]:
+                    a.fin = scan
+                else:
+                    st = trans[st * ncls + cls]
+                    a.state = st
+                    if st == 0:
+                        a.fin = nxt
+                    else:
+                        hit = acc[st]
+                        if hit is not None:
+                            self._record(a, hit, nxt)
+                        if term[st]:
+                            a.fin = nxt
+                if a.fin < 0 or a.ends is not None:
+                    attempts.append(a)
+            self.scan = nxt
+            # Attempts that died without a match can go at once, wherever they are in the list.
+            if attempts and any(a.fin >= 0 and a.ends is None for a in attempts):
+                attempts[:] = [a for a in attempts if a.fin < 0 or a.ends is not None]
+
+    @staticmethod
+    def _record(a: Attempt, hit: tuple, at: int) -> None:
+        ends = a.ends
+        if ends is None:
+            ends = a.ends = {}
+        for p, back in hit:
+            ends[p] = at - back
+
+    def _feed_eot(self) -> None:
+        """End of text: one EOT step for every live attempt, plus an attempt starting at the very end."""
+        mode = self.mode
+        self.eot_fed = True
+        end = self.end
+        st = mode.start0 if end == 0 else mode.startN
+        if st:
+            a = Attempt(end, st)
+            hit = mode.acc[st]
+            if hit is not None:
+                self._record(a, hit, end)
+            self.attempts.append(a)
+        for a in self.attempts:
+            if a.fin < 0:
+                st = mode.eot[a.state]
+                hit = mode.acc[st] if st else None
+                if hit is not None:
+                    self._record(a, hit, end)
+                a.fin = end
+        self.attempts[:] = [a for a in self.attempts if a.ends is not None]
+
+    def _resolve(self, a: Attempt, eos: bool):
+        """Pick the winning pattern of a decided attempt; WAIT if `regex` needs more text; None if no match."""
+        best_key = best = None
+        t = self.t
+        for local, end in a.ends.items():
+            pi = self.mode.patterns[local]
+            p = t.patterns[pi]
+            m = None
+            if not p.exact:
+                if not eos and (p.horizon < 0 or self.end < a.fin + p.horizon):
+                    return WAIT
+                m = p.rx.match(self.text, a.start - self.base)
+                if m is None:
+                    continue
+                end = m.end() + self.base
+            key = (a.start - end, 0 if p.kind == "open" else 1, t.fields[p.field]["name"])
+            if best_key is None or key < best_key:
+                best_key, best = key, (a.start, end, pi, m)
+        if best is None:
+            return None
+        s, e, pi, m = best
+        p = t.patterns[pi]
+        if m is None and p.named_groups:
+            m = p.rx.fullmatch(self.text, s - self.base, e - self.base)
+            if m is None:  # the tables and `regex` disagree: never guess
+                raise RuntimeError(f"chatparse internal error: tables matched {p.source!r} at {s}..{e} "
+                                   "but regex does not")
+        return s, e, pi, m

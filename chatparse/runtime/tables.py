@@ -1,0 +1,139 @@
+"""Loaded tables: validated once, then laid out as flat Python lists for the per-character hot path.
+
+The input is the table dict that `chatparse.compiler.build.build_tables` produces (or that a table file
+decodes to). Every index is checked here, so a corrupted or hostile table raises ValueError instead of
+misparsing or crashing later; after that the stepping code trusts the tables.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from array import array
+
+import numpy as np
+import regex
+
+from .values import STREAMABLE
+
+logger = logging.getLogger("chatparse")
+
+N_CODEPOINTS = 0x110000
+
+
+class Mode:
+    """One parser mode: the delimiters it watches and their combined DFA."""
+
+    __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes")
+
+    def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str):
+        trans = np.asarray(raw["trans"])
+        n_states = trans.shape[0] if trans.ndim == 2 else -1
+        if trans.ndim != 2 or trans.shape[1] != n_classes or n_states < 1:
+            raise ValueError(f"{where}: transition table has shape {trans.shape}, expected (states, {n_classes})")
+        eot, acc, term = np.asarray(raw["eot"]), np.asarray(raw["acc"]), np.asarray(raw["term"])
+        self.patterns = [int(p) for p in raw["patterns"]]
+        if any(not 0 <= p < n_patterns for p in self.patterns):
+            raise ValueError(f"{where}: pattern index out of range")
+        if eot.shape != (n_states,) or term.shape != (n_states,) or acc.shape != (n_states, len(self.patterns)):
+            raise ValueError(f"{where}: per-state arrays do not match {n_states} states")
+        for name, arr in (("trans", trans), ("eot", eot)):
+            if arr.size and (arr.min() < 0 or arr.max() >= n_states):
+                raise ValueError(f"{where}: {name} holds a state outside 0..{n_states - 1}")
+        if acc.size and (acc.min() < -1 or acc.max() > 1):
+            raise ValueError(f"{where}: accept codes must be -1, 0 or 1")
+        self.start0, self.startN = int(raw["start0"]), int(raw["startN"])
+        if not (0 <= self.start0 < n_states and 0 <= self.startN < n_states):
+            raise ValueError(f"{where}: start state out of range")
+        self.n_classes = n_classes
+        self.trans = trans.astype(np.int64).ravel().tolist()
+        self.eot = eot.astype(np.int64).tolist()
+        self.term = term.astype(bool).tolist()
+        # acc[s] is None (no match ends in s) or a tuple of (local pattern index, characters back from here).
+        self.acc = [
+            tuple((p, int(code)) for p, code in enumerate(row) if code >= 0) or None for row in acc.tolist()
+        ]
+        first = raw["first"]
+        if first is None:
+            self.first_re = None
+        else:
+            parts = []
+            for lo, hi in first:
+                if not 0 <= lo <= hi < N_CODEPOINTS:
+                    raise ValueError(f"{where}: first-character range {lo}..{hi} out of range")
+                parts.append(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}")
+            self.first_re = re.compile("[" + "".join(parts) + "]") if parts else re.compile("(?!)")
+
+
+class Pattern:
+    __slots__ = ("kind", "field", "exact", "rx", "named_groups", "history", "horizon", "source")
+
+    def __init__(self, raw: dict, n_fields: int, where: str):
+        self.kind = raw["kind"]
+        if self.kind not in ("open", "close"):
+            raise ValueError(f"{where}: kind must be 'open' or 'close'")
+        self.field = int(raw["field"])
+        if not 0 <= self.field < n_fields:
+            raise ValueError(f"{where}: field index out of range")
+        self.exact = bool(raw["exact"])
+        self.named_groups = bool(raw["named_groups"])
+        self.history = int(raw["history"])
+        self.horizon = int(raw["horizon"])
+        if self.history < 1 or self.horizon < -1:
+            raise ValueError(f"{where}: bad history/horizon")
+        self.source = raw["source"]
+        self.rx = regex.compile(self.source, regex.DOTALL)
+
+
+class Tables:
+    """Everything one compiled template needs at run time."""
+
+    def __init__(self, raw: dict):
+        self.template = raw["template"]
+        self.fields = self.template["fields"]
+        names = [f["name"] for f in self.fields]
+        implicit = self.template["implicit"]
+        self.implicit = names.index(implicit) if implicit is not None else None
+        self.n_classes = int(raw["n_classes"])
+        if not 1 <= self.n_classes <= 65535:
+            raise ValueError("tables: n_classes out of range")
+        self.cmap = _class_map(np.asarray(raw["class_starts"]), np.asarray(raw["class_ids"]), self.n_classes)
+        self.patterns = [Pattern(p, len(self.fields), f"pattern {i}") for i, p in enumerate(raw["patterns"])]
+        self.modes = [Mode(m, self.n_classes, len(self.patterns), f"mode {i}") for i, m in enumerate(raw["modes"])]
+        if len(self.modes) != len(self.fields) + 1:
+            raise ValueError("tables: expected one mode per field plus the outside mode")
+        self.history = max([p.history for p in self.patterns] + [1])
+        self.dirty = [f["content"] not in STREAMABLE for f in self.fields]
+        anchor = self.template["start_anchor"]
+        if "literals" in anchor:
+            src = "|".join(regex.escape(s) for s in sorted(anchor["literals"], key=len, reverse=True))
+            self.anchor_kind = "start_anchor"
+        else:
+            src = anchor["pattern"]
+            self.anchor_kind = "start_anchor_pattern"
+        self.anchor_rx = regex.compile(src, regex.DOTALL)
+
+    def cut_prefix(self, prefix: str) -> str:
+        """The part of `prefix` after the last (non-overlapping) start-anchor match; all of it if none."""
+        last = None
+        for m in self.anchor_rx.finditer(prefix):
+            last = m.end()
+        if last is None:
+            logger.info("response_template defines %s but the anchor was not found in the prefix; "
+                        "the parser will process the entire prefix instead.", self.anchor_kind)
+            return prefix
+        return prefix[last:]
+
+
+def _class_map(starts: np.ndarray, ids: np.ndarray, n_classes: int):
+    if starts.ndim != 1 or starts.shape != ids.shape or len(starts) == 0 or starts[0] != 0:
+        raise ValueError("tables: class map must start at code point 0 with one class id per interval")
+    if (np.diff(starts) <= 0).any() or starts[-1] >= N_CODEPOINTS:
+        raise ValueError("tables: class map intervals must be increasing and inside U+0000..U+10FFFF")
+    if ids.min() < 0 or ids.max() >= n_classes:
+        raise ValueError("tables: class id out of range")
+    lengths = np.diff(np.append(starts, N_CODEPOINTS))
+    full = np.repeat(ids, lengths)
+    if n_classes <= 256:
+        return full.astype(np.uint8).tobytes()
+    return array("H", full.astype(np.uint16).tobytes())
