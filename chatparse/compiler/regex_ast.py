@@ -115,9 +115,9 @@ def _in_source(items) -> str:
         if op is C.NEGATE:
             negate = "^"
         elif op is C.LITERAL:
-            parts.append(f"\\x{{{av:x}}}")
+            parts.append(f"\\U{av:08x}")
         elif op is C.RANGE:
-            parts.append(f"\\x{{{av[0]:x}}}-\\x{{{av[1]:x}}}")
+            parts.append(f"\\U{av[0]:08x}-\\U{av[1]:08x}")
         elif op is C.CATEGORY and av in _CATEGORY_SOURCE:
             parts.append(_CATEGORY_SOURCE[av])
         else:

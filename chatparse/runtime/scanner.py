@@ -161,17 +161,14 @@ class Scanner:
             ends[p] = at - back
 
     def _feed_eot(self) -> None:
-        """End of text: one EOT step for every live attempt, plus an attempt starting at the very end."""
+        """End of text: one EOT step for every live attempt.
+
+        No attempt starts at the very end: the reference never commits a match that starts at the end of
+        the text (a zero-width open or close there is ignored; end of stream closes the region anyway).
+        """
         mode = self.mode
         self.eot_fed = True
         end = self.end
-        st = mode.start0 if end == 0 else mode.startN
-        if st:
-            a = Attempt(end, st)
-            hit = mode.acc[st]
-            if hit is not None:
-                self._record(a, hit, end)
-            self.attempts.append(a)
         for a in self.attempts:
             if a.fin < 0:
                 st = mode.eot[a.state]

@@ -1,0 +1,108 @@
+"""Running chatparse and the transformers reference side by side, in a comparable normal form.
+
+Events are compared after merging adjacent `region_chunk`s of the same field (chunk boundaries are free to
+differ, their concatenation is not). Errors are compared by exception class.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+from contextlib import contextmanager
+
+import chatparse
+from transformers.utils.chat_parsing import ResponseParser as RefParser
+
+
+class RefTimeout(Exception):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: float):
+    def _raise(signum, frame):
+        raise RefTimeout()
+
+    old = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def normalize(events: list[dict]) -> list[dict]:
+    out: list[dict] = []
+    for ev in events:
+        if (ev["type"] == "region_chunk" and out and out[-1]["type"] == "region_chunk"
+                and out[-1]["field"] == ev["field"]):
+            out[-1] = {**out[-1], "text": out[-1]["text"] + ev["text"]}
+        else:
+            out.append(dict(ev))
+    return out
+
+
+def run(parser_cls, template, chunks, prefix="", tools=None):
+    """Feed `chunks`; return ("ok", message, normalized events) or ("error", exception class name, None)."""
+    events: list[dict] = []
+    try:
+        p = parser_cls(template, prefix=prefix, tools=tools)
+        events += p.initial_events
+        for c in chunks:
+            events += p.feed(c)
+        msg, final = p.finalize()
+        events += final
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        return ("error", type(e).__name__, None)
+    return ("ok", msg, normalize(events))
+
+
+def run_reference(template, text, prefix="", tools=None, seconds: float = 2.0):
+    """The reference's one-shot answer (one feed), or raises RefTimeout."""
+    with time_limit(seconds):
+        return run(RefParser, template, [text], prefix, tools)
+
+
+def run_chatparse(template, chunks, prefix="", tools=None):
+    return run(chatparse.ResponseParser, template, chunks, prefix, tools)
+
+
+def split(text: str, cuts) -> list[str]:
+    cuts = sorted(set(c for c in cuts if 0 < c < len(text)))
+    out, prev = [], 0
+    for c in cuts:
+        out.append(text[prev:c])
+        prev = c
+    out.append(text[prev:])
+    return out
+
+
+def random_chunks(text: str, rng: random.Random, max_size: int = 7) -> list[str]:
+    out, i = [], 0
+    while i < len(text):
+        n = rng.randint(1, max_size)
+        out.append(text[i:i + n])
+        i += n
+    return out
+
+
+def check_well_formed(events: list[dict]) -> None:
+    """Flat, ordered regions: open, chunks, close; nothing nested; chunks only inside their open region."""
+    open_field = None
+    for ev in events:
+        assert set(ev) >= {"type", "field"}, ev
+        if ev["type"] == "region_open":
+            assert open_field is None, f"nested open {ev} inside {open_field}"
+            open_field = ev["field"]
+        elif ev["type"] == "region_chunk":
+            assert ev["field"] == open_field, ev
+            assert isinstance(ev["text"], str) and ev["text"]
+            assert type(ev["dirty"]) is bool
+        elif ev["type"] == "region_close":
+            assert ev["field"] == open_field, ev
+            assert "value" in ev
+            open_field = None
+        else:
+            raise AssertionError(f"unknown event type {ev}")
+    assert open_field is None, "a region was left open after finalize"

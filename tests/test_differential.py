@@ -1,0 +1,212 @@
+"""chatparse against the installed transformers reference, on generated templates, texts and chunkings.
+
+Claim under test: for every template and text, chatparse fed in *any* chunking gives the reference's
+one-shot answer (message, or exception class) and the same events up to chunk boundaries.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import regex
+from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import strategies as st
+
+import chatparse
+from harness import RefTimeout, check_well_formed, run_chatparse, run_reference, split
+
+ALPHA = "ab<>/x\n "
+lit = st.text(alphabet="ab<>/x", min_size=1, max_size=4)
+
+ATOMS = [r"[ab]", r"\w", r".", r"[^>]", r"\s", r"x", r"<", r">", r"/", r"b"]
+QUANTS = ["", "", "", "*", "+", "?", "*?", "+?", "??", "{1,2}", "{0,2}?"]
+
+
+@st.composite
+def regex_source(draw, allow_groups=True):
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        if draw(st.booleans()):
+            parts.append(regex.escape(draw(lit)))
+        else:
+            parts.append(draw(st.sampled_from(ATOMS)) + draw(st.sampled_from(QUANTS)))
+    body = "".join(parts)
+    if draw(st.integers(0, 4)) == 0:
+        body = f"(?:{body}|{regex.escape(draw(lit))})"
+    if allow_groups and draw(st.integers(0, 3)) == 0:
+        body = f"(?P<g>{body})"
+    return body
+
+
+@st.composite
+def delimiter(draw, kind: str, implicit_close: bool = False):
+    """A field's open or close: a literal, a literal list, or a pattern (possibly anchored or lookaround)."""
+    choice = draw(st.integers(0, 9))
+    if choice <= 3:
+        return {kind: draw(lit)}
+    if choice <= 5:
+        return {kind: draw(st.lists(lit, min_size=1, max_size=3))}
+    src = draw(regex_source())
+    extra = draw(st.integers(0, 9))
+    if kind == "open" and extra == 0:
+        src = f"(?:^|{src})"
+    elif kind == "close" and implicit_close and extra <= 1:
+        src = draw(st.sampled_from([r"$", r"\Z", src + r"(?=x)", src + "$"]))
+    elif extra == 2:
+        src = r"(?<=[ab])" + src
+    elif extra == 3:
+        src = src + r"(?=[ab\n])"
+    return {f"{kind}_pattern": src}
+
+
+@st.composite
+def templates(draw):
+    fields = {}
+    names = draw(st.lists(st.sampled_from(["a", "b", "c", "tool"]), min_size=1, max_size=3, unique=True))
+    for name in names:
+        f = dict(draw(delimiter("open")))
+        if draw(st.integers(0, 5)) > 0:
+            f.update(draw(delimiter("close")))
+        content_kind = draw(st.integers(0, 5))
+        if content_kind == 0:
+            f["content_args"] = {"strip": False}
+        if draw(st.booleans()):
+            f["repeats"] = True
+            if draw(st.integers(0, 2)) == 0:
+                f["join"] = "|"
+        pats = [v for k, v in f.items() if k.endswith("_pattern")]
+        if any(regex.compile(p).groupindex for p in pats):
+            f["transform"] = {"g": "{g}", "c": "{content}"} if "join" not in f else None
+            if f["transform"] is None:
+                del f["transform"]
+                del f["join"]
+                f["transform"] = {"g": "{g}", "c": "{content}"}
+        fields[name] = f
+    if draw(st.booleans()):
+        impl = {}
+        if draw(st.integers(0, 3)) > 0:
+            impl.update(draw(delimiter("close", implicit_close=True)))
+            for k in list(impl):
+                if k.endswith("_pattern") and regex.compile(impl[k]).groupindex:
+                    impl["transform"] = {"g": "{g}", "c": "{content}"}
+        if draw(st.integers(0, 2)) == 0:
+            impl["repeats"] = True
+        fields["content"] = impl
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
+
+
+def _delims(template) -> list[str]:
+    out = []
+    for f in template["fields"].values():
+        for k in ("open", "close"):
+            v = f.get(k)
+            if isinstance(v, str):
+                out.append(v)
+            elif isinstance(v, list):
+                out.extend(v)
+    return out or ["<a>"]
+
+
+@st.composite
+def texts_for(draw, template):
+    delims = _delims(template)
+    pieces = []
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(st.integers(0, 3))
+        if kind == 0:
+            pieces.append(draw(st.sampled_from(delims)))
+        elif kind == 1:
+            d = draw(st.sampled_from(delims))
+            pieces.append(d[: draw(st.integers(0, len(d)))])
+        else:
+            pieces.append(draw(st.text(alphabet=ALPHA, max_size=4)))
+    return "".join(pieces)
+
+
+def compiles(template) -> bool:
+    """chatparse refuses only templates the reference cannot run (zero-width open+close loops)."""
+    try:
+        chatparse.compile_template(template)
+    except ValueError as e:
+        if "empty string" in str(e):
+            return False
+        raise
+    return True
+
+
+def _compare(template, text, cuts, prefix=""):
+    note(f"template={template!r}\ntext={text!r}\ncuts={cuts!r}")
+    try:
+        ref = run_reference(template, text, prefix=prefix)
+    except RefTimeout:
+        assume(False)
+    one = run_chatparse(template, [text], prefix=prefix)
+    assert one == ref
+    chunks = split(text, cuts)
+    streamed = run_chatparse(template, chunks, prefix=prefix)
+    assert streamed == ref
+    if streamed[0] == "ok":
+        check_well_formed(streamed[2])
+
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@SETTINGS
+@given(st.data())
+def test_generated_templates_match_reference_for_any_chunking(data):
+    template = data.draw(templates())
+    assume(compiles(template))
+    text = data.draw(texts_for(template))
+    cuts = data.draw(st.lists(st.integers(1, max(1, len(text))), max_size=8))
+    _compare(template, text, cuts)
+
+
+@SETTINGS
+@given(st.data())
+def test_one_character_feeds_match_reference(data):
+    template = data.draw(templates())
+    assume(compiles(template))
+    text = data.draw(texts_for(template))
+    _compare(template, text, list(range(1, len(text))))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_prefix_then_generation_matches_unsplit_text(data):
+    """Splitting between prefix and generation changes nothing: compare with the reference on the joined text."""
+    template = data.draw(templates())
+    assume(compiles(template))
+    text = data.draw(texts_for(template))
+    at = data.draw(st.integers(0, len(text)))
+    try:
+        ref = run_reference(template, text, prefix="<|A|>")
+    except RefTimeout:
+        assume(False)
+    got = run_chatparse(template, [text[at:]], prefix="<|A|>" + text[:at])
+    if ref[0] == "error":
+        assert got[0] == "error" and got[1] == ref[1]
+    else:
+        assert got[1] == ref[1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_long_random_texts_streamed_equal_one_shot(seed):
+    rng = random.Random(seed)
+    template = {
+        "start_anchor": "<|A|>",
+        "defaults": {"role": "assistant"},
+        "fields": {
+            "think": {"open": ["<t>", "<think>"], "close": "</t>"},
+            "tool": {"open_pattern": r"<call name=(?P<n>\w+)>", "close": "</call>", "repeats": True,
+                     "transform": {"name": "{n}", "args": "{content}"}},
+            "content": {"close_pattern": r"\Z"},
+        },
+    }
+    pieces = ["<t>", "</t>", "<think>", "<call name=f1>", "</call>", "<", "</", "<th", "x", "\n", "ab "]
+    text = "".join(rng.choice(pieces) for _ in range(400))
+    ref = run_reference(template, text)
+    for _ in range(3):
+        cuts = [rng.randint(1, len(text)) for _ in range(rng.randint(1, 200))]
+        assert run_chatparse(template, split(text, cuts)) == ref
