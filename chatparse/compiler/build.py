@@ -11,7 +11,8 @@ the table format; nothing in it needs the compiler, interegular or transformers 
   has named groups, and for regex-decided ones the ``history``/``horizon`` windows (-1: unbounded horizon).
 * ``modes``: mode 0 is "no explicit region open"; mode 1+i is "inside explicit field i". Each has its watched
   pattern ids, the combined DFA (`dfa.ModeDFA`) and ``first``: the code-point ranges that can start an attempt
-  (``None`` when an attempt can start anywhere because some pattern matches the empty string).
+  (``None`` when an attempt can start anywhere because some pattern matches the empty string), as pairs of
+  first/second character ranges (see `_first_ranges`).
 """
 
 from __future__ import annotations
@@ -123,18 +124,39 @@ def analyse_literals(literals: list[str]):
     return Analysis(ast=literal_ast(literals))
 
 
-def _first_ranges(dfa, starts: np.ndarray, class_of_interval: np.ndarray):
-    """Code points on which an attempt starting at offset > 0 does not die at once; None if any position."""
-    s = dfa.startN
-    if s != 0 and (dfa.acc[s] >= 0).any():
-        return None
-    live_classes = set(np.nonzero(dfa.trans[s] != 0)[0].tolist()) if s != 0 else set()
-    ranges = []
-    ends = list(starts[1:]) + [0x110000]
-    for lo, hi, c in zip(starts.tolist(), ends, class_of_interval.tolist()):
-        if c in live_classes:
-            ranges.append((lo, int(hi) - 1))
+def _class_ranges(classes: set, starts: np.ndarray, class_of_interval: np.ndarray) -> list:
+    ends = list(starts[1:].tolist()) + [0x110000]
+    ranges = [(lo, hi - 1) for lo, hi, c in zip(starts.tolist(), ends, class_of_interval.tolist()) if c in classes]
     return [list(r) for r in normalize(ranges)]
+
+
+def _first_ranges(dfa, starts: np.ndarray, class_of_interval: np.ndarray):
+    """Where an attempt can start at offset > 0, as a two-character prefilter; None if anywhere.
+
+    A list of ``[first, second]`` pairs of code-point ranges: an attempt starting at p can only matter if
+    text[p] is in some ``first`` and text[p+1] is in its ``second`` (or the text ends after p). ``second`` is
+    None when the first character alone already decides or accepts. The runtime turns this into one
+    C-speed regex search, so runs such as "a space followed by a letter" in front of a ``\s*</think>``
+    delimiter are skipped without stepping the automaton.
+    """
+    s = dfa.startN
+    if s == 0:
+        return []
+    if (dfa.acc[s] >= 0).any():
+        return None
+    groups: dict = {}
+    for c1 in np.nonzero(dfa.trans[s] != 0)[0].tolist():
+        t1 = int(dfa.trans[s, c1])
+        if (dfa.acc[t1] >= 0).any() or dfa.term[t1]:
+            second = None
+        else:
+            second = frozenset(np.nonzero(dfa.trans[t1] != 0)[0].tolist())
+        groups.setdefault(second, set()).add(c1)
+    out = []
+    for second, firsts in groups.items():
+        out.append([_class_ranges(firsts, starts, class_of_interval),
+                    None if second is None else _class_ranges(set(second), starts, class_of_interval)])
+    return out
 
 
 def _check_no_empty_loop(fields, patterns, analyses) -> None:

@@ -91,13 +91,32 @@ def analyse(pattern: str) -> Analysis:
         raise PatternError(f"pattern {pattern!r} uses syntax specific to the `regex` module; chatparse supports "
                            "the syntax shared by `re` and `regex`")
     try:
-        parsed = sre_parse.parse(pattern, re.DOTALL)
+        parsed = sre_parse.parse(_unique_group_names(pattern), re.DOTALL)
     except re.error as e:
         raise PatternError(f"pattern {pattern!r} cannot be compiled to tables: {e}") from e
     flags = parsed.state.flags
     an = Analysis(ast=("eps",))
     an.ast = _convert(parsed, flags, an, tail=True)
     return an
+
+
+_NAMED_GROUP = re.compile(r"(?<!\\)\(\?P<(\w+)>")
+
+
+def _unique_group_names(pattern: str) -> str:
+    """`regex` allows one group name in several alternatives (gpt-oss does this); `re`'s parser does not.
+
+    The AST never needs group names (captures are read from `regex` itself), so duplicates are renamed.
+    A named backreference to a duplicated name is refused: which group it means is `regex`-specific.
+    """
+    names = _NAMED_GROUP.findall(pattern)
+    dupes = {n for n in names if names.count(n) > 1}
+    if not dupes:
+        return pattern
+    if any(f"(?P={n})" in pattern for n in dupes):
+        raise PatternError(f"pattern {pattern!r} refers back to a group name it defines more than once")
+    counter = iter(range(1, len(names) + 1))
+    return _NAMED_GROUP.sub(lambda m: f"(?P<{m.group(1)}__{next(counter)}>", pattern)
 
 
 def _convert(sub, flags: int, an: Analysis, tail: bool) -> tuple:

@@ -53,16 +53,27 @@ class Mode:
         self.acc = [
             tuple((p, int(code)) for p, code in enumerate(row) if code >= 0) or None for row in acc.tolist()
         ]
-        first = raw["first"]
-        if first is None:
-            self.first_re = None
-        else:
-            parts = []
-            for lo, hi in first:
-                if not 0 <= lo <= hi < N_CODEPOINTS:
-                    raise ValueError(f"{where}: first-character range {lo}..{hi} out of range")
-                parts.append(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}")
-            self.first_re = re.compile("[" + "".join(parts) + "]") if parts else re.compile("(?!)")
+        self.first_re = _prefilter(raw["first"], where)
+
+
+def _class_source(ranges, where: str) -> str:
+    parts = []
+    for lo, hi in ranges:
+        if not 0 <= lo <= hi < N_CODEPOINTS:
+            raise ValueError(f"{where}: first-character range {lo}..{hi} out of range")
+        parts.append(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}")
+    return "[" + "".join(parts) + "]" if parts else "(?!)"
+
+
+def _prefilter(first, where: str):
+    """The C-speed search for the next position where an attempt can matter (None: every position)."""
+    if first is None:
+        return None
+    alts = []
+    for c1, c2 in first:
+        head = _class_source(c1, where)
+        alts.append(head if c2 is None else f"{head}(?:{_class_source(c2, where)}|\\Z)")
+    return re.compile("|".join(alts) if alts else "(?!)")
 
 
 class Pattern:

@@ -1,0 +1,219 @@
+"""Load-time validation of ``response_template`` dicts.
+
+``load_template`` accepts exactly the templates transformers 5.23.0 (``load_response_template``) accepts,
+rejects the others with the same exception class, in the same order of checks, with the reference's key
+message substrings, and returns a normalized, JSON-serializable description for the compiler.
+
+Order of checks (the first failure wins, as in the reference):
+
+1. template shape: dict, ``version`` (== 1 when present), unknown top-level keys, ``defaults`` a dict,
+   ``fields`` a non-empty dict;
+2. each field in template order: dict, unknown keys, ``content`` parser name, ``open``/``open_pattern``,
+   ``close``/``close_pattern``, ``join`` type, ``join`` needs ``repeats``, ``transform_each`` type,
+   ``transform_each`` needs ``transform``, then either the transform strings (no placeholder mixed with
+   text) or, without a transform, no named groups in the open/close patterns;
+3. at most one implicit field (no ``open``/``open_pattern``);
+4. exactly one of ``start_anchor`` / ``start_anchor_pattern``.
+
+``content_args`` are deliberately *not* checked here: the reference only fails on them when a body is
+parsed, and chatparse keeps that parse-time behaviour (see ``chatparse.runtime.values``).
+"""
+
+from __future__ import annotations
+
+import json
+from copy import deepcopy
+from typing import Any
+
+import regex
+
+from chatparse.runtime.transform import PLACEHOLDER
+from chatparse.runtime.values import PARSER_NAMES
+
+__all__ = ["load_template", "canonical_json"]
+
+_TOP_LEVEL_KEYS = frozenset({"version", "defaults", "fields", "start_anchor", "start_anchor_pattern"})
+_FIELD_KEYS = frozenset(
+    {
+        "open",
+        "open_pattern",
+        "close",
+        "close_pattern",
+        "content",
+        "content_args",
+        "repeats",
+        "join",
+        "optional",
+        "transform",
+        "transform_each",
+    }
+)
+
+
+def canonical_json(spec: Any) -> str:
+    """A stable text form of ``spec`` for cache keys: sorted keys, compact separators, raw Unicode.
+
+    Two specs that compare equal as JSON values give the same string."""
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _check_shape(spec: Any) -> None:
+    """Top-level structure checks, in the reference's order."""
+    if not isinstance(spec, dict):
+        raise ValueError(f"response_template must be a dict, got {type(spec).__name__}")
+    version = spec.get("version", 1)
+    if version != 1:
+        raise ValueError(f"Unsupported response_template version: {version} (key 'version' must be 1)")
+    unknown = set(spec) - _TOP_LEVEL_KEYS
+    if unknown:
+        raise ValueError(f"Unknown keys in response_template: {sorted(unknown)}")
+    if not isinstance(spec.get("defaults", {}), dict):
+        raise ValueError("response_template.defaults must be a dict")
+    fields = spec.get("fields", {})
+    if not isinstance(fields, dict) or not fields:
+        raise ValueError("response_template.fields must be a non-empty dict")
+
+
+def _anchor(scope: str, holder: dict, literal_key: str, pattern_key: str) -> tuple[Any, Any]:
+    """Validate one delimiter given either as literal(s) under ``literal_key`` or a regex under
+    ``pattern_key``.
+
+    Returns ``(normalized, compiled)`` where ``normalized`` is ``None``, ``{"literals": [...]}`` (a string
+    becomes a one-element list; duplicates dropped keeping first-seen order) or ``{"pattern": p}``, and
+    ``compiled`` is the pattern compiled with DOTALL (``None`` for literals), used only to validate it and to
+    read its named groups."""
+    if literal_key in holder and pattern_key in holder:
+        raise ValueError(f"{scope}: cannot specify both '{literal_key}' and '{pattern_key}'")
+    if literal_key in holder:
+        raw = holder[literal_key]
+        if isinstance(raw, str):
+            literals = [raw]
+        elif isinstance(raw, list):
+            if not raw:
+                raise ValueError(f"{scope}: '{literal_key}' list must contain at least one literal")
+            if not all(isinstance(item, str) for item in raw):
+                raise ValueError(f"{scope}: '{literal_key}' list must contain only strings")
+            literals = list(dict.fromkeys(raw))
+        else:
+            raise ValueError(
+                f"{scope}: '{literal_key}' must be a string or list of strings, got {type(raw).__name__}"
+            )
+        if "" in literals:
+            raise ValueError(f"{scope}: '{literal_key}' literals cannot be empty strings")
+        return {"literals": literals}, None
+    if pattern_key in holder:
+        pattern = holder[pattern_key]
+        try:
+            compiled = regex.compile(pattern, regex.DOTALL)
+        except regex.error as err:
+            raise ValueError(f"{scope}: invalid {pattern_key} regex: {err}") from err
+        return {"pattern": pattern}, compiled
+    return None, None
+
+
+def _check_transform_strings(scope: str, transform: Any) -> None:
+    """Reject any string inside ``transform`` (dict values and list items, recursively) that contains a
+    placeholder but is not exactly one placeholder: string interpolation is not supported."""
+    if isinstance(transform, dict):
+        for item in transform.values():
+            _check_transform_strings(scope, item)
+    elif isinstance(transform, list):
+        for item in transform:
+            _check_transform_strings(scope, item)
+    elif isinstance(transform, str):
+        if PLACEHOLDER.search(transform) and not PLACEHOLDER.fullmatch(transform):
+            raise ValueError(
+                f"{scope}: 'transform' string {transform!r} mixes a {{placeholder}} with literal text. "
+                'Use either a whole-string placeholder (e.g. "{content}") or a plain literal; '
+                "string interpolation is not supported."
+            )
+
+
+def _field(name: Any, spec: Any) -> dict:
+    """Validate one field spec and return its normalized dict (see ``load_template``)."""
+    scope = f"Field '{name}'"
+    if not isinstance(spec, dict):
+        raise ValueError(f"{scope} must be a dict, got {type(spec).__name__}")
+    unknown = set(spec) - _FIELD_KEYS
+    if unknown:
+        raise ValueError(f"{scope}: unknown keys {sorted(unknown)}")
+    content = spec.get("content", "text")
+    if content not in PARSER_NAMES:
+        raise ValueError(
+            f"{scope}: unknown content parser '{content}' in 'content'. Available: {sorted(PARSER_NAMES)}"
+        )
+    open_norm, open_re = _anchor(scope, spec, "open", "open_pattern")
+    close_norm, close_re = _anchor(scope, spec, "close", "close_pattern")
+    join = spec.get("join")
+    if join is not None and not isinstance(join, str):
+        raise ValueError(f"{scope}: 'join' must be a string, got {type(join).__name__}")
+    if join is not None and not spec.get("repeats", False):
+        raise ValueError(f"{scope}: 'join' requires 'repeats': true")
+    transform = spec.get("transform")
+    transform_each = spec.get("transform_each", False)
+    if not isinstance(transform_each, bool):
+        raise ValueError(f"{scope}: transform_each must be a bool, got {type(transform_each).__name__}")
+    if transform_each and transform is None:
+        raise ValueError(f"{scope}: transform_each is set but no 'transform' was provided")
+    if transform is not None:
+        _check_transform_strings(scope, transform)
+    else:
+        groups: set = set()
+        for compiled in (open_re, close_re):
+            if compiled is not None:
+                groups |= set(compiled.groupindex)
+        if groups:
+            raise ValueError(
+                f"{scope}: open_pattern/close_pattern declares named group(s) {sorted(groups)}, but the "
+                "field has no 'transform'. Named captures are only surfaced through a 'transform' "
+                "template (where they appear alongside 'content'). Either add a 'transform' that uses "
+                "the captures, or remove the named groups from the pattern."
+            )
+    return {
+        "name": name,
+        "open": open_norm,
+        "close": close_norm,
+        "content": content,
+        "content_args": deepcopy(spec.get("content_args", {})),
+        "repeats": bool(spec.get("repeats", False)),
+        "join": join,
+        "optional": bool(spec.get("optional", True)),
+        "transform": deepcopy(transform),
+        "transform_each": transform_each,
+    }
+
+
+def load_template(spec: Any) -> dict:
+    """Validate a ``response_template`` dict and return its normalized form.
+
+    Raises ``ValueError`` (``TypeError`` for the odd non-hashable/non-string values the reference also
+    chokes on) with the reference's message substrings; every message names the field (or
+    ``response_template``) and the offending key. The result is JSON-serializable and shares no mutable
+    state with ``spec``::
+
+        {"version": 1, "defaults": {...}, "start_anchor": {"literals": [...]} | {"pattern": str},
+         "implicit": <field name> | None,
+         "fields": [{"name", "open", "close", "content", "content_args", "repeats", "join",
+                     "optional", "transform", "transform_each"}, ...]}   # template order
+
+    ``open``/``close`` are ``None``, ``{"literals": [str, ...]}`` (deduplicated, first-seen order) or
+    ``{"pattern": str}``; ``repeats``/``optional`` are normalized to bools by truthiness, which is how
+    the reference reads them."""
+    _check_shape(spec)
+    fields = [_field(name, raw) for name, raw in spec["fields"].items()]
+    implicit = [field["name"] for field in fields if field["open"] is None]
+    if len(implicit) > 1:
+        raise ValueError(
+            "At most one field may omit 'open'/'open_pattern' (that field becomes the "
+            f"implicit-open / leftover sink). Found: {', '.join(implicit)}"
+        )
+    anchor, _ = _anchor("response_template", spec, "start_anchor", "start_anchor_pattern")
+    if anchor is None:
+        raise ValueError("response_template must define 'start_anchor' or 'start_anchor_pattern'.")
+    return {
+        "version": 1,
+        "defaults": deepcopy(spec.get("defaults", {})),
+        "start_anchor": anchor,
+        "implicit": implicit[0] if implicit else None,
+        "fields": fields,
+    }

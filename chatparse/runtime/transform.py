@@ -1,0 +1,99 @@
+"""Transform templates: reshape a parsed region value (plus regex captures) into its output value.
+
+A transform is a JSON-like template. Dicts and lists are rebuilt recursively (dict keys are never
+substituted), non-string leaves pass through unchanged, and a string that is *entirely* one placeholder
+``{name}`` or ``{name.key.key}`` is replaced by the looked-up value with its type kept. Any other string
+is a literal (the loader has already rejected strings that mix a placeholder with text).
+
+Errors match transformers 5.23.0 and happen at parse time, never at load time:
+
+* an undefined root name raises ``KeyError`` (message lists the names in scope);
+* walking a dotted path into a non-dict raises ``ValueError`` ("cannot index into <type>");
+* a dotted path naming an absent key raises ``ValueError`` ("is missing key '<key>'");
+* ``transform_each`` on a non-list value, or on a list with a non-dict element, raises ``ValueError``.
+
+Only the standard library and ``regex`` are imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import regex
+
+from .values import parse_content
+
+__all__ = ["PLACEHOLDER", "apply_transform", "process_value"]
+
+# One placeholder: a word, optionally followed by ``.word`` segments, in braces. ``regex`` gives \w its
+# Unicode meaning, like the reference. Shared with the loader's "mixes placeholder and text" check.
+PLACEHOLDER = regex.compile(r"\{(\w+(?:\.\w+)*)\}")
+
+
+def _resolve(path: str, scope: dict) -> Any:
+    """Look up a dotted ``path`` in ``scope``; each segment after the root indexes a dict by key."""
+    root, *keys = path.split(".")
+    if root not in scope:
+        raise KeyError(f"transform placeholder '{{{path}}}' is not defined. Available: {sorted(scope)}")
+    value = scope[root]
+    for key in keys:
+        if not isinstance(value, dict):
+            raise ValueError(
+                f"transform placeholder '{{{path}}}' cannot index into {type(value).__name__} at '{key}'"
+            )
+        if key not in value:
+            raise ValueError(
+                f"transform placeholder '{{{path}}}' is missing key '{key}'. Available: {sorted(value)}"
+            )
+        value = value[key]
+    return value
+
+
+def apply_transform(template: Any, scope: dict) -> Any:
+    """Instantiate ``template`` against ``scope`` (name -> value).
+
+    Guarantees: output dicts/lists are fresh containers mirroring the template; looked-up values are
+    inserted as-is (not copied), exactly as the reference does."""
+    if isinstance(template, dict):
+        return {key: apply_transform(item, scope) for key, item in template.items()}
+    if isinstance(template, list):
+        return [apply_transform(item, scope) for item in template]
+    if isinstance(template, str):
+        whole = PLACEHOLDER.fullmatch(template)
+        if whole is not None:
+            return _resolve(whole.group(1), scope)
+    return template
+
+
+def process_value(body: str, field: dict, captures: dict) -> Any:
+    """Parse a closed region's raw ``body`` and apply the field's transform.
+
+    ``field`` is one normalized field dict from ``chatparse.compiler.validate.load_template`` (keys
+    ``name``, ``content``, ``content_args``, ``transform``, ``transform_each``); ``captures`` are the
+    named groups of the open match (groups that did not participate must already be left out).
+
+    Without a transform the parsed value is returned. With ``transform_each`` the parsed value must be a
+    list of dicts and the transform is applied to each element with the element's keys in scope (they
+    shadow captures of the same name); ``content`` is not in scope then. Otherwise the scope is the
+    captures plus ``content`` (which shadows a capture called ``content``)."""
+    value = parse_content(body, field["content"], field["content_args"])
+    template = field.get("transform")
+    if template is None:
+        return value
+    if not field.get("transform_each", False):
+        return apply_transform(template, {**captures, "content": value})
+    name = field["name"]
+    if not isinstance(value, list):
+        raise ValueError(
+            f"Field '{name}': transform_each requires the parsed content to be a list, "
+            f"got {type(value).__name__}."
+        )
+    results = []
+    for element in value:
+        if not isinstance(element, dict):
+            raise ValueError(
+                f"Field '{name}': transform_each requires each list element to be a dict, "
+                f"got {type(element).__name__}."
+            )
+        results.append(apply_transform(template, {**captures, **element}))
+    return results

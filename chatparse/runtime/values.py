@@ -1,0 +1,195 @@
+"""Content parsers: turn the raw body of a closed region into its value.
+
+Every parser here reproduces transformers 5.23.0 (``chat_parsing.content_parsers``) value for value and
+exception class for exception class, including the places where the reference is lax or surprising:
+
+* ``content_args`` are never validated at load time; a bad argument (no ``tag_pattern``, an invalid
+  ``tag_pattern``, an unknown ``value_parser`` name, a non-dict ``args``) only fails when a body is parsed.
+* Options are read by truthiness (``strip``, ``allow_non_json``, ``merge_duplicates``, ...).
+* Only ``json.JSONDecodeError`` falls back under ``allow_non_json``; other ``ValueError`` s raised by
+  ``json.loads`` (e.g. an integer with too many digits) propagate.
+
+Only the standard library and ``regex`` are imported, so the runtime stays independent of the compiler and
+of transformers. All regexes use the ``regex`` module (Unicode ``\\w``) with DOTALL where the reference
+uses it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import regex
+
+__all__ = ["PARSERS", "PARSER_NAMES", "STREAMABLE", "parse_content"]
+
+# Content types whose chunks already are part of the final value (modulo stripping): their
+# ``region_chunk`` events carry ``dirty=False``. Structured types only mean something once parsed.
+STREAMABLE = frozenset({"text", "int", "float", "bool"})
+
+# Control characters used as placeholders for pre-extracted custom-delimited strings (json parser).
+_SENTINEL_OPEN = "\x01"
+_SENTINEL_CLOSE = "\x02"
+
+# A bare identifier key directly after ``{`` or ``,`` (no whitespace allowed), as the reference quotes them.
+_BARE_KEY = regex.compile(r"(?<=[{,])(\w+):")
+
+
+def _strip_if_asked(text: str, args: dict) -> str:
+    """``text`` parser: strip surrounding whitespace unless ``args["strip"]`` is falsy (default: strip).
+
+    The scalar parsers and kv-lines reuse this with the same ``args`` so that ``strip`` affects them
+    exactly as it does in the reference."""
+    if args.get("strip", True):
+        return text.strip()
+    return text
+
+
+def _parse_int(text: str, args: dict) -> int:
+    """``int`` parser: Python ``int()`` of the (optionally stripped) text; ``ValueError`` otherwise."""
+    return int(_strip_if_asked(text, args))
+
+
+def _parse_float(text: str, args: dict) -> float:
+    """``float`` parser: Python ``float()`` of the (optionally stripped) text (accepts ``nan``/``inf``)."""
+    return float(_strip_if_asked(text, args))
+
+
+def _parse_bool(text: str, args: dict) -> bool:
+    """``bool`` parser: ``True`` iff the lower-cased text is ``"true"`` or ``"1"``; never raises on text."""
+    return _strip_if_asked(text, args).lower() in ("true", "1")
+
+
+def _extract_delimited(working: str, string_delims: Any, captured: list[str]) -> str:
+    """Replace every ``open ... close`` span (shortest match, DOTALL) by an indexed sentinel token.
+
+    Pairs are applied one after the other on the already-rewritten text, so a later pair sees the
+    sentinels of earlier ones, as in the reference. ``captured`` receives the inner texts in order."""
+
+    def _stash(m: Any) -> str:
+        captured.append(m.group(1))
+        return f"{_SENTINEL_OPEN}{len(captured) - 1}{_SENTINEL_CLOSE}"
+
+    for pair in string_delims:
+        open_d, close_d = pair
+        span = regex.escape(open_d) + "(.*?)" + regex.escape(close_d)
+        working = regex.sub(span, _stash, working, flags=regex.DOTALL)
+    return working
+
+
+def _parse_json(text: str, args: dict) -> Any:
+    """``json`` parser with the reference's dialect knobs.
+
+    * ``string_delims``: ``[[open, close], ...]`` custom string markers, turned into JSON strings.
+      When set (truthy), text containing ``\\x01``/``\\x02`` is rejected with ``ValueError`` because
+      those characters are the placeholders.
+    * ``unquoted_keys``: quote bare ``word:`` keys that follow ``{`` or ``,`` directly.
+    * ``allow_non_json``: on a JSON syntax error return the (optionally stripped) original text.
+
+    Otherwise a syntax error raises ``ValueError`` quoting the text (and the rewritten text when a
+    dialect knob changed it), with the same message shape as the reference."""
+    string_delims = args.get("string_delims", [])
+    if string_delims and (_SENTINEL_OPEN in text or _SENTINEL_CLOSE in text):
+        raise ValueError(
+            "json: input contains reserved sentinel characters (\\x01/\\x02); cannot parse safely."
+        )
+    captured: list[str] = []
+    working = _extract_delimited(text, string_delims, captured)
+    if args.get("unquoted_keys", False):
+        working = _BARE_KEY.sub(r'"\1":', working)
+    for index, inner in enumerate(captured):
+        working = working.replace(f"{_SENTINEL_OPEN}{index}{_SENTINEL_CLOSE}", json.dumps(inner))
+    try:
+        return json.loads(working)
+    except json.JSONDecodeError as err:
+        if args.get("allow_non_json"):
+            return _strip_if_asked(text, args)
+        if working == text:
+            raise ValueError(
+                f"json parser could not parse region as JSON.\nContent: {text!r}\nError: {err}"
+            ) from err
+        raise ValueError(
+            "json: could not parse after dialect transforms.\n"
+            f"Original: {text!r}\nTransformed: {working!r}\nError: {err}"
+        ) from err
+
+
+def _parse_nested(raw: Any, value_parser: Any) -> Any:
+    """Apply an optional nested ``value_parser`` (``{"name": ..., "args": ...}``, name defaulting to
+    ``"text"``) to one captured value. ``None`` means "keep the raw string". An unknown name raises
+    ``KeyError`` at parse time, like the reference."""
+    if value_parser is None:
+        return raw
+    return parse_content(raw, value_parser.get("name", "text"), value_parser.get("args", {}))
+
+
+def _parse_xml_inline(text: str, args: dict) -> dict:
+    """``xml-inline`` parser: every match of ``tag_pattern`` (DOTALL; named groups ``key`` and
+    ``value``; backreferences allowed) becomes one dict entry, in match order.
+
+    A missing ``tag_pattern`` raises ``ValueError`` here (parse time). A match whose ``key`` group is
+    absent or did not participate raises ``ValueError``. Without ``merge_duplicates`` a repeated key keeps
+    the last value; with it, values are gathered into a list (appending to the first value itself when
+    that value already is a list, as the reference does)."""
+    tag_pattern = args.get("tag_pattern")
+    if tag_pattern is None:
+        raise ValueError("xml-inline: 'tag_pattern' content_arg is required")
+    value_parser = args.get("value_parser")
+    merge = args.get("merge_duplicates", False)
+    result: dict[str, Any] = {}
+    for match in regex.finditer(tag_pattern, text, flags=regex.DOTALL):
+        groups = match.groupdict()
+        key = groups.get("key")
+        if key is None:
+            raise ValueError(
+                f"xml-inline: tag_pattern must have a named group 'key'. Pattern: {tag_pattern}"
+            )
+        value = _parse_nested(groups.get("value", ""), value_parser)
+        if merge and key in result:
+            existing = result[key]
+            if not isinstance(existing, list):
+                existing = result[key] = [existing]
+            existing.append(value)
+        else:
+            result[key] = value
+    return result
+
+
+def _parse_kv_lines(text: str, args: dict) -> dict:
+    """``kv-lines`` parser: split on ``line_sep`` (default newline), split each line on the first
+    ``kv_sep`` (default ``:``), strip per ``strip``, skip empty lines and lines without the separator,
+    and apply the optional ``value_parser``. Later duplicates overwrite earlier ones."""
+    line_sep = args.get("line_sep", "\n")
+    kv_sep = args.get("kv_sep", ":")
+    value_parser = args.get("value_parser")
+    result: dict[str, Any] = {}
+    for raw_line in text.split(line_sep):
+        line = _strip_if_asked(raw_line, args)
+        if not line or kv_sep not in line:
+            continue
+        key, value = line.split(kv_sep, 1)
+        result[_strip_if_asked(key, args)] = _parse_nested(_strip_if_asked(value, args), value_parser)
+    return result
+
+
+PARSERS: dict[str, Callable[[str, dict], Any]] = {
+    "text": _strip_if_asked,
+    "int": _parse_int,
+    "float": _parse_float,
+    "bool": _parse_bool,
+    "json": _parse_json,
+    "xml-inline": _parse_xml_inline,
+    "kv-lines": _parse_kv_lines,
+}
+
+# The names a template may use in ``content`` (and a ``value_parser`` may use in ``name``).
+PARSER_NAMES = frozenset(PARSERS)
+
+
+def parse_content(text: str, name: str, args: dict) -> Any:
+    """Parse ``text`` with the content parser ``name`` configured by ``args``.
+
+    Guarantees the reference's value or exception class for every input. An unknown ``name`` raises
+    ``KeyError`` (the loader rejects unknown top-level names earlier; nested ``value_parser`` names are
+    only checked here, as in the reference)."""
+    return PARSERS[name](text, args)
