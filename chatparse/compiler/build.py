@@ -64,7 +64,7 @@ def build_tables(spec: dict) -> dict:
                 "reasons": list(an.reasons),
                 "named_groups": bool(regex.compile(src, regex.DOTALL).groupindex),
                 "history": max(1, an.history),
-                "horizon": -1 if an.horizon is None else an.horizon + 2,
+                "horizon": -1 if an.horizon is None else an.horizon,
             })
             analyses.append(an)
 

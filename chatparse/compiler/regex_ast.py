@@ -127,6 +127,12 @@ def _convert(sub, flags: int, an: Analysis, tail: bool) -> tuple:
     return out[0] if len(out) == 1 else ("seq", out)
 
 
+def _anchor_slack(sub) -> int:
+    """Extra characters `regex` must see past a lookahead's width: `$`/`\\Z` inside need 2, `\\b` 1."""
+    text = repr(sub.data)
+    return 2 if "AT_END" in text else 1 if "BOUNDARY" in text else 0
+
+
 def _in_source(items) -> str:
     parts = []
     negate = ""
@@ -200,7 +206,7 @@ def _node(op, av, flags: int, an: Analysis, tail: bool) -> tuple:
         if op is C.ASSERT and tail:
             an.need_regex("lookahead")
             return _convert(p, flags, an, True)
-        an.need_regex("lookahead", horizon=None if width is None else width + 1)
+        an.need_regex("lookahead", horizon=None if width is None else width + _anchor_slack(p))
         return ("eps",)
     if op is C.GROUPREF:
         an.need_regex("backreference")
