@@ -45,28 +45,44 @@ class StreamParser:
         self.stalled = False
         self.finished = False
         self.failed: BaseException | None = None
+        self.usable = True  # False once finished or failed
+        self.names = [f["name"] for f in tables.fields]
 
     # -- public steps ----------------------------------------------------------------------------------------
     def feed(self, text: str) -> list[dict]:
-        self._check_usable()
-        events: list[dict] = []
-        if not text:
-            return events
-        if self.stalled:
-            return events
+        if not self.usable:
+            self._check_usable()
+        if not text or self.stalled:
+            return []
         sc = self.scanner
+        first = sc.mode.first_re
+        if first is not None and not sc.attempts and sc.scan == sc.end and sc.end and first.search(text) is None:
+            # Fast path: nothing is pending and no character of `text` can begin a delimiter, so all of it is
+            # region text. The scanner keeps only the few characters of history a later decision may read.
+            end = sc.end = sc.end + len(text)
+            sc.scan = sc.pos = end
+            kept = sc.text + text
+            if len(kept) > 512:
+                kept = kept[-sc.keep:]
+            sc.text = kept
+            sc.base = end - len(kept)
+            fi = self.current
+            if fi is None:
+                return []
+            self.body.append(text)
+            chunk = {"type": "region_chunk", "field": self.names[fi], "text": text, "dirty": self.t.dirty[fi]}
+            if self.opened:
+                return [chunk]
+            self.opened = True
+            return [{"type": "region_open", "field": self.names[fi]}, chunk]
+        events: list[dict] = []
         try:
-            if sc.quiet() and sc.mode.first_re is not None and sc.end and sc.mode.first_re.search(text) is None:
-                # Fast path: nothing pending and no character of `text` can begin a delimiter.
-                sc.push(text)
-                sc.scan = sc.end
-                self._text(sc.take(sc.end), events)
-            else:
-                sc.push(text)
-                self._process(events, eos=False)
+            sc.push(text)
+            self._process(events, eos=False)
             self._flush(events)
         except BaseException as e:
             self.failed = e
+            self.usable = False
             raise
         return events
 
@@ -87,6 +103,8 @@ class StreamParser:
         except BaseException as e:
             self.failed = e
             raise
+        finally:
+            self.usable = False
         return self.output, events
 
     def _check_usable(self) -> None:

@@ -112,45 +112,68 @@ class Scanner:
                         self.scan = self.end
                         continue
                     scan = base + m.start()
-            cls = cmap[ord(text[scan - base])]
-            nxt = scan + 1
+            self.scan = self._step_run(scan, text, base, trans, term, acc, ncls, cmap)
+
+    def _step_run(self, scan, text, base, trans, term, acc, ncls, cmap) -> int:
+        """Step from `scan` while attempts are live; stop once the earliest one is decided or none is left.
+
+        Returns the new scan offset. New attempts start wherever the mode's start state survives the character.
+        """
+        mode = self.mode
+        attempts = self.attempts
+        record = self._record
+        startN = mode.startN
+        i = scan - base
+        n = self.end - base
+        while i < n:
+            cls = cmap[ord(text[i])]
+            pos = base + i
+            nxt = pos + 1
+            purge = False
             for a in attempts:
                 if a.fin < 0:
                     st = trans[a.state * ncls + cls]
                     a.state = st
                     if st == 0:
                         a.fin = nxt
+                        if a.ends is None:
+                            purge = True
                     else:
                         hit = acc[st]
                         if hit is not None:
-                            self._record(a, hit, nxt)
+                            record(a, hit, nxt)
                         if term[st]:
                             a.fin = nxt
-            st = mode.start0 if scan == 0 else mode.startN
+            st = mode.start0 if pos == 0 else startN
             if st:
-                a = Attempt(scan, st)
                 hit = acc[st]
-                if hit is not None:
-                    self._record(a, hit, scan)
                 if term[st]:
-                    a.fin = scan
+                    if hit is not None:
+                        a = Attempt(pos, st)
+                        record(a, hit, pos)
+                        a.fin = pos
+                        attempts.append(a)
                 else:
-                    st = trans[st * ncls + cls]
-                    a.state = st
-                    if st == 0:
-                        a.fin = nxt
-                    else:
-                        hit = acc[st]
+                    st1 = trans[st * ncls + cls]
+                    if st1 or hit is not None:
+                        a = Attempt(pos, st1)
                         if hit is not None:
-                            self._record(a, hit, nxt)
-                        if term[st]:
+                            record(a, hit, pos)
+                        if st1 == 0:
                             a.fin = nxt
-                if a.fin < 0 or a.ends is not None:
-                    attempts.append(a)
-            self.scan = nxt
-            # Attempts that died without a match can go at once, wherever they are in the list.
-            if attempts and any(a.fin >= 0 and a.ends is None for a in attempts):
+                        else:
+                            hit = acc[st1]
+                            if hit is not None:
+                                record(a, hit, nxt)
+                            if term[st1]:
+                                a.fin = nxt
+                        attempts.append(a)
+            i += 1
+            if purge:
                 attempts[:] = [a for a in attempts if a.fin < 0 or a.ends is not None]
+            if not attempts or attempts[0].fin >= 0:
+                break
+        return base + i
 
     @staticmethod
     def _record(a: Attempt, hit: tuple, at: int) -> None:
