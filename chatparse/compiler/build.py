@@ -81,7 +81,12 @@ def build_tables(spec: dict) -> dict:
             sets.append(ranges)
         return set_ids[ranges]
 
-    nfas = [build_nfa(an.ast, set_index) for an in analyses]
+    nfas = []
+    for p, an in zip(patterns, analyses):
+        try:
+            nfas.append(build_nfa(an.ast, set_index))
+        except ValueError as e:
+            raise ValueError(f"Field '{fields[p['field']]['name']}': {p['key']}: {e}") from e
     starts, class_of_interval, membership = partition(sets)
     n_classes = int(membership.shape[0])
 
@@ -95,7 +100,7 @@ def build_tables(spec: dict) -> dict:
 
     modes = []
     for mi, watch in enumerate(mode_watch):
-        what = "response_template" if mi == 0 else f"Field '{fields[mi - 1]['name']}'"
+        what = ", ".join(f"Field '{fields[patterns[i]['field']]['name']}' {patterns[i]['key']}" for i in watch)
         dfa = build_mode_dfa([nfas[i] for i in watch], [patterns[i]["exact"] for i in watch], membership, what)
         modes.append({
             "patterns": watch,
