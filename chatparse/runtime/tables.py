@@ -26,7 +26,7 @@ class Mode:
 
     __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes")
 
-    def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str):
+    def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list):
         trans = np.asarray(raw["trans"])
         n_states = trans.shape[0] if trans.ndim == 2 else -1
         if trans.ndim != 2 or trans.shape[1] != n_classes or n_states < 1:
@@ -53,27 +53,83 @@ class Mode:
         self.acc = [
             tuple((p, int(code)) for p, code in enumerate(row) if code >= 0) or None for row in acc.tolist()
         ]
-        self.first_re = _prefilter(raw["first"], where)
+        _check_first(raw["first"], where)
+        self.first_re = _prefilter(self, class_sources)
 
 
-def _class_source(ranges, where: str) -> str:
-    parts = []
-    for lo, hi in ranges:
-        if not 0 <= lo <= hi < N_CODEPOINTS:
-            raise ValueError(f"{where}: first-character range {lo}..{hi} out of range")
-        parts.append(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}")
-    return "[" + "".join(parts) + "]" if parts else "(?!)"
-
-
-def _prefilter(first, where: str):
-    """The C-speed search for the next position where an attempt can matter (None: every position)."""
+def _check_first(first, where: str) -> None:
+    """Validate the tables' two-character prefilter (kept in the format for ports; see FORMAT.md)."""
     if first is None:
+        return
+    for pair in first:
+        if len(pair) != 2:
+            raise ValueError(f"{where}: prefilter entries must be [first, second] pairs")
+        for ranges in pair:
+            for lo, hi in ranges or []:
+                if not 0 <= lo <= hi < N_CODEPOINTS:
+                    raise ValueError(f"{where}: prefilter range {lo}..{hi} out of range")
+
+
+PREFILTER_DEPTH = 3
+_MAX_CLASS_RANGES = 48
+
+
+def _class_sources(starts: np.ndarray, ids: np.ndarray, n_classes: int) -> list:
+    """Per class, a `re` character class for its code points, or None when it has too many ranges."""
+    ranges: list = [[] for _ in range(n_classes)]
+    ends = starts[1:].tolist() + [N_CODEPOINTS]
+    for lo, hi, c in zip(starts.tolist(), ends, ids.tolist()):
+        ranges[c].append((lo, hi - 1))
+    return [rs if len(rs) <= _MAX_CLASS_RANGES else None for rs in ranges]
+
+
+def _union_source(classes: list, class_sources: list) -> str:
+    rs = []
+    for c in classes:
+        if class_sources[c] is None:
+            return r"[\s\S]"  # too large to spell out: over-approximate with any character (still safe)
+        rs.extend(class_sources[c])
+    parts = [f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in sorted(rs)]
+    return "[" + "".join(parts) + "]"
+
+
+def _prefilter(mode: "Mode", class_sources: list):
+    """The C-speed search for the next offset where an attempt can matter; None when every offset can.
+
+    It matches at p when the mode's DFA, started at p, survives the next PREFILTER_DEPTH characters (or
+    accepts, or decides, or the text ends first). Offsets it skips would start an attempt that dies without a
+    match, so skipping them changes nothing; where a class is too large to spell out, "any character" is
+    used, which only makes the filter let more through.
+    """
+    s = mode.startN
+    if s == 0:
+        return re.compile("(?!)")
+    if mode.acc[s] is not None:
         return None
-    alts = []
-    for c1, c2 in first:
-        head = _class_source(c1, where)
-        alts.append(head if c2 is None else f"{head}(?:{_class_source(c2, where)}|\\Z)")
-    return re.compile("|".join(alts) if alts else "(?!)")
+    trans, acc, term, n = mode.trans, mode.acc, mode.term, mode.n_classes
+    memo: dict = {}
+
+    def node(state: int, depth: int) -> str:
+        key = (state, depth)
+        if key not in memo:
+            groups: dict = {}
+            row = state * n
+            for c in range(n):
+                t = trans[row + c]
+                if t:
+                    sub = None if depth == 1 or acc[t] is not None or term[t] else node(t, depth - 1)
+                    groups.setdefault(sub, []).append(c)
+            alts = [_union_source(cs, class_sources) + ("" if sub is None else f"(?:{sub}|\\Z)")
+                    for sub, cs in groups.items()]
+            memo[key] = "(?:" + "|".join(alts) + ")" if alts else "(?!)"
+        return memo[key]
+
+    for depth in range(PREFILTER_DEPTH, 0, -1):
+        memo.clear()
+        source = node(s, depth)
+        if len(source) <= 20_000:
+            return re.compile(source)
+    return None
 
 
 class Pattern:
@@ -110,7 +166,9 @@ class Tables:
             raise ValueError("tables: n_classes out of range")
         self.cmap = _class_map(np.asarray(raw["class_starts"]), np.asarray(raw["class_ids"]), self.n_classes)
         self.patterns = [Pattern(p, len(self.fields), f"pattern {i}") for i, p in enumerate(raw["patterns"])]
-        self.modes = [Mode(m, self.n_classes, len(self.patterns), f"mode {i}") for i, m in enumerate(raw["modes"])]
+        sources = _class_sources(np.asarray(raw["class_starts"]), np.asarray(raw["class_ids"]), self.n_classes)
+        self.modes = [Mode(m, self.n_classes, len(self.patterns), f"mode {i}", sources)
+                      for i, m in enumerate(raw["modes"])]
         if len(self.modes) != len(self.fields) + 1:
             raise ValueError("tables: expected one mode per field plus the outside mode")
         self.history = max([p.history for p in self.patterns] + [1])
