@@ -55,8 +55,7 @@ class StreamParser:
         if not text or self.stalled:
             return []
         sc = self.scanner
-        first = sc.mode.first_re
-        if first is not None and not sc.attempts and sc.scan == sc.end and sc.end and first.search(text) is None:
+        if not sc.attempts and sc.scan == sc.end and sc.end and sc.mode.skip_to(text, 0) == len(text):
             # Fast path: nothing is pending and no character of `text` can begin a delimiter, so all of it is
             # region text. The scanner keeps only the few characters of history a later decision may read.
             end = sc.end = sc.end + len(text)

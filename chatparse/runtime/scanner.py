@@ -105,13 +105,11 @@ class Scanner:
             scan = self.scan
             text, base = self.text, self.base
             if not attempts and not (scan == 0 and mode.start0):
-                first = mode.first_re
-                if first is not None:
-                    m = first.search(text, scan - base)
-                    if m is None:
-                        self.scan = self.end
-                        continue
-                    scan = base + m.start()
+                i = mode.skip_to(text, scan - base)
+                if i >= len(text):
+                    self.scan = self.end
+                    continue
+                scan = base + i
             self.scan = self._step_run(scan, text, base, trans, term, acc, ncls, cmap)
 
     def _step_run(self, scan, text, base, trans, term, acc, ncls, cmap) -> int:

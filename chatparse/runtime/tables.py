@@ -24,7 +24,8 @@ N_CODEPOINTS = 0x110000
 class Mode:
     """One parser mode: the delimiters it watches and their combined DFA."""
 
-    __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes")
+    __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes",
+                 "anchor_re", "wchars")
 
     def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list):
         trans = np.asarray(raw["trans"])
@@ -55,6 +56,32 @@ class Mode:
         ]
         _check_first(raw["first"], where)
         self.first_re = _prefilter(self, class_sources)
+        self.anchor_re, self.wchars = _anchors(self, class_sources)
+
+    def skip_to(self, text: str, i: int) -> int:
+        """The first offset >= i where an attempt may matter (len(text) if none); exact to step from there.
+
+        Short spans and modes whose delimiters cannot start with whitespace use the prefilter regex alone.
+        Otherwise (delimiters such as ``\\s*</think>``, where every space of prose would pass the prefilter):
+        search in C for an *anchor* character, one that no match can do without; a match may begin earlier
+        only through a run of the mode's leading-whitespace characters, which `rstrip` walks back over.
+        At an anchor not preceded by such a run, the prefilter must agree too.
+        """
+        deep = self.first_re
+        if deep is None:
+            return i
+        anchor, w = self.anchor_re, self.wchars
+        n = len(text)
+        if not w or n - i <= 256:  # short spans (streamed chunks): one C-level search is cheapest
+            m = deep.search(text, i)
+            return m.start() if m is not None else n
+        while True:
+            m = anchor.search(text, i)
+            q = m.start() if m is not None else n
+            p = i + len(text[i:q].rstrip(w)) if w else q
+            if m is None or p < q or deep.match(text, q):
+                return p
+            i = q + 1
 
 
 def _check_first(first, where: str) -> None:
@@ -91,6 +118,41 @@ def _union_source(classes: list, class_sources: list) -> str:
         rs.extend(class_sources[c])
     parts = [f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in sorted(rs)]
     return "[" + "".join(parts) + "]"
+
+
+def _anchors(mode: "Mode", class_sources: list):
+    """Anchor characters and leading-whitespace characters of a mode (see `Mode.skip_to`).
+
+    W is the set of whitespace characters an attempt can start with; it is used only if every state reached
+    from the start through W alone neither accepts nor decides (so a run of W can matter only when followed by
+    an anchor) and W is small enough to hand to `str.rstrip`. Anchors are every other character that keeps an
+    attempt alive from the start or from a W-only state.
+    """
+    s = mode.startN
+    trans, n = mode.trans, mode.n_classes
+    if s == 0 or mode.acc[s] is not None:
+        return re.compile("(?!)"), ""
+    firsts = [c for c in range(n) if trans[s * n + c]]
+    w_classes = []
+    for c in firsts:
+        rs = class_sources[c]
+        if rs is not None and sum(hi - lo + 1 for lo, hi in rs) <= 64 and all(
+                chr(cp).isspace() for lo, hi in rs for cp in range(lo, hi + 1)):
+            w_classes.append(c)
+    states, todo = {s}, [s]
+    while todo:
+        st = todo.pop()
+        for c in w_classes:
+            t = trans[st * n + c]
+            if t and t not in states:
+                states.add(t)
+                todo.append(t)
+    if any(mode.acc[st] is not None or mode.term[st] for st in states if st != s) or not w_classes:
+        w_classes, states = [], {s}
+    wset = set(w_classes)
+    anchors = sorted({c for st in states for c in range(n) if c not in wset and trans[st * n + c]})
+    wchars = "".join(chr(cp) for c in w_classes for lo, hi in class_sources[c] for cp in range(lo, hi + 1))
+    return re.compile(_union_source(anchors, class_sources) if anchors else "(?!)"), wchars
 
 
 def _prefilter(mode: "Mode", class_sources: list):

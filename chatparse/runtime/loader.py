@@ -1,0 +1,550 @@
+"""Read the chatparse table format (FORMAT.md) back into the in-memory table dict, validating everything.
+
+`loads(data)` takes the bytes of a ``.cpt`` file (``bytes``, ``bytearray``, ``memoryview`` or ``mmap``) and
+returns the dict `chatparse.runtime.tables.Tables` takes (the same keys `build_tables` produces, plus
+``header`` and, when the file has one, the port section ``js``). `load(path)` memory-maps the file, so the
+arrays are views of the page cache rather than copies.
+
+Every check that can fail raises ValueError with a message saying what is wrong and where: the magic number,
+the format version, the header sizes and section offsets, the SHA-256 trailer (any flipped bit), UTF-8 and JSON
+syntax of both JSON sections, the template section being compact JSON whose canonical form (sorted keys)
+hashes to the header's template hash,
+the template's shape, every metadata key and type, each array's dtype, shape, size and bounds, every state,
+class and pattern index, and that the patterns and per-mode watch lists are exactly the ones the template
+defines. A file that passes can then only describe a well-formed automaton, so `Tables` and the scanner never
+index out of range or loop. (What a file cannot prove is that its automaton is the one the compiler would
+build today; `chatparse compile --check DIR` recompiles and compares for that.)
+
+Only the standard library, numpy and `regex` are imported: not chatparse.compiler, interegular or
+transformers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import struct
+from typing import Any
+
+import numpy as np
+import regex
+
+__all__ = ["loads", "load", "compiled_from_bytes", "template_hash", "canonical_json", "FORMAT_VERSION", "MAGIC"]
+
+MAGIC = b"\x89CPT\r\n\x1a\n"
+FORMAT_VERSION = 1
+HEADER_SIZE = 160
+TRAILER_SIZE = 32
+FLAG_VOCAB_HASH = 1
+_HEADER = struct.Struct("<8sII7Q2I32s32s16s")
+N_CODEPOINTS = 0x110000
+MAX_INT = 2**31 - 1
+_DTYPES = {"u1": np.dtype("<u1"), "i1": np.dtype("<i1"), "u2": np.dtype("<u2"), "i2": np.dtype("<i2"),
+           "u4": np.dtype("<u4"), "i4": np.dtype("<i4")}
+_STATE_DTYPES = ("u1", "u2", "u4")
+_PARSERS = ("text", "int", "float", "bool", "json", "xml-inline", "kv-lines")
+_FIELD_KEYS = {"name", "open", "close", "content", "content_args", "repeats", "join", "optional", "transform",
+               "transform_each"}
+_PATTERN_KEYS = {"kind", "field", "key", "source", "exact", "reasons", "named_groups", "history", "horizon"}
+_MODE_KEYS = {"patterns", "start0", "startN", "first"}
+_ARRAY_KEYS = {"name", "dtype", "shape", "offset", "nbytes"}
+
+
+def canonical_json(spec: Any) -> str:
+    """Sorted keys, compact separators, raw Unicode: the text the template hash is taken over.
+
+    Identical to `chatparse.compiler.validate.canonical_json` (kept here so the runtime needs no compiler)."""
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def template_hash(spec: Any) -> str:
+    """Hex SHA-256 of the canonical JSON of a normalized template (the header's template hash)."""
+    return hashlib.sha256(canonical_json(spec).encode("utf-8")).hexdigest()
+
+
+class _Bad(ValueError):
+    pass
+
+
+def _fail(msg: str):
+    raise ValueError(f"chatparse table file: {msg}")
+
+
+# --------------------------------------------------------------------------------------------- entry points
+
+
+def load(path, *, use_mmap: bool = True) -> dict:
+    """`loads` of the file at `path`, memory-mapped (read-only) unless `use_mmap` is False."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < HEADER_SIZE + TRAILER_SIZE:
+            _fail(f"{path}: {size} bytes is too short to be a table file (truncated?)")
+        if not use_mmap:
+            return loads(f.read())
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        return loads(mm)
+    except ValueError as e:
+        try:
+            mm.close()
+        except BufferError:  # a view is still referenced (e.g. by the traceback); the GC will close it
+            pass
+        raise ValueError(f"{e} ({path})") from None
+
+
+def compiled_from_bytes(data: bytes):
+    """Rebuild a `CompiledTemplate` from table bytes: the unpickling half of `writer.compiled_reduce`."""
+    from chatparse.compiled import CompiledTemplate
+
+    raw = loads(data)
+    return CompiledTemplate(raw["template"], raw)
+
+
+def loads(data) -> dict:
+    """Validate and decode one table file held in `data`. Raises ValueError (only) on any defect."""
+    try:
+        return _loads(data)
+    except ValueError:
+        raise
+    except RecursionError:
+        _fail("JSON nests too deeply")
+    except (TypeError, KeyError, IndexError, AttributeError, OverflowError, MemoryError, struct.error,
+            UnicodeError, regex.error) as e:  # defensive: every defect must surface as ValueError
+        _fail(f"malformed ({type(e).__name__}: {e})")
+
+
+# --------------------------------------------------------------------------------------------- header
+
+
+def _loads(data) -> dict:
+    if isinstance(data, bytearray):
+        data = bytes(data)  # the arrays are views: do not share a buffer the caller may change
+    view = memoryview(data)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    n = len(view)
+    if n < HEADER_SIZE + TRAILER_SIZE:
+        _fail(f"{n} bytes is too short to be a table file (truncated?)")
+    if bytes(view[:8]) != MAGIC:
+        _fail("not a chatparse table file (bad magic number)")
+    (_, version, header_size, file_size, t_off, t_len, m_off, m_len, d_off, d_len, flags, reserved, t_hash,
+     v_hash, v_raw) = _HEADER.unpack_from(view, 0)
+    if version != FORMAT_VERSION:
+        _fail(f"format version {version} is not supported (this chatparse reads version {FORMAT_VERSION})")
+    if header_size != HEADER_SIZE:
+        _fail(f"header size {header_size}, expected {HEADER_SIZE}")
+    if file_size != n:
+        _fail(f"header says {file_size} bytes but the file has {n} (truncated or padded)")
+    digest = hashlib.sha256(view[:n - TRAILER_SIZE]).digest()
+    if digest != bytes(view[n - TRAILER_SIZE:]):
+        _fail("checksum mismatch: the file is corrupted")
+    if flags & ~FLAG_VOCAB_HASH:
+        _fail(f"unknown header flags {flags:#x}")
+    if reserved != 0:
+        _fail("reserved header field is not zero")
+    if t_off != HEADER_SIZE or m_off != t_off + t_len or d_off != _align8(m_off + m_len) \
+            or d_len % 8 or d_off + d_len != n - TRAILER_SIZE:
+        _fail("section offsets/lengths are inconsistent")
+    if any(view[m_off + m_len:d_off]):
+        _fail("non-zero padding before the data section")
+    if not flags & FLAG_VOCAB_HASH and any(v_hash):
+        _fail("vocabulary hash present but its flag is clear")
+    version_str = _version_field(v_raw)
+
+    template_bytes = bytes(view[t_off:t_off + t_len])
+    spec = _json(template_bytes, "template")
+    if json.dumps(spec, separators=(",", ":"), ensure_ascii=False).encode("utf-8") != template_bytes:
+        _fail("template section is not in the format's compact JSON form")
+    if hashlib.sha256(canonical_json(spec).encode("utf-8")).digest() != t_hash:
+        _fail("template hash does not match the template section")
+    _check_template(spec)
+
+    meta = _json(bytes(view[m_off:m_off + m_len]), "metadata")
+    if not isinstance(meta, dict):
+        _fail("metadata is not a JSON object")
+    _keys(meta, {"chatparse_version", "n_classes", "patterns", "modes", "arrays"}, {"js"}, "metadata")
+    if meta["chatparse_version"] != version_str:
+        _fail("metadata chatparse_version differs from the header's")
+    n_classes = _int(meta["n_classes"], "n_classes", 1, 65535)
+    arrays = _arrays(meta["arrays"], view[d_off:d_off + d_len], d_len)
+
+    patterns = _patterns(meta["patterns"], spec)
+    modes = _modes(meta["modes"], spec, patterns, arrays, n_classes)
+    starts, ids = _class_map(arrays, n_classes)
+    known = {"class_starts", "class_ids"} | {f"mode{i}.{k}" for i in range(len(modes))
+                                             for k in ("trans", "eot", "acc", "term")}
+    extra = set(arrays) - known
+    if extra:
+        _fail(f"unknown arrays {sorted(extra)}")
+    raw = {
+        "format": FORMAT_VERSION,
+        "template": spec,
+        "class_starts": starts,
+        "class_ids": ids,
+        "n_classes": n_classes,
+        "patterns": patterns,
+        "modes": modes,
+        "header": {
+            "format_version": version,
+            "chatparse_version": version_str,
+            "template_sha256": t_hash.hex(),
+            "vocab_sha256": v_hash.hex() if flags & FLAG_VOCAB_HASH else None,
+        },
+    }
+    if "js" in meta:
+        raw["js"] = _js_section(meta["js"], patterns, spec)
+    return raw
+
+
+def _align8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def _version_field(raw: bytes) -> str:
+    text = raw.rstrip(b"\0")
+    if b"\0" in text or not text or any(not 0x21 <= b < 0x7F for b in text):
+        _fail("chatparse version field is not NUL-padded printable ASCII")
+    return text.decode("ascii")
+
+
+def _json(b: bytes, what: str):
+    try:
+        text = b.decode("utf-8")
+    except UnicodeDecodeError as e:
+        _fail(f"{what} section is not UTF-8 ({e})")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        _fail(f"{what} JSON nests too deeply")
+    except ValueError as e:
+        _fail(f"{what} section is not valid JSON ({e})")
+
+
+# --------------------------------------------------------------------------------------------- small checks
+
+
+def _keys(obj: dict, required: set, optional: set, where: str) -> None:
+    missing = required - set(obj)
+    if missing:
+        _fail(f"{where}: missing keys {sorted(missing)}")
+    extra = set(obj) - required - optional
+    if extra:
+        _fail(f"{where}: unexpected keys {sorted(extra)}")
+
+
+def _int(v, where: str, lo: int = 0, hi: int = MAX_INT) -> int:
+    if type(v) is not int or not lo <= v <= hi:
+        _fail(f"{where}: expected an integer in {lo}..{hi}, got {v!r:.60}")
+    return v
+
+
+def _bool(v, where: str) -> bool:
+    if type(v) is not bool:
+        _fail(f"{where}: expected true/false")
+    return v
+
+
+def _str(v, where: str) -> str:
+    if type(v) is not str:
+        _fail(f"{where}: expected a string")
+    return v
+
+
+def _list(v, where: str) -> list:
+    if type(v) is not list:
+        _fail(f"{where}: expected a list")
+    return v
+
+
+# --------------------------------------------------------------------------------------------- template
+
+
+def _delim(d, where: str, allow_none: bool = True):
+    if d is None:
+        if not allow_none:
+            _fail(f"{where}: missing")
+        return
+    if type(d) is not dict or len(d) != 1:
+        _fail(f"{where}: expected null, {{'literals': [...]}} or {{'pattern': str}}")
+    if "literals" in d:
+        lits = _list(d["literals"], where)
+        if not lits or any(type(s) is not str or not s for s in lits) or len(set(lits)) != len(lits):
+            _fail(f"{where}: literals must be distinct non-empty strings")
+    elif "pattern" in d:
+        _compile(_str(d["pattern"], where), where)
+    else:
+        _fail(f"{where}: expected 'literals' or 'pattern'")
+
+
+def _compile(src: str, where: str):
+    try:
+        return regex.compile(src, regex.DOTALL)
+    except (regex.error, RecursionError, OverflowError, ValueError) as e:
+        _fail(f"{where}: regex does not compile ({e})")
+
+
+def _check_template(spec) -> None:
+    if type(spec) is not dict:
+        _fail("template is not a JSON object")
+    _keys(spec, {"version", "defaults", "start_anchor", "implicit", "fields"}, set(), "template")
+    if spec["version"] != 1 or type(spec["version"]) is not int:
+        _fail("template: version must be 1")
+    if type(spec["defaults"]) is not dict:
+        _fail("template: defaults must be an object")
+    _delim(spec["start_anchor"], "template.start_anchor", allow_none=False)
+    fields = _list(spec["fields"], "template.fields")
+    if not fields:
+        _fail("template: no fields")
+    names = []
+    for i, f in enumerate(fields):
+        where = f"template.fields[{i}]"
+        if type(f) is not dict:
+            _fail(f"{where}: expected an object")
+        _keys(f, _FIELD_KEYS, set(), where)
+        names.append(_str(f["name"], f"{where}.name"))
+        _delim(f["open"], f"{where}.open")
+        _delim(f["close"], f"{where}.close")
+        if f["content"] not in _PARSERS:
+            _fail(f"{where}: unknown content parser {f['content']!r:.40}")
+        for k in ("repeats", "optional", "transform_each"):
+            _bool(f[k], f"{where}.{k}")
+        if f["join"] is not None:
+            _str(f["join"], f"{where}.join")
+    if len(set(names)) != len(names):
+        _fail("template: duplicate field names")
+    implicit = [f["name"] for f in fields if f["open"] is None]
+    if len(implicit) > 1 or spec["implicit"] != (implicit[0] if implicit else None):
+        _fail("template: 'implicit' does not name the one field without an open delimiter")
+
+
+def _delimiter_source(delim: dict) -> str:
+    if "pattern" in delim:
+        return delim["pattern"]
+    return "|".join(regex.escape(s) for s in sorted(delim["literals"], key=len, reverse=True))
+
+
+def _expected_patterns(spec: dict) -> list:
+    out = []
+    for fi, f in enumerate(spec["fields"]):
+        for kind in ("open", "close"):
+            d = f[kind]
+            if d is not None:
+                out.append((kind, fi, kind if "literals" in d else f"{kind}_pattern", _delimiter_source(d)))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- metadata
+
+
+def _patterns(raw_patterns, spec: dict) -> list:
+    expected = _expected_patterns(spec)
+    raw_patterns = _list(raw_patterns, "patterns")
+    if len(raw_patterns) != len(expected):
+        _fail(f"patterns: {len(raw_patterns)} entries but the template defines {len(expected)} delimiters")
+    out = []
+    for i, (p, (kind, fi, key, src)) in enumerate(zip(raw_patterns, expected)):
+        where = f"patterns[{i}]"
+        if type(p) is not dict:
+            _fail(f"{where}: expected an object")
+        _keys(p, _PATTERN_KEYS, set(), where)
+        if (p["kind"], p["field"], p["key"], p["source"]) != (kind, fi, key, src) or type(p["field"]) is not int:
+            _fail(f"{where}: does not match the template's {key} of field {spec['fields'][fi]['name']!r}")
+        exact = _bool(p["exact"], f"{where}.exact")
+        reasons = _list(p["reasons"], f"{where}.reasons")
+        if any(type(r) is not str for r in reasons):
+            _fail(f"{where}.reasons: expected strings")
+        named = _bool(p["named_groups"], f"{where}.named_groups")
+        rx = _compile(src, where)
+        if named != bool(rx.groupindex):
+            _fail(f"{where}: named_groups does not match the pattern")
+        if key in ("open", "close") and not exact:
+            _fail(f"{where}: a literal delimiter must be exact")
+        history = _int(p["history"], f"{where}.history", 1)
+        horizon = _int(p["horizon"], f"{where}.horizon", -1)
+        out.append({"kind": kind, "field": fi, "key": key, "source": src, "exact": exact, "reasons": list(reasons),
+                    "named_groups": named, "history": history, "horizon": horizon})
+    return out
+
+
+def _arrays(entries, data: memoryview, d_len: int) -> dict:
+    entries = _list(entries, "arrays")
+    out: dict = {}
+    spans = []
+    for i, e in enumerate(entries):
+        where = f"arrays[{i}]"
+        if type(e) is not dict:
+            _fail(f"{where}: expected an object")
+        _keys(e, _ARRAY_KEYS, set(), where)
+        name = _str(e["name"], f"{where}.name")
+        if name in out:
+            _fail(f"{where}: duplicate array {name!r}")
+        if e["dtype"] not in _DTYPES:
+            _fail(f"{where} ({name}): dtype {e['dtype']!r:.20} is not one of {sorted(_DTYPES)}")
+        dt = _DTYPES[e["dtype"]]
+        shape = _list(e["shape"], f"{where}.shape")
+        if not 1 <= len(shape) <= 2:
+            _fail(f"{where} ({name}): arrays have 1 or 2 dimensions")
+        count = 1
+        for s in shape:
+            count *= _int(s, f"{where}.shape", 0, d_len)
+        offset = _int(e["offset"], f"{where}.offset", 0, d_len)
+        nbytes = _int(e["nbytes"], f"{where}.nbytes", 0, d_len)
+        if nbytes != count * dt.itemsize:
+            _fail(f"{where} ({name}): nbytes {nbytes} does not match shape {shape} of {e['dtype']}")
+        if offset % 8 or offset + nbytes > d_len:
+            _fail(f"{where} ({name}): offset {offset} (+{nbytes}) is unaligned or outside the data section")
+        spans.append((offset, offset + nbytes, name))
+        arr = np.frombuffer(data, dtype=dt, count=count, offset=offset) if count else np.zeros(0, dt)
+        out[name] = arr.reshape(shape)
+    spans = sorted(s for s in spans if s[1] > s[0])
+    for (_, a1, an), (b0, _, bn) in zip(spans, spans[1:]):
+        if b0 < a1:
+            _fail(f"arrays {an!r} and {bn!r} overlap")
+    return out
+
+
+def _get(arrays: dict, name: str, dtypes, ndim: int):
+    if name not in arrays:
+        _fail(f"missing array {name!r}")
+    arr = arrays[name]
+    code = next(k for k, v in _DTYPES.items() if v == arr.dtype)
+    if code not in dtypes:
+        _fail(f"array {name!r}: dtype {code} not allowed here (expected {'/'.join(dtypes)})")
+    if arr.ndim != ndim:
+        _fail(f"array {name!r}: expected {ndim} dimension(s)")
+    return arr
+
+
+def _class_map(arrays: dict, n_classes: int):
+    starts = _get(arrays, "class_starts", ("u4",), 1)
+    ids = _get(arrays, "class_ids", ("u1", "u2"), 1)
+    if starts.shape != ids.shape or len(starts) == 0 or starts[0] != 0:
+        _fail("class map must start at code point 0 with one class id per interval")
+    if len(starts) > 1 and (np.diff(starts.astype(np.int64)) <= 0).any():
+        _fail("class map intervals must be strictly increasing")
+    if int(starts[-1]) >= N_CODEPOINTS:
+        _fail("class map interval beyond U+10FFFF")
+    if int(ids.max()) >= n_classes:
+        _fail("class id out of range")
+    if len(np.unique(ids)) != n_classes:
+        _fail("class map does not use every class")
+    return starts, ids
+
+
+def _expected_watch(spec: dict) -> list:
+    fields = spec["fields"]
+    implicit = spec["implicit"]
+    pats = _expected_patterns(spec)
+    watch = [[pi for pi, (kind, fi, _, _) in enumerate(pats)
+              if kind == "open" or fields[fi]["name"] == implicit]]
+    for fi, f in enumerate(fields):
+        watch.append([pi for pi, (kind, pf, _, _) in enumerate(pats)
+                      if pf == fi and kind == "close" and f["name"] != implicit])
+    return watch
+
+
+def _modes(raw_modes, spec: dict, patterns: list, arrays: dict, n_classes: int) -> list:
+    raw_modes = _list(raw_modes, "modes")
+    watch = _expected_watch(spec)
+    if len(raw_modes) != len(watch):
+        _fail(f"modes: {len(raw_modes)} entries, expected {len(watch)} (one per field plus the outside mode)")
+    out = []
+    for mi, (m, w) in enumerate(zip(raw_modes, watch)):
+        where = f"modes[{mi}]"
+        if type(m) is not dict:
+            _fail(f"{where}: expected an object")
+        _keys(m, _MODE_KEYS, set(), where)
+        if m["patterns"] != w or any(type(x) is not int for x in m["patterns"]):
+            _fail(f"{where}: watched patterns {m['patterns']!r:.60} are not the template's {w}")
+        trans = _get(arrays, f"mode{mi}.trans", _STATE_DTYPES, 2)
+        n_states = trans.shape[0]
+        if n_states < 1 or trans.shape[1] != n_classes:
+            _fail(f"{where}: transition table has shape {trans.shape}, expected (states >= 1, {n_classes})")
+        eot = _get(arrays, f"mode{mi}.eot", _STATE_DTYPES, 1)
+        acc = _get(arrays, f"mode{mi}.acc", ("i1",), 2)
+        term = _get(arrays, f"mode{mi}.term", ("u1",), 1)
+        if eot.shape != (n_states,) or term.shape != (n_states,) or acc.shape != (n_states, len(w)):
+            _fail(f"{where}: per-state arrays do not match {n_states} states and {len(w)} patterns")
+        if trans.size and int(trans.max()) >= n_states:
+            _fail(f"{where}: transition to a state outside 0..{n_states - 1}")
+        if eot.size and int(eot.max()) >= n_states:
+            _fail(f"{where}: end-of-text transition to a state outside 0..{n_states - 1}")
+        if acc.size and (int(acc.min()) < -1 or int(acc.max()) > 1):
+            _fail(f"{where}: accept codes must be -1, 0 or 1")
+        if term.size and int(term.max()) > 1:
+            _fail(f"{where}: terminal flags must be 0 or 1")
+        if trans[0].any() or eot[0] != 0 or (acc[0] != -1).any() or term[0] != 1:
+            _fail(f"{where}: state 0 must be the dead state")
+        start0 = _int(m["start0"], f"{where}.start0", 0, n_states - 1)
+        startn = _int(m["startN"], f"{where}.startN", 0, n_states - 1)
+        out.append({"patterns": list(w), "trans": trans, "eot": eot, "acc": acc, "term": term.view(np.bool_),
+                    "start0": start0, "startN": startn, "first": _first(m["first"], f"{where}.first")})
+    return out
+
+
+def _ranges(v, where: str) -> list:
+    v = _list(v, where)
+    out = []
+    prev = -2
+    for r in v:
+        if type(r) is not list or len(r) != 2:
+            _fail(f"{where}: expected [lo, hi] pairs")
+        lo = _int(r[0], where, 0, N_CODEPOINTS - 1)
+        hi = _int(r[1], where, lo, N_CODEPOINTS - 1)
+        if lo <= prev:
+            _fail(f"{where}: ranges must be sorted and disjoint")
+        prev = hi
+        out.append([lo, hi])
+    return out
+
+
+def _first(v, where: str):
+    if v is None:
+        return None
+    out = []
+    for pair in _list(v, where):
+        if type(pair) is not list or len(pair) != 2:
+            _fail(f"{where}: expected [first, second] pairs")
+        out.append([_ranges(pair[0], where), None if pair[1] is None else _ranges(pair[1], where)])
+    return out
+
+
+def _translation(t, where: str, pattern: str | None = None) -> dict:
+    if type(t) is not dict:
+        _fail(f"{where}: expected an object")
+    if pattern is not None and t.get("pattern") != pattern:
+        _fail(f"{where}: translation is not for this pattern")
+    extra = {"pattern"} if pattern is not None else set()
+    if "error" in t:
+        _keys(t, {"error"}, extra, where)
+        _str(t["error"], where)
+        return t
+    _keys(t, {"source", "groups"}, {"caveats"} | extra, where)
+    _str(t["source"], where)
+    if type(t["groups"]) is not dict or any(type(v) is not str for v in t["groups"].values()):
+        _fail(f"{where}.groups: expected an object of strings")
+    if "caveats" in t and any(type(c) is not str for c in _list(t["caveats"], where)):
+        _fail(f"{where}.caveats: expected strings")
+    return t
+
+
+def _js_section(js, patterns: list, spec: dict) -> dict:
+    if type(js) is not dict:
+        _fail("js: expected an object")
+    _keys(js, {"patterns", "anchor", "content", "word"}, set(), "js")
+    pats = _list(js["patterns"], "js.patterns")
+    if len(pats) != len(patterns):
+        _fail("js.patterns: one translation per pattern expected")
+    for i, (t, p) in enumerate(zip(pats, patterns)):
+        _translation(t, f"js.patterns[{i}]", p["source"])
+    _translation(js["anchor"], "js.anchor", _delimiter_source(spec["start_anchor"]))
+    if type(js["content"]) is not dict:
+        _fail("js.content: expected an object")
+    for k, t in js["content"].items():
+        _translation(t, "js.content")
+    if js["word"] is not None:
+        _str(js["word"], "js.word")
+    return js

@@ -1,0 +1,1205 @@
+"""Parsing token IDs directly: incremental decoding, per-token fast paths, token spans, many streams at once.
+
+`bind(template, tokenizer)` ties a compiled template to a tokenizer's token tables (built once, cached; see
+`chatparse.compiler.tokens`). From a binding:
+
+* `TokenParser` (``binding.parser(prefix=..., prefix_ids=...)``): ``feed_tokens(ids)`` with one id or many
+  returns exactly the events that feeding the newly decoded text to `chatparse.ResponseParser` returns, and
+  ``finalize()`` the same ``(message, final_events)``. The text is what the tokenizer's own ``decode`` gives
+  for the ids so far: bytes of a character split across tokens are held until the character is complete (or
+  turns out invalid), so a U+FFFD appears exactly where ``decode`` puts one and never earlier.
+
+  Cost per token: while the scanner is quiet (no delimiter attempt pending), the decoder holds nothing and a
+  region is open, a token that cannot start a delimiter in the current mode (*inert*, from the per-mode
+  token table) is one list lookup and one event; a token that is a whole delimiter by itself (a special token
+  ``<think>``, ``<|im_end|>``...) switches region in one step; any other token runs through the character
+  engine for that token's text alone.
+
+* `parse_tokens(ids, ..., prefix_ids=...)`: one-shot, and `parse_tokens_batch` for many sequences.
+
+* Token spans (``spans=True``, opt-in so that default events stay identical to the reference): every region
+  and delimiter with its character offsets in the decoded generation and the range of token indexes that
+  produced those characters (``[first, last + 1)``), on ``region_open`` / ``region_close`` events and as
+  ``parser.spans`` beside the final message.
+
+* `TokenStreams`: B streams advanced by one token each per ``step(ids)``, vectorised over the batch with
+  numpy; inert tokens of streams in their fast state cost no Python work per stream at all, and the
+  per-stream events are built only when read.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from codecs import utf_8_decode
+from collections import OrderedDict
+from collections.abc import Sequence
+from operator import index as _index
+from typing import Any
+
+import numpy as np
+
+from ..compiler.tokens import (CLEANUP_RULES, TokenTables, TokenVocab, decode_run, tables_for, vocab_for)
+from .coerce import tool_params
+from .parser import StreamParser
+from .scanner import Attempt, Scanner
+
+__all__ = ["TokenBinding", "TokenParser", "TokenStreams", "StepEvents", "bind", "parse_tokens",
+           "parse_tokens_batch"]
+
+_PREFIX_REQUIRED = (
+    "`TokenParser`/`parse_tokens` requires `prefix` or `prefix_ids` (the chat prompt sent to the model before "
+    "generation), because chat templates often pre-write part of the assistant message (e.g. an opening "
+    "`<think>` tag) that the parser must see to parse the output correctly. If the generation already contains "
+    'the complete message, pass `prefix=""` or `prefix_ids=[]` to opt out explicitly.'
+)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Token ids in, validated
+# --------------------------------------------------------------------------------------------------------------
+def _out_of_range(i, size: int, where: str = "") -> ValueError:
+    return ValueError(f"token id {i}{where} is out of range for this tokenizer (valid ids: 0..{size - 1})")
+
+
+def _ids_list(x, size: int) -> list:
+    """A flat list of Python ints from an int, a sequence, a numpy array or a tensor; range-checked."""
+    if isinstance(x, list) or isinstance(x, tuple):
+        ids = list(x) if isinstance(x, tuple) else x
+        if ids and not (type(ids[0]) is int):
+            ids = [_index(i) for i in ids]
+    elif hasattr(x, "__array__") or isinstance(x, np.ndarray):
+        arr = np.asarray(x)
+        if arr.ndim > 1:
+            raise ValueError(f"expected one sequence of token ids, got an array of shape {arr.shape}")
+        if arr.dtype.kind not in "iub":
+            raise TypeError(f"token ids must be integers, got an array of dtype {arr.dtype}")
+        if arr.size:
+            lo, hi = arr.min(), arr.max()
+            if lo < 0 or hi >= size:
+                bad = int(lo) if lo < 0 else int(hi)
+                raise _out_of_range(bad, size)
+        return arr.reshape(-1).tolist()
+    else:
+        try:
+            return _ids_list([_index(x)], size)
+        except TypeError:
+            pass
+        try:
+            ids = [_index(i) for i in x]
+        except TypeError as e:
+            raise TypeError(f"token ids must be integers or a sequence of integers, got {type(x).__name__}") from e
+    if ids:
+        try:
+            lo, hi = min(ids), max(ids)
+        except TypeError as e:
+            raise TypeError("token ids must be integers") from e
+        if lo < 0 or hi >= size:
+            raise _out_of_range(lo if lo < 0 else hi, size)
+    return ids
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Incremental decoders
+# --------------------------------------------------------------------------------------------------------------
+def _utf8_char_lengths(data: bytes, n: int) -> list:
+    """Byte lengths of the characters `data[:n].decode("utf-8", "replace")` produces (a U+FFFD counts its
+    maximal invalid subpart)."""
+    out = []
+    i = 0
+    while i < n:
+        b = data[i]
+        if b < 0x80:
+            out.append(1)
+            i += 1
+            continue
+        if 0xC2 <= b <= 0xDF:
+            need, lo, hi = 1, 0x80, 0xBF
+        elif b == 0xE0:
+            need, lo, hi = 2, 0xA0, 0xBF
+        elif 0xE1 <= b <= 0xEC or 0xEE <= b <= 0xEF:
+            need, lo, hi = 2, 0x80, 0xBF
+        elif b == 0xED:
+            need, lo, hi = 2, 0x80, 0x9F
+        elif b == 0xF0:
+            need, lo, hi = 3, 0x90, 0xBF
+        elif 0xF1 <= b <= 0xF3:
+            need, lo, hi = 3, 0x80, 0xBF
+        elif b == 0xF4:
+            need, lo, hi = 3, 0x80, 0x8F
+        else:
+            out.append(1)
+            i += 1
+            continue
+        k = 0
+        if i + 1 < n and lo <= data[i + 1] <= hi:
+            k = 1
+            while k < need and i + 1 + k < n and 0x80 <= data[i + 1 + k] <= 0xBF:
+                k += 1
+        out.append(1 + k)
+        i += 1 + k
+    return out
+
+
+class _Cleanup:
+    """transformers' clean_up_tokenization as a chain of streaming replaces (exact: each stage holds back the
+    characters that could still begin its pattern)."""
+
+    def __init__(self):
+        self.held = [""] * len(CLEANUP_RULES)
+
+    def feed(self, text: str, final: bool) -> str:
+        for k, (old, new) in enumerate(CLEANUP_RULES):
+            buf = self.held[k] + text
+            if final:
+                text = buf.replace(old, new)
+                self.held[k] = ""
+                continue
+            keep = len(old) - 1
+            # Replace every occurrence that is complete; hold the tail that could begin one.
+            out = []
+            pos = 0
+            while True:
+                j = buf.find(old, pos)
+                if j < 0:
+                    break
+                out.append(buf[pos:j])
+                out.append(new)
+                pos = j + len(old)
+            cut = max(pos, len(buf) - keep)
+            out.append(buf[pos:cut])
+            self.held[k] = buf[cut:]
+            text = "".join(out)
+        return text
+
+    def clean(self) -> bool:
+        return not any(self.held)
+
+
+class _Decoder:
+    """Incremental decode of one generation: `feed(ids)` returns the text those ids complete.
+
+    With `track` on, it also records for every released character the index of the token holding its first
+    byte and of the token holding its last byte (`cfirst`, `clast`).
+    """
+
+    def __init__(self, vocab: TokenVocab, track: bool = False):
+        self.v = vocab
+        self.bytes_kind = vocab.kind == "bytes"
+        self.tb = vocab.tok_bytes
+        self.tt = vocab.tok_text
+        self.bv = vocab.byte_val_list
+        self.skip = vocab.skip
+        self.held = b""  # bytes kind: an incomplete UTF-8 sequence
+        self.held_tok: list = []  # its bytes' token indexes (track)
+        self.run = bytearray()  # pieces kind: pending ByteFallback run
+        self.run_tok: list = []
+        self.first = bool(vocab.first_text)  # Metaspace: the next non-skipped token is the first one
+        self.strip_left = vocab.strip_start
+        self.cleanup = _Cleanup() if vocab.cleanup else None
+        self.track = track
+        self.ntok = 0  # tokens fed (indexes for spans)
+        self.cfirst: list = []
+        self.clast: list = []
+
+    def clean(self) -> bool:
+        """Nothing held: the next complete token decodes to its own text."""
+        return (not self.held and not self.run and not self.first and not self.strip_left
+                and self.cleanup is None)
+
+    # -- feeding ---------------------------------------------------------------------------------------------
+    def feed(self, ids: list) -> str:
+        if self.bytes_kind:
+            text = self._feed_bytes(ids, final=False)
+        else:
+            text = self._feed_pieces(ids, final=False)
+        return self._post(text, final=False)
+
+    def finish(self) -> str:
+        if self.bytes_kind:
+            text = self._feed_bytes([], final=True)
+        else:
+            text = self._feed_pieces([], final=True)
+        return self._post(text, final=True)
+
+    def _post(self, text: str, final: bool) -> str:
+        if self.strip_left and text:
+            n = 0
+            c = self.v.strip_char
+            while n < self.strip_left and n < len(text) and text[n] == c:
+                n += 1
+            if n < len(text):
+                self.strip_left = 0
+            else:
+                self.strip_left -= n
+            if n:
+                text = text[n:]
+                if self.track:
+                    del self.cfirst[len(self.cfirst) - len(text) - n:len(self.cfirst) - len(text)]
+                    del self.clast[len(self.clast) - len(text) - n:len(self.clast) - len(text)]
+        if self.cleanup is not None:
+            text = self.cleanup.feed(text, final)
+        return text
+
+    def _feed_bytes(self, ids: list, final: bool) -> str:
+        tb = self.tb
+        if len(ids) == 1:
+            data = tb[ids[0]]
+        else:
+            data = b"".join([tb[i] for i in ids])
+        held = self.held
+        if held:
+            data = held + data
+        text, n = utf_8_decode(data, "replace", final)
+        self.held = data[n:]
+        if self.track:
+            self._track_bytes(ids, data, n, text)
+        else:
+            self.ntok += len(ids)
+        return text
+
+    def _track_bytes(self, ids: list, data: bytes, n: int, text: str) -> None:
+        # Token index of every byte of `data` (held bytes first).
+        base = self.ntok
+        origin = list(self.held_tok)
+        tb = self.tb
+        for k, i in enumerate(ids):
+            origin.extend([base + k] * len(tb[i]))
+        self.ntok = base + len(ids)
+        if "\ufffd" in text:
+            lengths = _utf8_char_lengths(data, n)
+        else:
+            lengths = None
+        if lengths is None and n == len(text):  # all ASCII
+            self.cfirst.extend(origin[:n])
+            self.clast.extend(origin[:n])
+        else:
+            if lengths is None:
+                arr = np.frombuffer(data, dtype=np.uint8, count=n)
+                starts = np.flatnonzero((arr & 0xC0) != 0x80)
+                ends = np.append(starts[1:], n) - 1
+                o = np.asarray(origin, dtype=np.int64)
+                self.cfirst.extend(o[starts].tolist())
+                self.clast.extend(o[ends].tolist())
+            else:
+                p = 0
+                for L in lengths:
+                    self.cfirst.append(origin[p])
+                    self.clast.append(origin[p + L - 1])
+                    p += L
+        self.held_tok = origin[n:]
+
+    def _feed_pieces(self, ids: list, final: bool) -> str:
+        out = []
+        bv, tt, skip = self.bv, self.tt, self.skip
+        run = self.run
+        track = self.track
+        base = self.ntok
+        for k, i in enumerate(ids):
+            if skip[i]:
+                continue
+            b = bv[i]
+            if b >= 0:
+                run.append(b)
+                if track:
+                    self.run_tok.append(base + k)
+                self.first = False
+                continue
+            if run:
+                out.append(self._flush_run())
+            if self.first:
+                self.first = False
+                s = self.v.first_text.get(i, tt[i])
+            else:
+                s = tt[i]
+            out.append(s)
+            if track and s:
+                self.cfirst.extend([base + k] * len(s))
+                self.clast.extend([base + k] * len(s))
+        self.ntok = base + len(ids)
+        if final and run:
+            out.append(self._flush_run())
+        return "".join(out)
+
+    def _flush_run(self) -> str:
+        run = self.run
+        s = decode_run(run)
+        if self.track:
+            toks = self.run_tok
+            if len(s) == len(run):  # ASCII or one U+FFFD per byte
+                self.cfirst.extend(toks)
+                self.clast.extend(toks)
+            else:
+                p = 0
+                for L in _utf8_char_lengths(bytes(run), len(run)):
+                    self.cfirst.append(toks[p])
+                    self.clast.append(toks[p + L - 1])
+                    p += L
+            self.run_tok = []
+        run.clear()  # in place: `_feed_pieces` holds a reference
+        return s
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The parser core with span hooks
+# --------------------------------------------------------------------------------------------------------------
+class _SpanScanner(Scanner):
+    """Remembers the delimiter `decide()` handed out last, for span bookkeeping."""
+
+    def __init__(self, tables):
+        super().__init__(tables)
+        self.decided = None
+
+    def decide(self, eos: bool):
+        d = super().decide(eos)
+        if d is not None:
+            self.decided = d
+        return d
+
+
+class _SpanCore(StreamParser):
+    """StreamParser that records the offsets of every region and delimiter (absolute scanner offsets)."""
+
+    def __init__(self, tables, tool_params_, owner):
+        super().__init__(tables, tool_params_)
+        self.scanner = _SpanScanner(tables)
+        self.owner = owner
+        self.region_start = None
+        self.open_span = None
+
+    def _text(self, text: str, events: list) -> None:
+        if text and self.current is not None and not self.opened:
+            n = len(events)
+            super()._text(text, events)
+            self.region_start = self.scanner.pos - len(text)
+            self.open_span = None
+            if len(events) > n:
+                self.owner._on_open(events[-1], None)
+            return
+        super()._text(text, events)
+
+    def _open(self, fi: int, m, events: list) -> None:
+        d = self.scanner.decided
+        self.scanner.decided = None
+        super()._open(fi, m, events)
+        s, e = (d[0], d[1]) if d is not None else (self.scanner.pos, self.scanner.pos)
+        self.region_start = e
+        self.open_span = (s, e)
+        self.owner._on_open(events[-1], (s, e))
+
+    def _close(self, events: list) -> None:
+        fi, opened = self.current, self.opened
+        d = self.scanner.decided
+        close = None
+        if d is not None:
+            end = d[0]
+            if self.t.patterns[d[2]].kind == "close":
+                close = (d[0], d[1])
+                self.scanner.decided = None
+        else:
+            end = self.scanner.end
+        n = len(events)
+        super()._close(events)
+        if fi is not None and opened:
+            rec = {"field": self.t.fields[fi]["name"], "open": self.open_span, "body": (self.region_start, end),
+                   "close": close}
+            ev = events[-1] if len(events) > n and events[-1]["type"] == "region_close" else None
+            self.owner._on_close(ev, rec)
+        self.region_start = None
+        self.open_span = None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Binding
+# --------------------------------------------------------------------------------------------------------------
+class TokenBinding:
+    """A compiled template bound to a tokenizer's token tables. Build with `bind`."""
+
+    def __init__(self, compiled, vocab: TokenVocab, tables: TokenTables):
+        self.compiled = compiled
+        self.vocab = vocab
+        self.tables = tables
+
+    @property
+    def size(self) -> int:
+        return self.vocab.size
+
+    def decode(self, ids) -> str:
+        """The tokenizer's decode of `ids` (the text the parser sees)."""
+        return _decode_all(self.vocab, _ids_list(ids, self.vocab.size))
+
+    def parser(self, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False) -> "TokenParser":
+        return TokenParser(self, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+
+    def parse(self, ids, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False):
+        """One-shot: the message for a complete generation given as ids ((message, spans) with spans=True)."""
+        prefix = self._prefix_text(prefix, prefix_ids)
+        if spans:
+            p = TokenParser(self, prefix=prefix, tools=tools, spans=True)
+            p.feed_tokens(ids)
+            message, _ = p.finalize()
+            return message, p.spans
+        from ..response_parser import parse_response
+
+        text = _decode_all(self.vocab, _ids_list(ids, self.vocab.size))
+        return parse_response(text, self.compiled, prefix=prefix, tools=tools)
+
+    def parse_batch(self, batch, *, prefix: Any = None, prefix_ids: Any = None, tools=None, spans: bool = False) -> list:
+        """Parse many generations (a list of id sequences or a 2-D array). The prefix (text or ids) is one for
+        all items or one per item."""
+        items = _batch_items(batch)
+        prefixes = self._batch_prefixes(len(items), prefix, prefix_ids)
+        return [self.parse(ids, prefix=p, tools=tools, spans=spans) for ids, p in zip(items, prefixes)]
+
+    def streams(self, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
+                spans: bool = False) -> "TokenStreams":
+        return TokenStreams(self, n, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+
+    # -- prefixes ---------------------------------------------------------------------------------------------
+    def _prefix_text(self, prefix, prefix_ids) -> str:
+        if prefix_ids is not None:
+            if prefix is not None:
+                raise ValueError("pass either `prefix` (text) or `prefix_ids` (token ids), not both")
+            return _decode_all(self.vocab, _ids_list(prefix_ids, self.vocab.size))
+        if prefix is None:
+            raise ValueError(_PREFIX_REQUIRED)
+        if not isinstance(prefix, str):
+            raise TypeError(f"`prefix` must be a string (use `prefix_ids=` for token ids), got {type(prefix).__name__}")
+        return prefix
+
+    def _batch_prefixes(self, n: int, prefix, prefix_ids) -> list:
+        if prefix_ids is not None:
+            if prefix is not None:
+                raise ValueError("pass either `prefix` (text) or `prefix_ids` (token ids), not both")
+            if _is_single_ids(prefix_ids):
+                return [self._prefix_text(None, prefix_ids)] * n
+            texts = [self._prefix_text(None, p) for p in _batch_items(prefix_ids)]
+        elif prefix is None:
+            raise ValueError(_PREFIX_REQUIRED)
+        elif isinstance(prefix, str):
+            return [prefix] * n
+        else:
+            texts = list(prefix)
+            for p in texts:
+                if not isinstance(p, str):
+                    raise TypeError("`prefix` must be a string or a list of strings (use `prefix_ids=` for ids)")
+        if len(texts) != n:
+            raise ValueError(f"Got {n} sequence(s) but {len(texts)} prefix(es); the prefix must be one for all "
+                             "sequences or one per sequence.")
+        return texts
+
+
+def _is_single_ids(x) -> bool:
+    if isinstance(x, (list, tuple)):
+        return not x or not isinstance(x[0], (list, tuple, np.ndarray)) and not hasattr(x[0], "__len__")
+    arr = np.asarray(x)
+    return arr.ndim <= 1
+
+
+def _batch_items(batch) -> list:
+    if isinstance(batch, (list, tuple)):
+        return list(batch)
+    arr = np.asarray(batch)
+    if arr.ndim != 2:
+        raise ValueError(f"a batch of token ids must be 2-D (or a list of sequences), got shape {arr.shape}")
+    return list(arr)
+
+
+def _decode_all(vocab: TokenVocab, ids: list) -> str:
+    """Whole-sequence decode, fast paths first (the same text as `vocab.decode`)."""
+    if vocab.kind == "bytes" and not vocab.strip_start and not vocab.cleanup:
+        tb = vocab.tok_bytes
+        return b"".join(map(tb.__getitem__, ids)).decode("utf-8", "replace")
+    if vocab.kind == "pieces" and not vocab.cleanup and not vocab.strip_start and not vocab.first_text:
+        parts = list(map(vocab.tok_text.__getitem__, ids))
+        if None not in parts:
+            return "".join(parts)
+    return vocab.decode(ids)
+
+
+_bind_lock = threading.Lock()
+_bindings: "OrderedDict[tuple, TokenBinding]" = OrderedDict()
+
+
+def bind(template, tokenizer, *, skip_special_tokens: bool = False) -> TokenBinding:
+    """Bind a response template (dict or CompiledTemplate) to a tokenizer (`tokenizers.Tokenizer`, a
+    transformers tokenizer, or a `TokenVocab`). Cached per (template, tokenizer)."""
+    from ..compiled import compile_template
+
+    if isinstance(template, TokenBinding):
+        return template
+    compiled = compile_template(template)
+    vocab = vocab_for(tokenizer, skip_special_tokens=skip_special_tokens)
+    key = (id(compiled), id(vocab))
+    with _bind_lock:
+        hit = _bindings.get(key)
+        if hit is not None and hit.compiled is compiled and hit.vocab is vocab:
+            _bindings.move_to_end(key)
+            return hit
+    b = TokenBinding(compiled, vocab, tables_for(compiled, vocab))
+    with _bind_lock:
+        _bindings[key] = b
+        while len(_bindings) > 16:
+            _bindings.popitem(last=False)
+    return b
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One stream
+# --------------------------------------------------------------------------------------------------------------
+class TokenParser:
+    """Streaming parser for one generation, fed token ids. See the module docstring.
+
+    `TokenParser(template, tokenizer, prefix=... | prefix_ids=..., tools=None, spans=False)`, or
+    ``bind(template, tokenizer).parser(...)``.
+    """
+
+    def __init__(self, template, tokenizer=None, *, prefix: str | None = None, prefix_ids=None, tools=None,
+                 spans: bool = False, skip_special_tokens: bool = False):
+        if isinstance(template, TokenBinding):
+            b = template
+        else:
+            if tokenizer is None:
+                raise TypeError("TokenParser needs a tokenizer (or a TokenBinding)")
+            b = bind(template, tokenizer, skip_special_tokens=skip_special_tokens)
+        from ..response_parser import _tool_schemas
+
+        self._b = b
+        tt: TokenTables = b.tables
+        vocab = b.vocab
+        self._size = vocab.size
+        prefix = b._prefix_text(prefix, prefix_ids)
+        if spans and vocab.cleanup:
+            raise ValueError("spans=True is not supported for a tokenizer with clean_up_tokenization_spaces on")
+        self._spans_on = bool(spans)
+        tp = tool_params(_tool_schemas(tools))
+        tables = b.compiled.tables
+        if spans:
+            core = _SpanCore(tables, tp, self)
+        else:
+            core = StreamParser(tables, tp)
+        self._core = core
+        self._records: list = []
+        self._pending_open: list = []
+        self._dec = _Decoder(vocab, track=spans)
+        self.initial_events: list[dict] = []
+        cut = tables.cut_prefix(prefix) if prefix else ""
+        self._pbase = len(cut)
+        if cut:
+            self.initial_events = core.feed(cut)
+        self._tt = tt
+        self._never = tt.never
+        self._fast = tt.fast
+        self._delims = tt.delims
+        self._mode_index = tt.mode_index
+        self._names = tt.field_names
+        self._dirty = tables.dirty
+        self._patterns = tables.patterns
+        self._tok_text = vocab.tok_text
+        self._tail: list = []
+        self._tail_append = self._tail.append
+        self._tab = self._never
+        self._pkey = None  # live attempt states when the transition table applies (see _refresh)
+        self._held_ok = False  # quiet, open region: split characters can be handled without the engine
+        self._bytes_kind = vocab.kind == "bytes"
+        self._first_re = [m.first_re for m in tables.modes]
+        self._row = tt.none_row
+        self._mode = 0
+        self._fname = None
+        self._fdirty = False
+        self._body_append = None
+        self._refresh()
+
+    # -- the hot path ------------------------------------------------------------------------------------------
+    def feed_tokens(self, ids) -> list[dict]:
+        """Feed the next token id (an int) or ids (a sequence, numpy array or tensor); returns the events."""
+        try:
+            s = self._tab[ids]
+        except (TypeError, IndexError):
+            return self._feed_general(ids)
+        if s is None:
+            return self._feed_general(ids)
+        self._body_append(s)
+        self._tail_append(s)
+        return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
+
+    def finalize(self) -> tuple[dict, list[dict]]:
+        """End of generation: release held bytes, close what is open; returns `(message, final_events)`."""
+        core = self._core
+        core._check_usable()
+        self._sync()
+        self._tab = self._never
+        self._row = self._tt.none_row
+        rest = self._dec.finish()
+        events = core.feed(rest) if rest else []
+        message, final = core.finish()
+        return message, events + final
+
+    # -- state -------------------------------------------------------------------------------------------------
+    @property
+    def spans(self) -> list[dict]:
+        """With spans=True: one record per closed region, in order (see `_span_record`)."""
+        if not self._spans_on:
+            raise ValueError("token spans are off; create the parser with spans=True")
+        return list(self._records)
+
+    @property
+    def _output(self) -> dict:
+        return self._core.output
+
+    def _refresh(self) -> None:
+        """Recompute the state the next token will find.
+
+        * fast (`_tab` is the mode's inert table): quiet scanner, nothing held, an open region, no spans;
+        * transition (`_pkey` is the tuple of live attempt states, ``()`` when quiet): every live attempt is
+          undecided and has no match yet, so a token's effect can come from `TokenTables.transition`;
+        * otherwise every token runs through the character engine.
+        """
+        core = self._core
+        sc = core.scanner
+        self._mode = m = self._mode_index[id(sc.mode)]
+        self._tab = self._never
+        self._row = self._tt.none_row
+        self._pkey = None
+        self._held_ok = False
+        dec = self._dec
+        if (self._spans_on or not sc.end or core.stalled or core.failed is not None or core.finished
+                or sc.scan != sc.end or core.pending or dec.first or dec.strip_left or dec.cleanup is not None
+                or dec.run):
+            return
+        attempts = sc.attempts
+        opened = core.opened and core.current is not None
+        if opened:
+            f = core.current
+            self._fname = self._names[f]
+            self._fdirty = self._dirty[f]
+            self._body_append = core.body.append
+        if dec.held:
+            # Bytes of an unfinished character: while the scanner is quiet in an open region, the text
+            # the next tokens complete is region text if no character of it passes the prefilter.
+            if not attempts and opened and self._first_re[m] is not None:
+                self._held_ok = True
+            return
+        if attempts:
+            for a in attempts:
+                if a.fin >= 0 or a.ends is not None:
+                    return
+            self._pkey = tuple([a.state for a in attempts])
+            return
+        self._pkey = ()
+        if opened and self._fast[m] is not self._never:
+            self._tab = self._fast[m]
+            self._row = m
+            self._held_ok = self._bytes_kind
+
+    def _sync(self) -> None:
+        """Hand the text taken on the fast path to the scanner (it needs it as history)."""
+        tail = self._tail
+        if tail:
+            text = tail[0] if len(tail) == 1 else "".join(tail)
+            tail.clear()
+            sc = self._core.scanner
+            sc.push(text)
+            sc.scan = sc.end
+            sc.take(sc.end)
+
+    def _absorb(self, ids: list) -> None:
+        """Inert tokens of the current fast state whose events were handed out elsewhere (TokenStreams)."""
+        tt = self._tok_text
+        text = "".join([tt[i] for i in ids])
+        if text:
+            self._body_append(text)
+            self._tail_append(text)
+
+    # -- the general path ----------------------------------------------------------------------------------------
+    def _feed_general(self, ids) -> list[dict]:
+        core = self._core
+        core._check_usable()
+        if type(ids) is int:
+            if not 0 <= ids < self._size:
+                raise _out_of_range(ids, self._size)
+            ids = [ids]
+        else:
+            ids = _ids_list(ids, self._size)
+            if not ids:
+                return []
+        tab = self._tab
+        if tab is not self._never and len(ids) > 1:
+            parts = [tab[i] for i in ids]
+            if None not in parts:
+                s = "".join(parts)
+                self._body_append(s)
+                self._tail_append(s)
+                return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
+        if len(ids) == 1 and self._held_ok and (self._dec.held or self._tok_text[ids[0]] is None):
+            # A character split across tokens, on a quiet scanner in an open region.
+            dec = self._dec
+            text = dec.feed(ids)
+            if dec.held:
+                self._tab = self._never
+                self._row = self._tt.none_row
+                self._pkey = None
+            if not text:
+                return []
+            if self._first_re[self._mode].search(text) is None:
+                self._body_append(text)
+                self._tail_append(text)
+                if not dec.held:
+                    self._tab = self._fast[self._mode]
+                    self._row = self._mode
+                    self._pkey = ()
+                return [{"type": "region_chunk", "field": self._fname, "text": text, "dirty": self._fdirty}]
+            self._sync()
+            events = core.feed(text)
+            self._refresh()
+            return events
+        if len(ids) == 1 and self._pkey is not None:
+            eff = self._tt.transition(self._mode, self._pkey, ids[0])
+            if eff is not None:
+                return self._apply_transition(self._tok_text[ids[0]], eff)
+        self._sync()
+        if core.stalled:
+            self._dec.feed(ids)
+            return []
+        sc = core.scanner
+        if (len(ids) == 1 and not self._spans_on and sc.end and not sc.attempts and sc.scan == sc.end
+                and self._dec.clean()):
+            d = self._delims[self._mode].get(ids[0])
+            if d is not None:
+                self._dec.ntok += 1
+                events = self._apply_delimiter(self._tok_text[ids[0]], d)
+                self._refresh()
+                return events
+        text = self._dec.feed(ids)
+        events = core.feed(text) if text else []
+        self._refresh()
+        return events
+
+    def _apply_transition(self, text: str, eff) -> list[dict]:
+        """A token whose effect on the live attempts is known (`TokenTables.transition`): exactly what
+        `StreamParser.feed(text)` does, without stepping the characters."""
+        self._sync()
+        core = self._core
+        sc = core.scanner
+        old = sc.attempts
+        s0 = sc.end
+        sc.push(text)
+        new = []
+        for j, off, st in eff:
+            if j >= 0:
+                a = old[j]
+                a.state = st
+            else:
+                a = Attempt(s0 + off, st)
+            new.append(a)
+        sc.attempts = new
+        sc.scan = sc.end
+        out = sc.take(new[0].start if new else sc.end)
+        m = self._mode
+        if core.opened and core.current is not None and self._fast[m] is not self._never:
+            # The region stays open and the mode stays: only the attempts changed.
+            events = []
+            if out:
+                self._body_append(out)
+                events.append({"type": "region_chunk", "field": self._fname, "text": out, "dirty": self._fdirty})
+            if new:
+                self._pkey = tuple([a.state for a in new])
+                self._tab = self._never
+                self._row = self._tt.none_row
+                self._held_ok = False
+            else:
+                self._pkey = ()
+                self._tab = self._fast[m]
+                self._row = m
+                self._held_ok = self._bytes_kind
+            return events
+        events = []
+        core._text(out, events)
+        core._flush(events)
+        self._refresh()
+        return events
+
+    def _apply_delimiter(self, text: str, d) -> list[dict]:
+        """A token that is a whole delimiter, on a quiet scanner: what `StreamParser._process` does for it."""
+        pi, caps = d
+        core = self._core
+        sc = core.scanner
+        events: list = []
+        try:
+            s = sc.end
+            sc.push(text)
+            sc.scan = e = sc.end
+            sc.take(s)
+            sc.take(e)
+            p = self._patterns[pi]
+            core._close(events)
+            if p.kind == "open":
+                core._open(p.field, caps, events)
+                sc.restart(1 + p.field, e)
+            else:
+                sc.restart(0, e)
+            core._flush(events)
+        except BaseException as ex:
+            core.failed = ex
+            raise
+        return events
+
+    # -- spans -------------------------------------------------------------------------------------------------
+    def _span(self, s: int, e: int) -> dict | None:
+        """Absolute scanner offsets -> generation char offsets and token index range (None: in the prefix)."""
+        base = self._pbase
+        if e < base or (e == base and s < base):
+            return None
+        cs, ce = max(s - base, 0), e - base
+        dec = self._dec
+        cf, cl = dec.cfirst, dec.clast
+        n = len(cf)
+        if ce > cs:
+            ts = cf[cs] if cs < n else dec.ntok
+            te = (cl[ce - 1] + 1) if ce - 1 < n else dec.ntok
+        else:
+            ts = te = cf[cs] if cs < n else dec.ntok
+        return {"chars": (cs, ce), "tokens": (ts, te)}
+
+    def _on_open(self, event: dict, delim) -> None:
+        event["open"] = None if delim is None else self._span(*delim)
+
+    def _on_close(self, event, rec: dict) -> None:
+        out = {"field": rec["field"],
+               "open": None if rec["open"] is None else self._span(*rec["open"]),
+               "body": self._span(*rec["body"]),
+               "close": None if rec["close"] is None else self._span(*rec["close"])}
+        self._records.append(out)
+        if event is not None:
+            event["span"] = out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One-shot helpers
+# --------------------------------------------------------------------------------------------------------------
+def parse_tokens(ids, template, tokenizer, *, prefix: str | None = None, prefix_ids=None, tools=None,
+                 spans: bool = False, skip_special_tokens: bool = False):
+    """Parse a complete generation given as token ids. Returns the message, or `(message, spans)`."""
+    b = bind(template, tokenizer, skip_special_tokens=skip_special_tokens)
+    return b.parse(ids, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+
+
+def parse_tokens_batch(batch, template, tokenizer, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
+                       spans: bool = False, skip_special_tokens: bool = False) -> list:
+    """Parse many generations (list of id sequences or a 2-D array); prefix one for all or one per item."""
+    b = bind(template, tokenizer, skip_special_tokens=skip_special_tokens)
+    return b.parse_batch(batch, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Many streams
+# --------------------------------------------------------------------------------------------------------------
+class _Rows:
+    """Abstract per-stream states for `TokenStreams`, shared by all streams of one (template, tokenizer):
+
+    * rows ``0..n_modes-1``: Q(m), quiet in mode m with its region open (the parser's fast state);
+    * row ``n_modes``: NONE (the stream needs the character engine for its next token);
+    * further rows: P(m, S), mode m with undecided, match-free attempts ``S = ((chars back from the end,
+      DFA state), ...)`` (e.g. after a token ending in "\\n" before a ``\\s*</think>`` delimiter).
+
+    ``next[row * V + token]`` is the row a token leads to when that is known without the engine: Q(m)->Q(m)
+    for inert tokens, Q(m)->P(m, S) for a token whose effect from a quiet scanner is S (filled in the first
+    time the engine has handled that token), P(m, S)->Q(m) for an inert token whose first character kills
+    every attempt in S; -1 otherwise.
+    """
+
+    MAX_ROWS = 128
+
+    def __init__(self, tt: TokenTables):
+        self.tt = tt
+        self.V = V = tt.size
+        self.n_modes = tt.n_modes
+        self.none = tt.none_row
+        base = tt.flat.astype(np.int32).reshape(tt.n_modes + 1, V)
+        nxt = np.full((tt.n_modes + 1, V), -1, dtype=np.int32)
+        for m in range(tt.n_modes):
+            nxt[m][base[m] == 1] = m
+        self.next = nxt.reshape(-1)
+        self.info: list = [("Q", m, (), 0) for m in range(tt.n_modes)] + [("NONE", -1, (), 0)]
+        self.keys: dict = {}
+        cmap = tt.compiled.tables.cmap
+        self.first_cls = np.array([cmap[ord(t[0])] if t else 0 for t in tt.vocab.tok_text], dtype=np.int64)
+        self.lock = threading.Lock()
+
+    def pending_row(self, mode: int, S: tuple) -> int:
+        """The row of P(mode, S), created on first use (NONE when there are too many)."""
+        key = (mode, S)
+        r = self.keys.get(key)
+        if r is not None:
+            return r
+        with self.lock:
+            r = self.keys.get(key)
+            if r is not None:
+                return r
+            if len(self.info) >= self.MAX_ROWS:
+                return self.none
+            tt = self.tt
+            kill = np.array(tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
+            V = self.V
+            inert = tt.flat[mode * V:(mode + 1) * V].astype(bool)
+            row = np.where(inert & kill[self.first_cls], mode, -1).astype(np.int32)
+            r = len(self.info)
+            self.next = np.concatenate([self.next, row])  # readers keep the old array until they reload
+            self.info.append(("P", mode, S, S[0][0]))
+            self.keys[key] = r
+            return r
+
+    def learn(self, mode: int, token: int, row: int) -> None:
+        self.next[mode * self.V + token] = row
+
+
+class StepEvents(Sequence):
+    """The per-stream events of one `TokenStreams.step`: ``events[b]`` is stream b's list of events.
+
+    Events of streams that stayed in their fast state are built when read. ``slow`` lists the streams whose
+    token was not a plain inert token (their events were built in the step); ``errors`` maps a stream to the
+    exception its parser raised (reading that stream's events re-raises it).
+    """
+
+    __slots__ = ("_owner", "_ids", "_rows", "_slow", "errors")
+
+    def __init__(self, owner, ids, rows, slow, errors):
+        self._owner = owner
+        self._ids = ids
+        self._rows = rows
+        self._slow = slow
+        self.errors = errors
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @property
+    def slow(self) -> list:
+        return sorted(self._slow) if self._slow else []
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self[k] for k in range(*b.indices(len(self)))]
+        if b < 0:
+            b += len(self._ids)
+        if self.errors and b in self.errors:
+            raise self.errors[b]
+        if self._slow and b in self._slow:
+            return self._slow[b]
+        i = int(self._ids[b])
+        if i < 0:
+            return []
+        o = self._owner
+        f = o._mode_field[int(self._rows[b])]
+        return [{"type": "region_chunk", "field": o._names[f], "text": o._tok_text[i], "dirty": o._dirty[f]}]
+
+
+class TokenStreams:
+    """B independent generations advanced together: ``step(ids)`` takes one token id per stream.
+
+    ``step(ids, active=None)``: `ids` has shape (B,); `active` (optional bool array) marks the streams that
+    take a token in this step (the others are left alone). Returns `StepEvents`. ``finalize(b)`` ends one
+    stream (``(message, final_events)``); ``finalize_all()`` ends every stream still open.
+
+    Each stream has a row (see `_Rows`); one numpy gather finds every stream's next row. Streams whose row
+    does not change (an inert token in the fast state) cost no Python work at all: the token id goes to a
+    ring buffer and its text reaches the stream's parser the next time that stream needs the character
+    engine (or the buffer wraps). Known transitions to and from pending-attempt rows cost a few Python
+    operations; everything else runs through the stream's own `TokenParser`.
+    """
+
+    def __init__(self, binding: TokenBinding, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
+                 spans: bool = False, capacity: int = 1024):
+        if n < 1:
+            raise ValueError("TokenStreams needs at least one stream")
+        prefixes = binding._batch_prefixes(n, prefix, prefix_ids)
+        self.binding = binding
+        self.n = n
+        self.parsers = [TokenParser(binding, prefix=p, tools=tools, spans=spans) for p in prefixes]
+        tt = binding.tables
+        self._tt = tt
+        self._R = tt.batch_rows(_Rows)
+        self._size = binding.vocab.size
+        self._nm = tt.n_modes
+        self._none = tt.none_row
+        self._mode_field = tt.mode_field
+        self._names = tt.field_names
+        self._dirty = binding.compiled.tables.dirty
+        self._tok_text = binding.vocab.tok_text
+        self._held = [""] * n  # P rows: the text the pending attempts hold
+        self._rows = np.zeros(n, dtype=np.int64)
+        self._start_rows = [0] * n  # row at the start of each stream's deferred segment
+        for b, p in enumerate(self.parsers):
+            self._rows[b] = self._row_of(b, p)
+            self._start_rows[b] = int(self._rows[b])
+        self._rowoff = self._rows * self._size
+        self._cap = capacity
+        self._buf = np.empty((capacity, n), dtype=np.int64)
+        self._since = [0] * n
+        self._r = 0
+        self.done = [False] * n
+
+    @property
+    def initial_events(self) -> list:
+        return [p.initial_events for p in self.parsers]
+
+    def _row_of(self, b: int, p: TokenParser) -> int:
+        """The row for parser `p`'s current state (and the text its pending attempts hold)."""
+        if p._tab is not p._never:
+            return p._mode
+        core = p._core
+        if (p._pkey and core.opened and core.current is not None and self._mode_field[p._mode] == core.current):
+            sc = core.scanner
+            end = sc.end
+            S = tuple((end - a.start, a.state) for a in sc.attempts)
+            if sc.pos == sc.attempts[0].start:
+                r = self._R.pending_row(p._mode, S)
+                if r != self._none:
+                    self._held[b] = sc.text[sc.pos - sc.base:]
+                return r
+        return self._none
+
+    def step(self, ids, active=None) -> StepEvents:
+        n, V = self.n, self._size
+        a = np.asarray(ids)
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"token ids must be integers, got dtype {a.dtype}")
+        ids = a.astype(np.int64).reshape(-1)  # always a copy: the lazy events of this step keep it
+        if ids.shape != (n,):
+            raise ValueError(f"step() takes one token id per stream ({n}), got shape {a.shape}")
+        rows = self._rows
+        u = ids.view(np.uint64)
+        if active is None:
+            if u.max() >= V:
+                bad = np.flatnonzero(u >= V)[0]
+                raise _out_of_range(int(ids[bad]), V, f" (stream {bad})")
+            nxt = self._R.next[self._rowoff + ids]
+            same = nxt == rows
+        else:
+            act = np.asarray(active, dtype=bool).reshape(-1)
+            if act.shape != (n,):
+                raise ValueError(f"`active` must have one flag per stream ({n})")
+            badm = act & (u >= V)
+            if badm.any():
+                bad = np.flatnonzero(badm)[0]
+                raise _out_of_range(int(ids[bad]), V, f" (stream {bad})")
+            ids[~act] = -1
+            nxt = self._R.next[self._rowoff + np.where(act, ids, 0)]
+            same = (nxt == rows) | ~act
+        r = self._r
+        self._buf[r] = ids
+        self._r = r + 1
+        if same.all():
+            out = StepEvents(self, ids, rows, None, None)
+        else:
+            out = self._changes(ids, nxt, same, r)
+        if self._r == self._cap:
+            self._wrap()
+        return out
+
+    def _changes(self, ids, nxt, same, r) -> StepEvents:
+        slow: dict = {}
+        errors: dict = {}
+        old = self._rows
+        rows = old.copy()  # the old array stays with the lazy events of this step
+        info = self._R.info
+        tok_text, held, names, dirty, mf = self._tok_text, self._held, self._names, self._dirty, self._mode_field
+        for b in np.flatnonzero(~same).tolist():
+            nr = int(nxt[b])
+            i = int(ids[b])
+            if nr >= 0:  # a known transition: Q(m) -> P(m, S) or P(m, S) -> Q(m)
+                kind, m, S, back = info[nr]
+                f = mf[m]
+                if kind == "P":
+                    text = tok_text[i]
+                    keep = len(text) - back
+                    held[b] = text[keep:]
+                    slow[b] = [{"type": "region_chunk", "field": names[f], "text": text[:keep],
+                                "dirty": dirty[f]}] if keep > 0 else []
+                else:
+                    text = held[b] + tok_text[i]
+                    held[b] = ""
+                    slow[b] = [{"type": "region_chunk", "field": names[f], "text": text, "dirty": dirty[f]}]
+                rows[b] = nr
+                continue
+            p = self.parsers[b]
+            prev = int(old[b])
+            try:
+                self._catch_up(b, r)
+                slow[b] = p.feed_tokens(i)
+            except Exception as e:  # one stream's failure does not stop the others
+                errors[b] = e
+                slow[b] = []
+            self._since[b] = r + 1
+            nr = self._row_of(b, p)
+            if prev < self._nm and info[nr][0] == "P" and info[nr][1] == prev:
+                eff = self._tt.transition(prev, (), i)
+                if eff is not None:
+                    text = tok_text[i]
+                    if tuple((len(text) - off, st) for _, off, st in eff) == info[nr][2]:
+                        self._R.learn(prev, i, nr)
+            rows[b] = nr
+            self._start_rows[b] = nr
+        self._rows = rows
+        self._rowoff = rows * self._size
+        return StepEvents(self, ids, old, slow, errors or None)
+
+    def _catch_up(self, b: int, upto: int | None = None) -> None:
+        """Bring stream b's parser up to date with the tokens handled by rows since its last engine step."""
+        r = self._r if upto is None else upto
+        s0 = self._since[b]
+        self._since[b] = r
+        if s0 >= r:
+            return
+        lst = self._buf[s0:r, b].tolist()
+        if -1 in lst:
+            lst = [i for i in lst if i >= 0]
+        if not lst:
+            return
+        p = self.parsers[b]
+        tt = self._tok_text
+        text = "".join([tt[i] for i in lst])
+        end_row = int(self._rows[b])
+        kind, m, S, back = self._R.info[end_row]
+        p._sync()
+        core = p._core
+        sc = core.scanner
+        sc.push(text)
+        sc.scan = sc.end
+        if kind == "P":
+            sc.attempts = [Attempt(sc.end - off, st) for off, st in S]
+            out = sc.take(sc.end - back)
+        else:
+            sc.attempts = []
+            out = sc.take(sc.end)
+        if out:
+            core.body.append(out)
+        self._start_rows[b] = end_row
+        p._refresh()
+
+    def _wrap(self) -> None:
+        r = self._r
+        for b in range(self.n):
+            if not self.done[b]:
+                self._catch_up(b, r)
+            self._since[b] = 0
+        self._r = 0
+
+    def finalize(self, b: int) -> tuple[dict, list[dict]]:
+        """End stream `b`; returns its `(message, final_events)`. Later steps must mark it inactive."""
+        self._catch_up(b)
+        self.done[b] = True
+        rows = self._rows.copy()
+        rows[b] = self._none
+        self._rows = rows
+        self._rowoff = rows * self._size
+        return self.parsers[b].finalize()
+
+    def finalize_all(self) -> list:
+        """End every stream not yet finalized; returns their `(message, final_events)` (None for ended ones)."""
+        return [None if self.done[b] else self.finalize(b) for b in range(self.n)]
+
+    def parser(self, b: int) -> TokenParser:
+        """Stream b's TokenParser, brought up to date (e.g. to read `_output`)."""
+        self._catch_up(b)
+        return self.parsers[b]
