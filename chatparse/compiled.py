@@ -10,8 +10,6 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .compiler.build import build_tables
-from .compiler.validate import canonical_json, load_template
 from .runtime.tables import Tables
 
 _CACHE_SIZE = 64
@@ -53,6 +51,12 @@ class CompiledTemplate:
             raise ValueError(f"parse_batch got {len(prefixes)} prefixes for {len(texts)} texts")
         return [self.parse(t, prefix=p, tools=tools) for t, p in zip(texts, prefixes)]
 
+    def __reduce__(self):
+        """Pickle through the table format (small, no code objects, validated on load)."""
+        from .compiler.writer import compiled_reduce
+
+        return compiled_reduce(self)
+
     def __repr__(self) -> str:
         names = [f["name"] for f in self.spec["fields"]]
         return f"<CompiledTemplate fields={names}>"
@@ -62,6 +66,10 @@ def compile_template(template: Any) -> CompiledTemplate:
     """Validate `template` (same rules and errors as transformers) and compile it, cached."""
     if isinstance(template, CompiledTemplate):
         return template
+    # Imported here so that loading precompiled tables never imports the compiler.
+    from .compiler.build import build_tables
+    from .compiler.validate import canonical_json, load_template
+
     spec = load_template(template)
     key = canonical_json(spec)
     with _lock:

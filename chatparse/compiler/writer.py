@@ -1,0 +1,555 @@
+"""Write compiled tables in the chatparse table format (FORMAT.md at the top of the repository).
+
+`dumps(raw_tables)` turns the in-memory table dict (`build.build_tables`, or what `runtime.loader.loads`
+returned) into the bytes of one ``.cpt`` file; `save(compiled, path)` writes them atomically. The layout is a
+fixed 160-byte header (holding the SHA-256 of the template's canonical, key-sorted JSON), the normalized
+template as compact UTF-8 JSON (key order kept), the metadata as UTF-8 JSON, the flat little-endian integer
+arrays, and a SHA-256 trailer over everything before it. No pickle anywhere.
+
+The metadata also carries, unless ``js=False``, the *port section*: every regular expression a runtime in
+another language needs (regex-decided and capturing delimiters, the start anchor, the ``tag_pattern`` s of
+``xml-inline`` content, Python's ``\\w`` class), translated to JavaScript RegExp source (flags ``su``, named
+groups, every character class spelled out as the exact code-point set `regex` uses). A pattern that cannot be
+translated is marked ``{"error": why}`` instead, so a port refuses it up front instead of misparsing.
+
+`compiled_reduce` makes a `CompiledTemplate` pickle through this format (`chatparse.tokenizer_dir` registers
+it with `copyreg`): a few kB, validated on unpickling, and the only callable a pickle names is
+`chatparse.runtime.loader.compiled_from_bytes`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import re._constants as C
+import re._parser as sre_parse
+import struct
+import tempfile
+import weakref
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import regex
+
+from .charsets import class_ranges, complement, literal_ranges, normalize
+from .regex_ast import _REGEX_ONLY, PatternError, _in_source
+
+__all__ = ["dumps", "save", "compiled_reduce", "translate_js", "MAGIC", "FORMAT_VERSION", "HEADER_SIZE"]
+
+MAGIC = b"\x89CPT\r\n\x1a\n"
+FORMAT_VERSION = 1
+HEADER_SIZE = 160
+TRAILER_SIZE = 32
+FLAG_VOCAB_HASH = 1
+_HEADER = struct.Struct("<8sII7Q2I32s32s16s")
+assert _HEADER.size == HEADER_SIZE
+
+MAX_CODEPOINT = 0x10FFFF
+
+
+def _canonical_json(spec: Any) -> str:
+    # Same text as chatparse.compiler.validate.canonical_json (sorted keys, compact, raw Unicode).
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _template_json(spec: Any) -> str:
+    # The template section: compact, raw Unicode, key order kept (transform/defaults order is output order).
+    return json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
+
+
+def _align8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+# ------------------------------------------------------------------------------------------------ arrays
+
+
+def _arrays(raw: dict) -> list[tuple[str, np.ndarray]]:
+    """The named arrays of a table dict, in file order, in their on-disk dtypes."""
+    out: list[tuple[str, np.ndarray]] = []
+    starts = np.asarray(raw["class_starts"])
+    if starts.size and (int(starts.min()) < 0 or int(starts.max()) > MAX_CODEPOINT):
+        raise ValueError("class_starts: code point out of range")
+    out.append(("class_starts", starts.astype("<u4")))
+    ids = np.asarray(raw["class_ids"])
+    n_classes = int(raw["n_classes"])
+    if not 1 <= n_classes <= 65535:
+        raise ValueError("n_classes out of range 1..65535")
+    out.append(("class_ids", ids.astype("<u1" if n_classes <= 256 else "<u2")))
+    for mi, mode in enumerate(raw["modes"]):
+        trans = np.asarray(mode["trans"])
+        n_states = trans.shape[0]
+        dt = "<u1" if n_states <= 256 else "<u2" if n_states <= 65536 else "<u4"
+        out.append((f"mode{mi}.trans", trans.astype(dt)))
+        out.append((f"mode{mi}.eot", np.asarray(mode["eot"]).astype(dt)))
+        out.append((f"mode{mi}.acc", np.asarray(mode["acc"]).astype("<i1")))
+        out.append((f"mode{mi}.term", np.asarray(mode["term"]).astype("<u1")))
+    return out
+
+
+_DTYPE_CODES = {np.dtype("<u1"): "u1", np.dtype("<i1"): "i1", np.dtype("<u2"): "u2", np.dtype("<i2"): "i2",
+                np.dtype("<u4"): "u4", np.dtype("<i4"): "i4"}
+
+
+# ------------------------------------------------------------------------------------------------ dumps
+
+
+def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool = True) -> bytes:
+    """The table-format bytes of `raw_tables` (see FORMAT.md).
+
+    `vocab_hash` (32 bytes or 64 hex digits) binds the file to a tokenizer vocabulary; by default it is kept
+    from a dict that `loads` returned. With ``js=False`` the port section is left out (pickles do this);
+    otherwise a dict that already carries one (read from a file) keeps it, else it is computed.
+    """
+    raw = raw_tables
+    if raw.get("format", FORMAT_VERSION) != FORMAT_VERSION:
+        raise ValueError(f"tables of format {raw.get('format')} cannot be written as format {FORMAT_VERSION}")
+    spec = raw["template"]
+    try:
+        template_bytes = _template_json(spec).encode("utf-8")
+        template_hash = hashlib.sha256(_canonical_json(spec).encode("utf-8")).digest()
+    except UnicodeEncodeError as e:
+        raise ValueError("response_template contains a lone surrogate, which the table format (UTF-8) cannot "
+                         "hold") from e
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"response_template is not JSON-serializable: {e}") from e
+
+    if vocab_hash is None:
+        vocab_hash = (raw.get("header") or {}).get("vocab_sha256")
+    flags = 0
+    vocab = b"\0" * 32
+    if vocab_hash is not None:
+        vocab = bytes.fromhex(vocab_hash) if isinstance(vocab_hash, str) else bytes(vocab_hash)
+        if len(vocab) != 32:
+            raise ValueError("vocab_hash must be a SHA-256 digest (32 bytes or 64 hex digits)")
+        flags |= FLAG_VOCAB_HASH
+
+    from chatparse import __version__ as version
+
+    vbytes = version.encode("ascii")
+    if len(vbytes) > 16:
+        raise ValueError(f"chatparse version {version!r} does not fit the 16-byte header field")
+
+    arrays = _arrays(raw)
+    directory = []
+    offset = 0
+    for name, arr in arrays:
+        directory.append({"name": name, "dtype": _DTYPE_CODES[arr.dtype], "shape": [int(s) for s in arr.shape],
+                          "offset": offset, "nbytes": int(arr.nbytes)})
+        offset = _align8(offset + arr.nbytes)
+    data_length = offset
+
+    meta: dict = {
+        "chatparse_version": version,
+        "n_classes": int(raw["n_classes"]),
+        "patterns": [_pattern_meta(p) for p in raw["patterns"]],
+        "modes": [{"patterns": [int(i) for i in m["patterns"]], "start0": int(m["start0"]),
+                   "startN": int(m["startN"]), "first": _first_meta(m["first"])} for m in raw["modes"]],
+        "arrays": directory,
+    }
+    port = None
+    if js:
+        port = raw.get("js") or js_section(raw)
+    if port is not None:
+        meta["js"] = port
+    meta_bytes = json.dumps(meta, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+    template_offset = HEADER_SIZE
+    meta_offset = template_offset + len(template_bytes)
+    data_offset = _align8(meta_offset + len(meta_bytes))
+    file_size = data_offset + data_length + TRAILER_SIZE
+    buf = bytearray(file_size)
+    _HEADER.pack_into(buf, 0, MAGIC, FORMAT_VERSION, HEADER_SIZE, file_size, template_offset, len(template_bytes),
+                      meta_offset, len(meta_bytes), data_offset, data_length, flags, 0, template_hash, vocab,
+                      vbytes.ljust(16, b"\0"))
+    buf[template_offset:meta_offset] = template_bytes
+    buf[meta_offset:meta_offset + len(meta_bytes)] = meta_bytes
+    for entry, (_, arr) in zip(directory, arrays):
+        start = data_offset + entry["offset"]
+        buf[start:start + entry["nbytes"]] = arr.tobytes()
+    buf[file_size - TRAILER_SIZE:] = hashlib.sha256(memoryview(buf)[:file_size - TRAILER_SIZE]).digest()
+    return bytes(buf)
+
+
+def _pattern_meta(p: dict) -> dict:
+    return {
+        "kind": p["kind"],
+        "field": int(p["field"]),
+        "key": p["key"],
+        "source": p["source"],
+        "exact": bool(p["exact"]),
+        "reasons": [str(r) for r in p["reasons"]],
+        "named_groups": bool(p["named_groups"]),
+        "history": int(p["history"]),
+        "horizon": int(p["horizon"]),
+    }
+
+
+def _first_meta(first):
+    if first is None:
+        return None
+    return [[[[int(lo), int(hi)] for lo, hi in c1], None if c2 is None else [[int(lo), int(hi)] for lo, hi in c2]]
+            for c1, c2 in first]
+
+
+def save(compiled, path, *, vocab_hash: bytes | str | None = None, js: bool = True) -> None:
+    """Write `compiled` (a `CompiledTemplate` or a table dict) to `path`, atomically (temp file + rename).
+
+    The rename means a process that has the old file memory-mapped keeps seeing the old bytes."""
+    raw = compiled if isinstance(compiled, dict) else compiled.raw_tables
+    data = dumps(raw, vocab_hash=vocab_hash, js=js)
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".cpt-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ------------------------------------------------------------------------------------------------ pickling
+
+_pickled: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def compiled_reduce(ct):
+    """`__reduce__` for CompiledTemplate: rebuild from the table bytes (no port section), cached per object."""
+    from chatparse.runtime.loader import compiled_from_bytes
+
+    data = _pickled.get(ct)
+    if data is None:
+        try:
+            data = dumps(ct.raw_tables, js=False)
+        except ValueError:  # a template the format cannot hold (a lone surrogate): pickle the parts instead
+            return type(ct), (ct.spec, ct.raw_tables)
+        try:
+            _pickled[ct] = data
+        except TypeError:  # not weak-referenceable: just don't cache
+            pass
+    return compiled_from_bytes, (data,)
+
+
+# ------------------------------------------------------------------------------------------------ JS port
+
+
+def js_section(raw: dict) -> dict:
+    """The port section of the metadata: JavaScript translations of every regex a runtime may run."""
+    spec = raw["template"]
+    anchor = spec["start_anchor"]
+    if "literals" in anchor:
+        anchor_src = "|".join(regex.escape(s) for s in sorted(anchor["literals"], key=len, reverse=True))
+    else:
+        anchor_src = anchor["pattern"]
+    content: dict = {}
+    need_word = False
+    for f in spec["fields"]:
+        if f.get("transform") is not None:
+            need_word = True
+        for src in _tag_patterns(f["content"], f["content_args"]):
+            if src not in content:
+                content[src] = translate_js(src)
+        if _mentions_key(f["content_args"], "unquoted_keys"):
+            need_word = True
+    return {
+        "patterns": [{"pattern": p["source"], **translate_js(p["source"])} for p in raw["patterns"]],
+        "anchor": {"pattern": anchor_src, **translate_js(anchor_src)},
+        "content": content,
+        "word": _js_class(class_ranges(r"\w")) if need_word else None,
+    }
+
+
+def _tag_patterns(name, args, depth: int = 0):
+    """Every string `tag_pattern` an xml-inline parser can reach from (name, args), nested value_parsers too."""
+    if depth > 32 or not isinstance(args, dict):
+        return
+    if name == "xml-inline" and isinstance(args.get("tag_pattern"), str):
+        yield args["tag_pattern"]
+    vp = args.get("value_parser")
+    if isinstance(vp, dict):
+        yield from _tag_patterns(vp.get("name", "text"), vp.get("args", {}), depth + 1)
+
+
+def _mentions_key(obj, key: str, depth: int = 0) -> bool:
+    if depth > 64:
+        return False
+    if isinstance(obj, dict):
+        return key in obj or any(_mentions_key(v, key, depth + 1) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_mentions_key(v, key, depth + 1) for v in obj)
+    return False
+
+
+_SYNTAX = set("^$\\.*+?()[]{}|/")
+_CLASS_SPECIAL = set("\\]-^[")
+_NAMED_GROUP = re.compile(r"(?<!\\)\(\?P<(\w+)>")
+_JS_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _printable(cp: int) -> bool:
+    return 0x20 < cp < 0x7F or (cp > 0xA0 and not 0xD800 <= cp <= 0xDFFF and chr(cp).isprintable())
+
+
+def _js_char(cp: int) -> str:
+    ch = chr(cp)
+    if ch in _SYNTAX:
+        return "\\" + ch
+    if _printable(cp):
+        return ch
+    return f"\\u{{{cp:X}}}"
+
+
+def _js_class_char(cp: int) -> str:
+    ch = chr(cp)
+    if ch in _CLASS_SPECIAL:
+        return "\\" + ch
+    if _printable(cp):
+        return ch
+    return f"\\u{{{cp:X}}}"
+
+
+def _class_items(ranges) -> str:
+    parts = []
+    for lo, hi in ranges:
+        if lo == hi:
+            parts.append(_js_class_char(lo))
+        elif hi == lo + 1:
+            parts.append(_js_class_char(lo) + _js_class_char(hi))
+        else:
+            parts.append(_js_class_char(lo) + "-" + _js_class_char(hi))
+    return "".join(parts)
+
+
+def _js_class(ranges) -> str:
+    """A JS (u-mode) atom matching exactly the code points in `ranges`."""
+    ranges = normalize(ranges)
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return _js_char(ranges[0][0])
+    comp = complement(ranges)
+    if not comp:
+        return "[^]"
+    if len(comp) < len(ranges):
+        return "[^" + _class_items(comp) + "]"
+    return "[" + _class_items(ranges) + "]"
+
+
+class _Untranslatable(Exception):
+    pass
+
+
+def _rflags(flags: int) -> int:
+    out = 0
+    if flags & re.IGNORECASE:
+        out |= regex.IGNORECASE
+    if flags & re.ASCII:
+        out |= regex.ASCII
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _translate_cached(pattern: str) -> str:
+    return json.dumps(_translate(pattern), ensure_ascii=False)
+
+
+def translate_js(pattern) -> dict:
+    """`{"source": js, "groups": {js_name: python_name}, "caveats": [...]}` or `{"error": why}`.
+
+    The source is for ``new RegExp(source, "su")`` (plus ``y``/``g`` as the runtime needs) and matches
+    exactly what `regex.compile(pattern, regex.DOTALL)` matches, except where a caveat says otherwise."""
+    if not isinstance(pattern, str):
+        return {"error": f"pattern is a {type(pattern).__name__}, not a string"}
+    return json.loads(_translate_cached(pattern))
+
+
+def _translate(pattern: str) -> dict:
+    if _REGEX_ONLY.search(pattern):
+        return {"error": "uses syntax specific to the Python `regex` module"}
+    try:
+        regex.compile(pattern, regex.DOTALL)
+    except regex.error as e:
+        return {"error": f"invalid regex: {e}"}
+    # Duplicate group names (allowed by `regex`, not by `re`'s parser or by Node 20) are renamed apart.
+    names = _NAMED_GROUP.findall(pattern)
+    dup_names = {n for n in names if names.count(n) > 1}
+    if any(f"(?P={n})" in pattern for n in dup_names):
+        return {"error": "a backreference to a group name defined more than once"}
+    counter = iter(range(len(names)))
+    renamed: list[tuple[str, str]] = []
+
+    def rename(m):
+        i = next(counter)
+        if m.group(1) not in dup_names:
+            return m.group(0)
+        new = f"cpg{i}__{m.group(1)}"
+        renamed.append((new, m.group(1)))
+        return f"(?P<{new}>"
+
+    try:
+        parsed = sre_parse.parse(_NAMED_GROUP.sub(rename, pattern), re.DOTALL)
+    except (re.error, RecursionError, OverflowError) as e:
+        return {"error": f"cannot be parsed for translation: {e}"}
+    sre_to_py = dict(renamed)
+    gid_name = {gid: name for name, gid in parsed.state.groupdict.items()}
+    py_names = [sre_to_py.get(gid_name[g], gid_name[g]) for g in sorted(gid_name)]
+    dupes = {n for n in py_names if py_names.count(n) > 1}
+    js_names: dict[int, str] = {}
+    groups: dict[str, str] = {}
+    for i, gid in enumerate(sorted(gid_name)):
+        py = sre_to_py.get(gid_name[gid], gid_name[gid])
+        js = py if (_JS_IDENT.match(py) and py not in dupes) else f"$n{i}"
+        js_names[gid] = js
+        groups[js] = py
+    t = _Emitter(js_names, pattern)
+    try:
+        t.collect_refs(parsed)
+        src, _ = t.seq(parsed, parsed.state.flags)
+    except (_Untranslatable, PatternError) as e:
+        return {"error": str(e)}
+    except RecursionError:
+        return {"error": "pattern nests too deeply to translate"}
+    if dupes:
+        t.caveats.append("duplicate group names: JavaScript reports the last alias that participated")
+    out = {"source": src, "groups": groups}
+    if t.caveats:
+        out["caveats"] = sorted(set(t.caveats))
+    return out
+
+
+class _Emitter:
+    def __init__(self, js_names: dict, pattern: str):
+        self.js_names = js_names
+        self.refs: set = set()
+        self.caveats: list = []
+        self.atomic = 0
+        self.pattern = pattern
+
+    def collect_refs(self, sub) -> None:
+        for op, av in sub:
+            if op is C.GROUPREF:
+                self.refs.add(av)
+            elif op is C.GROUPREF_EXISTS:
+                raise _Untranslatable("conditional group (?(id)yes|no) has no JavaScript equivalent")
+            for child in _children(op, av):
+                self.collect_refs(child)
+
+    def group_name(self, gid: int) -> str:
+        return self.js_names.get(gid) or f"$g{gid}"
+
+    def seq(self, sub, flags: int, rep: bool = False) -> tuple[str, bool]:
+        items = list(sub)
+        parts = [self.item(op, av, flags, rep) for op, av in items]
+        if len(parts) == 1:
+            return parts[0]
+        return "".join(p for p, _ in parts), False
+
+    def wrap(self, text_atom: tuple[str, bool]) -> str:
+        text, atom = text_atom
+        return text if atom else f"(?:{text})"
+
+    def atomic_group(self, inner: str) -> str:
+        self.atomic += 1
+        name = f"$a{self.atomic}"
+        return f"(?:(?=(?<{name}>{inner}))\\k<{name}>)"
+
+    def item(self, op, av, flags: int, rep: bool) -> tuple[str, bool]:
+        ic = bool(flags & re.IGNORECASE)
+        ml = bool(flags & re.MULTILINE)
+        rf = _rflags(flags)
+        if op is C.LITERAL:
+            if ic:
+                return _js_class(literal_ranges(av, True)), True
+            return _js_char(av), True
+        if op is C.NOT_LITERAL:
+            return _js_class(complement(literal_ranges(av, ic))), True
+        if op is C.ANY:
+            return ("[^]" if flags & re.DOTALL else "[^\\n]"), True
+        if op is C.IN:
+            return _js_class(class_ranges(_in_source(av), rf)), True
+        if op is C.BRANCH:
+            return "(?:" + "|".join(self.seq(b, flags, rep)[0] for b in av[1]) + ")", True
+        if op is C.SUBPATTERN:
+            gid, add, dele, p = av
+            inner, _ = self.seq(p, (flags | add) & ~dele, rep)
+            if gid is None:
+                return f"(?:{inner})", True
+            if gid in self.js_names:
+                if rep:
+                    self.caveats.append("a named group inside a repetition: when a later iteration skips the "
+                                        "group, Python keeps the earlier capture and JavaScript reports none")
+                return f"(?<{self.js_names[gid]}>{inner})", True
+            if gid in self.refs:
+                return f"(?<$g{gid}>{inner})", True
+            return f"(?:{inner})", True
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, p = av
+            body = self.wrap(self.seq(p, flags, rep or hi != 1))
+            if hi >= C.MAXREPEAT:
+                q = "*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}"
+            elif lo == hi:
+                q = f"{{{lo}}}"
+            elif lo == 0 and hi == 1:
+                q = "?"
+            else:
+                q = f"{{{lo},{hi}}}"
+            if op is C.MIN_REPEAT:
+                q += "?"
+            if op is C.POSSESSIVE_REPEAT:
+                return self.atomic_group(body + q), True
+            return body + q, False
+        if op is C.ATOMIC_GROUP:
+            inner, _ = self.seq(av, flags, rep)
+            return self.atomic_group(inner), True
+        if op is C.AT:
+            if av is C.AT_BEGINNING_STRING or (av is C.AT_BEGINNING and not ml):
+                return "^", False
+            if av is C.AT_BEGINNING:
+                return "(?<![^\\n])", False
+            if av is C.AT_END_STRING:
+                return "$", False
+            if av is C.AT_END:
+                return ("(?![^\\n])" if ml else "(?=\\n?$)"), False
+            word = _js_class(class_ranges(r"\w", rf & regex.ASCII))
+            if av is C.AT_BOUNDARY:
+                return f"(?:(?<={word})(?!{word})|(?<!{word})(?={word}))", True
+            if av is C.AT_NON_BOUNDARY:
+                return f"(?:(?<={word})(?={word})|(?<!{word})(?!{word}))", True
+            raise _Untranslatable(f"unsupported anchor {av}")
+        if op in (C.ASSERT, C.ASSERT_NOT):
+            direction, p = av
+            inner, _ = self.seq(p, flags, rep)
+            head = ("(?=" if op is C.ASSERT else "(?!") if direction > 0 else ("(?<=" if op is C.ASSERT else "(?<!")
+            return head + inner + ")", False
+        if op is C.GROUPREF:
+            if ic:
+                raise _Untranslatable("case-insensitive backreference has no exact JavaScript equivalent")
+            if "backreference" not in " ".join(self.caveats):
+                self.caveats.append("backreference: to a group that did not participate, Python fails and "
+                                    "JavaScript matches the empty string")
+            return f"\\k<{self.group_name(av)}>", True
+        if op is C.GROUPREF_EXISTS:
+            raise _Untranslatable("conditional group (?(id)yes|no) has no JavaScript equivalent")
+        raise _Untranslatable(f"unsupported regex construct {op}")
+
+
+def _children(op, av):
+    if op is C.BRANCH:
+        return list(av[1])
+    if op is C.SUBPATTERN:
+        return [av[3]]
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+        return [av[2]]
+    if op is C.ATOMIC_GROUP:
+        return [av]
+    if op in (C.ASSERT, C.ASSERT_NOT):
+        return [av[1]]
+    if op is C.GROUPREF_EXISTS:
+        return [x for x in av[1:] if x is not None]
+    return []

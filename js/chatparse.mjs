@@ -1,0 +1,1612 @@
+// chatparse.mjs - a dependency-free JavaScript (Node >= 20, ES2022) runtime for chatparse table files.
+//
+// Reads the table format of FORMAT.md (one `.cpt` file: header, canonical template JSON, metadata JSON, flat
+// little-endian integer arrays, SHA-256 trailer), validates it, streams text through the character tables
+// exactly as chatparse/runtime/scanner.py does, and reproduces chatparse's events and final message: region
+// logic as chatparse/runtime/parser.py, value parsers as values.py, transforms as transform.py, tool-argument
+// coercion as coerce.py.
+//
+// Regexes: the table file's port section holds every regex the runtime needs already translated by the
+// compiler to JavaScript RegExp source (flags "su": Unicode, dotAll; named groups; every character class
+// spelled out as the exact code-point set Python's `regex` uses), or marked untranslatable. Delimiters that
+// need a regex but could not be translated make `loadTables` refuse the file; content regexes
+// (xml-inline tag_pattern) fail when used.
+//
+// Text positions are UTF-16 code units internally; everything that counts characters (history/horizon
+// windows, literal lengths) counts code points, as Python does.
+//
+//   import { loadTables, ResponseParser, parseResponse } from "./chatparse.mjs";
+//   const tables = loadTables(fs.readFileSync("response_template.cpt"));
+//   const parser = new ResponseParser(tables, prompt);            // prefix is required ("" to opt out)
+//   for (const chunk of stream) for (const ev of parser.feed(chunk)) render(ev);
+//   const [message, finalEvents] = parser.finalize();
+//
+// Errors are `PyError`s whose `pyType` is the Python exception class chatparse raises for the same input
+// ("ValueError", "KeyError", "TypeError", "AttributeError", "RuntimeError", ...).
+
+export const FORMAT_VERSION = 1;
+const MAGIC = [0x89, 0x43, 0x50, 0x54, 0x0d, 0x0a, 0x1a, 0x0a];
+const HEADER_SIZE = 160;
+const TRAILER_SIZE = 32;
+const N_CODEPOINTS = 0x110000;
+const STREAMABLE = new Set(["text", "int", "float", "bool"]);
+// Python `regex`'s \w when a table file carries no exact class (written with js=False).
+const WORD_FALLBACK = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
+const PARSER_NAMES = ["text", "int", "float", "bool", "json", "xml-inline", "kv-lines"];
+
+// ------------------------------------------------------------------------------------------------ errors
+
+export class PyError extends Error {
+  constructor(pyType, message) {
+    super(message);
+    this.name = pyType;
+    this.pyType = pyType;
+  }
+}
+const E = (type, msg) => new PyError(type, msg);
+const isValueError = (e) => e instanceof PyError && (e.pyType === "ValueError" || e.pyType === "JSONDecodeError");
+
+// ------------------------------------------------------------------------------------------------ small helpers
+
+const hasOwn = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
+const isDict = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+function setKey(o, k, v) {
+  if (k === "__proto__") Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+  else o[k] = v;
+}
+function pyGet(d, k, dflt) {
+  if (!isDict(d)) throw E("AttributeError", `'${pyTypeName(d)}' object has no attribute 'get'`);
+  return hasOwn(d, k) ? d[k] : dflt;
+}
+function truthy(v) {
+  if (v === null || v === undefined || v === false) return false;
+  if (typeof v === "number") return v !== 0;
+  if (typeof v === "string" || Array.isArray(v)) return v.length > 0;
+  if (typeof v === "object") return Object.keys(v).length > 0;
+  return true;
+}
+function pyTypeName(v) {
+  if (v === null || v === undefined) return "NoneType";
+  if (typeof v === "boolean") return "bool";
+  if (typeof v === "number") return Number.isInteger(v) ? "int" : "float";
+  if (typeof v === "string") return "str";
+  if (Array.isArray(v)) return "list";
+  return "dict";
+}
+function deepCopy(v) {
+  if (Array.isArray(v)) return v.map(deepCopy);
+  if (isDict(v)) {
+    const o = {};
+    for (const k of Object.keys(v)) setKey(o, k, deepCopy(v[k]));
+    return o;
+  }
+  return v;
+}
+const isHigh = (c) => c >= 0xd800 && c <= 0xdbff;
+const isLow = (c) => c >= 0xdc00 && c <= 0xdfff;
+export function cpLen(s) {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    if (isHigh(s.charCodeAt(i)) && i + 1 < s.length && isLow(s.charCodeAt(i + 1))) i++;
+    n++;
+  }
+  return n;
+}
+function nextCp(s, i) {
+  return isHigh(s.charCodeAt(i)) && i + 1 < s.length && isLow(s.charCodeAt(i + 1)) ? i + 2 : i + 1;
+}
+function cmpStr(a, b) {
+  // Python string order: by code point (JS `<` compares UTF-16 units).
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; ) {
+    const x = a.codePointAt(i), y = b.codePointAt(i);
+    if (x !== y) return x < y ? -1 : 1;
+    i += x > 0xffff ? 2 : 1;
+  }
+  return a.length === b.length ? 0 : a.length < b.length ? -1 : 1;
+}
+const SYNTAX = new Set("^$\\.*+?()[]{}|/");
+function jsEscape(s) {
+  let out = "";
+  for (const ch of s) {
+    const cp = ch.codePointAt(0);
+    if (SYNTAX.has(ch)) out += "\\" + ch;
+    else if (cp > 0x20 && cp < 0x7f) out += ch;
+    else out += `\\u{${cp.toString(16)}}`;
+  }
+  return out;
+}
+function classSource(ranges) {
+  if (!ranges.length) return "(?!)";
+  let s = "[";
+  for (const [lo, hi] of ranges) s += lo === hi ? `\\u{${lo.toString(16)}}` : `\\u{${lo.toString(16)}}-\\u{${hi.toString(16)}}`;
+  return s + "]";
+}
+
+// ------------------------------------------------------------------------------------------------ SHA-256
+
+let nodeCreateHash = null;
+try {
+  ({ createHash: nodeCreateHash } = await import("node:crypto"));
+} catch {
+  nodeCreateHash = null;
+}
+const K256 = new Uint32Array([
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
+  0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+  0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
+  0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+  0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
+  0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+  0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+  0xc67178f2,
+]);
+
+/** SHA-256 of a Uint8Array (node:crypto when present, else a portable implementation). */
+export function sha256(data) {
+  if (nodeCreateHash) return new Uint8Array(nodeCreateHash("sha256").update(data).digest());
+  const H = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
+  const len = data.length;
+  const padded = new Uint8Array(((len + 9 + 63) >> 6) << 6);
+  padded.set(data);
+  padded[len] = 0x80;
+  const dv = new DataView(padded.buffer);
+  dv.setUint32(padded.length - 8, Math.floor(len / 0x20000000));
+  dv.setUint32(padded.length - 4, (len << 3) >>> 0);
+  const W = new Uint32Array(64);
+  const rotr = (x, n) => (x >>> n) | (x << (32 - n));
+  for (let off = 0; off < padded.length; off += 64) {
+    for (let i = 0; i < 16; i++) W[i] = dv.getUint32(off + 4 * i);
+    for (let i = 16; i < 64; i++) {
+      const a = W[i - 15], b = W[i - 2];
+      W[i] = (W[i - 16] + (rotr(a, 7) ^ rotr(a, 18) ^ (a >>> 3)) + W[i - 7] + (rotr(b, 17) ^ rotr(b, 19) ^ (b >>> 10))) | 0;
+    }
+    let [a, b, c, d, e, f, g, h] = H;
+    for (let i = 0; i < 64; i++) {
+      const t1 = (h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + W[i]) | 0;
+      const t2 = ((rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+      h = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
+    }
+    H[0] += a; H[1] += b; H[2] += c; H[3] += d; H[4] += e; H[5] += f; H[6] += g; H[7] += h;
+  }
+  const out = new Uint8Array(32);
+  const odv = new DataView(out.buffer);
+  for (let i = 0; i < 8; i++) odv.setUint32(4 * i, H[i]);
+  return out;
+}
+const hex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+const bytesEqual = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+// ------------------------------------------------------------------------------------------------ table file
+
+const DTYPES = { u1: [Uint8Array, 1, "getUint8"], i1: [Int8Array, 1, "getInt8"], u2: [Uint16Array, 2, "getUint16"],
+  i2: [Int16Array, 2, "getInt16"], u4: [Uint32Array, 4, "getUint32"], i4: [Int32Array, 4, "getInt32"] };
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Validate and decode a table file (Uint8Array / Buffer / ArrayBuffer). Throws PyError("ValueError") with a
+ * message naming the defect for anything malformed: magic, version, sizes, offsets, checksum, hashes, JSON,
+ * dtypes, shapes, and every index.
+ */
+export function loadTables(input) {
+  let bytes = input instanceof Uint8Array ? input : new Uint8Array(input);
+  const fail = (msg) => { throw E("ValueError", `chatparse table file: ${msg}`); };
+  const n = bytes.length;
+  if (n < HEADER_SIZE + TRAILER_SIZE) fail(`${n} bytes is too short to be a table file (truncated?)`);
+  if (bytes.byteOffset % 8) bytes = new Uint8Array(bytes); // a copy, 8-aligned (Buffer#slice would not copy)
+  if (!MAGIC.every((b, i) => bytes[i] === b)) fail("not a chatparse table file (bad magic number)");
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, n);
+  const u32 = (o) => dv.getUint32(o, true);
+  const u64 = (o) => {
+    const v = dv.getBigUint64(o, true);
+    if (v > BigInt(Number.MAX_SAFE_INTEGER)) fail("size field out of range");
+    return Number(v);
+  };
+  const version = u32(8);
+  if (version !== FORMAT_VERSION) fail(`format version ${version} is not supported (this runtime reads version ${FORMAT_VERSION})`);
+  if (u32(12) !== HEADER_SIZE) fail(`header size ${u32(12)}, expected ${HEADER_SIZE}`);
+  const fileSize = u64(16);
+  if (fileSize !== n) fail(`header says ${fileSize} bytes but the file has ${n} (truncated or padded)`);
+  if (!bytesEqual(sha256(bytes.subarray(0, n - TRAILER_SIZE)), bytes.subarray(n - TRAILER_SIZE))) fail("checksum mismatch: the file is corrupted");
+  const [tOff, tLen, mOff, mLen, dOff, dLen] = [24, 32, 40, 48, 56, 64].map(u64);
+  const flags = u32(72);
+  if (flags & ~1) fail(`unknown header flags ${flags}`);
+  if (u32(76) !== 0) fail("reserved header field is not zero");
+  const align8 = (x) => Math.ceil(x / 8) * 8;
+  if (tOff !== HEADER_SIZE || mOff !== tOff + tLen || dOff !== align8(mOff + mLen) || dLen % 8 || dOff + dLen !== n - TRAILER_SIZE) {
+    fail("section offsets/lengths are inconsistent");
+  }
+  if (bytes.subarray(mOff + mLen, dOff).some((x) => x !== 0)) fail("non-zero padding before the data section");
+  const vocab = bytes.subarray(112, 144);
+  if (!(flags & 1) && vocab.some((x) => x !== 0)) fail("vocabulary hash present but its flag is clear");
+  const vraw = bytes.subarray(144, 160);
+  let vend = vraw.indexOf(0);
+  if (vend < 0) vend = 16;
+  if (vend === 0 || vraw.subarray(0, vend).some((x) => x < 0x21 || x > 0x7e) || vraw.subarray(vend).some((x) => x !== 0)) {
+    fail("chatparse version field is not NUL-padded printable ASCII");
+  }
+  const chatparseVersion = String.fromCharCode(...vraw.subarray(0, vend));
+  const templateBytes = bytes.subarray(tOff, tOff + tLen);
+  let spec, meta, canonical;
+  try {
+    const text = utf8.decode(templateBytes);
+    spec = pyJsonLoads(text);
+    canonical = canonicalJson(text);
+  } catch (e) {
+    fail(`template section is not valid UTF-8 JSON (${e.message})`);
+  }
+  if (!bytesEqual(sha256(new TextEncoder().encode(canonical)), bytes.subarray(80, 112))) fail("template hash does not match the template section");
+  try {
+    meta = JSON.parse(utf8.decode(bytes.subarray(mOff, mOff + mLen)));
+  } catch (e) {
+    fail(`metadata section is not valid UTF-8 JSON (${e.message})`);
+  }
+  const header = { formatVersion: version, chatparseVersion, templateSha256: hex(bytes.subarray(80, 112)), vocabSha256: flags & 1 ? hex(vocab) : null };
+  const data = bytes.subarray(dOff, dOff + dLen);
+  return new Tables(spec, meta, data, header, fail);
+}
+
+/** The canonical form the template hash is taken over: Python's json.dumps(sort_keys=True, separators=(",", ":"),
+ * ensure_ascii=False) of the value `text` holds. Number lexemes are kept as written (the template section is
+ * written by the same json.dumps, so they are Python's float/int spellings). */
+export function canonicalJson(text) {
+  let i = 0;
+  const ws = () => {
+    while (i < text.length && " \t\n\r".includes(text[i])) i++;
+  };
+  const tok = (re) => {
+    re.lastIndex = i;
+    const m = re.exec(text);
+    if (m === null) throw new SyntaxError(`unexpected input at ${i}`);
+    i += m[0].length;
+    return m[0];
+  };
+  const STR = /"(?:[^"\\]|\\.)*"/y;
+  const NUM = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|-?Infinity|NaN|true|false|null/y;
+  const pyStr = (s) => '"' + s.replace(/[\x00-\x1f\\"]/g, (c) => ({ '"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f" })[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`) + '"';
+  const value = () => {
+    ws();
+    const c = text[i];
+    if (c === '"') return pyStr(JSON.parse(tok(STR)));
+    if (c === "[") {
+      i++;
+      const items = [];
+      ws();
+      if (text[i] === "]") { i++; return "[]"; }
+      for (;;) {
+        items.push(value());
+        ws();
+        if (text[i++] === "]") return `[${items.join(",")}]`;
+        if (text[i - 1] !== ",") throw new SyntaxError(`expected , at ${i - 1}`);
+      }
+    }
+    if (c === "{") {
+      i++;
+      const entries = [];
+      ws();
+      if (text[i] === "}") { i++; return "{}"; }
+      for (;;) {
+        ws();
+        const k = JSON.parse(tok(STR));
+        ws();
+        if (text[i++] !== ":") throw new SyntaxError(`expected : at ${i - 1}`);
+        entries.push([k, value()]);
+        ws();
+        if (text[i++] === "}") break;
+        if (text[i - 1] !== ",") throw new SyntaxError(`expected , at ${i - 1}`);
+      }
+      entries.sort((a, b) => cmpStr(a[0], b[0]));
+      return `{${entries.map(([k, v]) => `${pyStr(k)}:${v}`).join(",")}}`;
+    }
+    return tok(NUM);
+  };
+  const out = value();
+  ws();
+  if (i !== text.length) throw new SyntaxError("extra data");
+  return out;
+}
+
+function checkKeys(obj, required, optional, where, fail) {
+  if (!isDict(obj)) fail(`${where}: expected an object`);
+  for (const k of required) if (!hasOwn(obj, k)) fail(`${where}: missing key '${k}'`);
+  for (const k of Object.keys(obj)) if (!required.includes(k) && !optional.includes(k)) fail(`${where}: unexpected key '${k}'`);
+}
+const isInt = (v, lo, hi) => typeof v === "number" && Number.isInteger(v) && v >= lo && v <= hi;
+
+function readArrays(entries, data, fail) {
+  if (!Array.isArray(entries)) fail("arrays: expected a list");
+  const out = new Map();
+  const spans = [];
+  for (const [i, e] of entries.entries()) {
+    const where = `arrays[${i}]`;
+    checkKeys(e, ["name", "dtype", "shape", "offset", "nbytes"], [], where, fail);
+    if (typeof e.name !== "string" || out.has(e.name)) fail(`${where}: bad or duplicate name`);
+    if (!hasOwn(DTYPES, e.dtype)) fail(`${where} (${e.name}): unknown dtype`);
+    const [Ctor, size, getter] = DTYPES[e.dtype];
+    if (!Array.isArray(e.shape) || e.shape.length < 1 || e.shape.length > 2 || !e.shape.every((s) => isInt(s, 0, data.length))) fail(`${where} (${e.name}): bad shape`);
+    const count = e.shape.reduce((a, b) => a * b, 1);
+    if (!isInt(e.offset, 0, data.length) || !isInt(e.nbytes, 0, data.length)) fail(`${where} (${e.name}): bad offset/nbytes`);
+    if (e.nbytes !== count * size) fail(`${where} (${e.name}): nbytes does not match the shape`);
+    if (e.offset % 8 || e.offset + e.nbytes > data.length) fail(`${where} (${e.name}): unaligned or outside the data section`);
+    let arr;
+    if (LITTLE_ENDIAN || size === 1) {
+      arr = new Ctor(data.buffer, data.byteOffset + e.offset, count);
+    } else {
+      arr = new Ctor(count);
+      const dv = new DataView(data.buffer, data.byteOffset + e.offset, e.nbytes);
+      for (let j = 0; j < count; j++) arr[j] = dv[getter](j * size, true);
+    }
+    out.set(e.name, { dtype: e.dtype, shape: e.shape, arr });
+    if (e.nbytes) spans.push([e.offset, e.offset + e.nbytes, e.name]);
+  }
+  spans.sort((a, b) => a[0] - b[0]);
+  for (let i = 1; i < spans.length; i++) if (spans[i][0] < spans[i - 1][1]) fail(`arrays ${spans[i - 1][2]} and ${spans[i][2]} overlap`);
+  return out;
+}
+
+function getArray(arrays, name, dtypes, ndim, fail) {
+  const a = arrays.get(name);
+  if (!a) fail(`missing array '${name}'`);
+  if (!dtypes.includes(a.dtype)) fail(`array '${name}': dtype ${a.dtype} not allowed here`);
+  if (a.shape.length !== ndim) fail(`array '${name}': expected ${ndim} dimension(s)`);
+  return a;
+}
+
+function checkDelim(d, where, fail, allowNone = true) {
+  if (d === null) {
+    if (!allowNone) fail(`${where}: missing`);
+    return;
+  }
+  if (!isDict(d) || Object.keys(d).length !== 1) fail(`${where}: expected null, {literals} or {pattern}`);
+  if (hasOwn(d, "literals")) {
+    if (!Array.isArray(d.literals) || !d.literals.length || !d.literals.every((s) => typeof s === "string" && s.length)) fail(`${where}: bad literals`);
+  } else if (!hasOwn(d, "pattern") || typeof d.pattern !== "string") fail(`${where}: expected 'literals' or 'pattern'`);
+}
+
+function checkTemplate(spec, fail) {
+  checkKeys(spec, ["version", "defaults", "start_anchor", "implicit", "fields"], [], "template", fail);
+  if (spec.version !== 1) fail("template: version must be 1");
+  if (!isDict(spec.defaults)) fail("template: defaults must be an object");
+  checkDelim(spec.start_anchor, "template.start_anchor", fail, false);
+  if (!Array.isArray(spec.fields) || !spec.fields.length) fail("template: no fields");
+  const names = new Set();
+  for (const [i, f] of spec.fields.entries()) {
+    const where = `template.fields[${i}]`;
+    checkKeys(f, ["name", "open", "close", "content", "content_args", "repeats", "join", "optional", "transform", "transform_each"], [], where, fail);
+    if (typeof f.name !== "string" || names.has(f.name)) fail(`${where}: bad or duplicate name`);
+    names.add(f.name);
+    checkDelim(f.open, `${where}.open`, fail);
+    checkDelim(f.close, `${where}.close`, fail);
+    if (!PARSER_NAMES.includes(f.content)) fail(`${where}: unknown content parser`);
+    for (const k of ["repeats", "optional", "transform_each"]) if (typeof f[k] !== "boolean") fail(`${where}.${k}: expected a bool`);
+    if (f.join !== null && typeof f.join !== "string") fail(`${where}.join: expected a string`);
+  }
+  const implicit = spec.fields.filter((f) => f.open === null).map((f) => f.name);
+  if (implicit.length > 1 || spec.implicit !== (implicit.length ? implicit[0] : null)) fail("template: 'implicit' does not name the one field without an open delimiter");
+}
+
+function checkRanges(v, where, fail) {
+  if (!Array.isArray(v)) fail(`${where}: expected a list of ranges`);
+  let prev = -2;
+  for (const r of v) {
+    if (!Array.isArray(r) || r.length !== 2 || !isInt(r[0], 0, N_CODEPOINTS - 1) || !isInt(r[1], r[0], N_CODEPOINTS - 1) || r[0] <= prev) fail(`${where}: bad range`);
+    prev = r[1];
+  }
+}
+
+function translation(t, what, fail, pattern = null) {
+  if (t === undefined || t === null) return { error: `the table file has no JavaScript translation of ${what} (written with js=False)` };
+  if (!isDict(t)) fail(`${what}: bad translation`);
+  if (pattern !== null && t.pattern !== pattern) fail(`${what}: translation is not for this pattern`);
+  const extra = pattern !== null ? ["pattern"] : [];
+  if (hasOwn(t, "error")) {
+    checkKeys(t, ["error"], extra, what, fail);
+    if (typeof t.error !== "string") fail(`${what}: bad translation`);
+    return t;
+  }
+  checkKeys(t, ["source", "groups"], ["caveats", ...extra], what, fail);
+  if (typeof t.source !== "string" || !isDict(t.groups) || !Object.values(t.groups).every((v) => typeof v === "string")) fail(`${what}: bad translation`);
+  if (hasOwn(t, "caveats") && !(Array.isArray(t.caveats) && t.caveats.every((c) => typeof c === "string"))) fail(`${what}: bad caveats`);
+  return t;
+}
+
+function compileTranslation(t, flags, what) {
+  if (t.error !== undefined) throw E("ValueError", `${what} cannot run in JavaScript: ${t.error}`);
+  try {
+    return new RegExp(t.source, flags);
+  } catch (e) {
+    throw E("ValueError", `${what}: translated regex does not compile in this JavaScript engine (${e.message})`);
+  }
+}
+
+class Pattern {
+  constructor(raw, t, where, fail) {
+    this.kind = raw.kind;
+    this.field = raw.field;
+    this.exact = raw.exact;
+    this.namedGroups = raw.named_groups;
+    this.history = raw.history;
+    this.horizon = raw.horizon;
+    this.source = raw.source;
+    this.groups = t && !t.error ? t.groups : {};
+    this.rx = this.rxFull = null;
+    if (!this.exact || this.namedGroups) {
+      const what = `${where} (${raw.key} of field ${raw.field}: ${JSON.stringify(raw.source)})`;
+      try {
+        this.rx = compileTranslation(t, "suy", what);
+        this.rxFull = compileTranslation({ source: `(?:${t.source})$` }, "suy", what);
+      } catch (e) {
+        fail(e.message);
+      }
+    }
+  }
+}
+
+class Mode {
+  constructor(raw, mi, arrays, nClasses, expectWatch, fail) {
+    const where = `modes[${mi}]`;
+    checkKeys(raw, ["patterns", "start0", "startN", "first"], [], where, fail);
+    if (!Array.isArray(raw.patterns) || raw.patterns.length !== expectWatch.length || raw.patterns.some((p, i) => p !== expectWatch[i])) fail(`${where}: watched patterns are not the template's`);
+    this.patterns = expectWatch;
+    const st = ["u1", "u2", "u4"];
+    const trans = getArray(arrays, `mode${mi}.trans`, st, 2, fail);
+    const nStates = trans.shape[0];
+    if (nStates < 1 || trans.shape[1] !== nClasses) fail(`${where}: transition table shape does not match`);
+    const eot = getArray(arrays, `mode${mi}.eot`, st, 1, fail);
+    const acc = getArray(arrays, `mode${mi}.acc`, ["i1"], 2, fail);
+    const term = getArray(arrays, `mode${mi}.term`, ["u1"], 1, fail);
+    const W = expectWatch.length;
+    if (eot.shape[0] !== nStates || term.shape[0] !== nStates || acc.shape[0] !== nStates || acc.shape[1] !== W) fail(`${where}: per-state arrays do not match ${nStates} states`);
+    for (const x of trans.arr) if (x >= nStates) fail(`${where}: transition to a state out of range`);
+    for (const x of eot.arr) if (x >= nStates) fail(`${where}: end-of-text transition out of range`);
+    for (const x of acc.arr) if (x < -1 || x > 1) fail(`${where}: accept codes must be -1, 0 or 1`);
+    for (const x of term.arr) if (x > 1) fail(`${where}: terminal flags must be 0 or 1`);
+    for (let c = 0; c < nClasses; c++) if (trans.arr[c] !== 0) fail(`${where}: state 0 must be the dead state`);
+    if (eot.arr[0] !== 0 || term.arr[0] !== 1) fail(`${where}: state 0 must be the dead state`);
+    for (let p = 0; p < W; p++) if (acc.arr[p] !== -1) fail(`${where}: state 0 must be the dead state`);
+    if (!isInt(raw.start0, 0, nStates - 1) || !isInt(raw.startN, 0, nStates - 1)) fail(`${where}: start state out of range`);
+    this.trans = trans.arr;
+    this.eot = eot.arr;
+    this.term = term.arr;
+    this.nClasses = nClasses;
+    this.start0 = raw.start0;
+    this.startN = raw.startN;
+    // acc[s]: null (no match ends in s) or [[local pattern, characters back], ...]
+    this.acc = new Array(nStates);
+    for (let s = 0; s < nStates; s++) {
+      let hit = null;
+      for (let p = 0; p < W; p++) {
+        const code = acc.arr[s * W + p];
+        if (code >= 0) (hit ||= []).push([p, code]);
+      }
+      this.acc[s] = hit;
+    }
+    // The prefilter: where an attempt can start at offset > 0 (null: anywhere).
+    if (raw.first === null) {
+      this.firstRe = null;
+    } else {
+      if (!Array.isArray(raw.first)) fail(`${where}.first: expected a list`);
+      const alts = raw.first.map((pair) => {
+        if (!Array.isArray(pair) || pair.length !== 2) fail(`${where}.first: expected [first, second] pairs`);
+        checkRanges(pair[0], `${where}.first`, fail);
+        if (pair[1] !== null) checkRanges(pair[1], `${where}.first`, fail);
+        return pair[1] === null ? classSource(pair[0]) : `${classSource(pair[0])}(?:${classSource(pair[1])}|$)`;
+      });
+      this.firstRe = new RegExp(alts.length ? alts.join("|") : "(?!)", "gu");
+    }
+  }
+}
+
+// Python regex.escape (special_only=True): metacharacters and Python whitespace get a backslash.
+const REGEX_META = new Set("()[]{}?*+|^$\\.-#&~");
+function pyRegexEscape(s) {
+  let out = "";
+  for (const ch of s) out += REGEX_META.has(ch) || PY_SPACE.has(ch.codePointAt(0)) ? "\\" + ch : ch;
+  return out;
+}
+
+/** The Python `regex` source of a delimiter: the pattern, or the literals longest first (code points). */
+function delimiterSource(d) {
+  if (hasOwn(d, "pattern")) return d.pattern;
+  return d.literals.map((s, i) => [s, i]).sort((a, b) => cpLen(b[0]) - cpLen(a[0]) || a[1] - b[1]).map((x) => pyRegexEscape(x[0])).join("|");
+}
+
+function expectedPatterns(spec) {
+  const out = [];
+  spec.fields.forEach((f, fi) => {
+    for (const kind of ["open", "close"]) {
+      const d = f[kind];
+      if (d !== null) out.push({ kind, field: fi, key: hasOwn(d, "literals") ? kind : `${kind}_pattern`, source: delimiterSource(d) });
+    }
+  });
+  return out;
+}
+
+/** Everything one compiled template needs at run time (the JavaScript twin of runtime/tables.py). */
+export class Tables {
+  constructor(spec, meta, data, header, fail) {
+    checkTemplate(spec, fail);
+    checkKeys(meta, ["chatparse_version", "n_classes", "patterns", "modes", "arrays"], ["js"], "metadata", fail);
+    if (meta.chatparse_version !== header.chatparseVersion) fail("metadata chatparse_version differs from the header's");
+    this.header = header;
+    this.template = spec;
+    this.fields = spec.fields;
+    const names = this.fields.map((f) => f.name);
+    this.implicit = spec.implicit === null ? null : names.indexOf(spec.implicit);
+    if (!isInt(meta.n_classes, 1, 65535)) fail("n_classes out of range");
+    this.nClasses = meta.n_classes;
+    const arrays = readArrays(meta.arrays, data, fail);
+    const js = meta.js === undefined ? null : meta.js;
+    if (js !== null) {
+      checkKeys(js, ["patterns", "anchor", "content", "word"], [], "js", fail);
+      if (!isDict(js.content)) fail("js.content: expected an object");
+      for (const t of Object.values(js.content)) translation(t, "js.content", fail);
+      if (js.word !== null && typeof js.word !== "string") fail("js.word: expected a string");
+    }
+    this.js = js;
+    // patterns
+    const exp = expectedPatterns(spec);
+    if (!Array.isArray(meta.patterns) || meta.patterns.length !== exp.length) fail("patterns: do not match the template's delimiters");
+    if (js && (!Array.isArray(js.patterns) || js.patterns.length !== exp.length)) fail("js.patterns: one translation per pattern expected");
+    this.patterns = meta.patterns.map((p, i) => {
+      const where = `patterns[${i}]`;
+      checkKeys(p, ["kind", "field", "key", "source", "exact", "reasons", "named_groups", "history", "horizon"], [], where, fail);
+      if (p.kind !== exp[i].kind || p.field !== exp[i].field || p.key !== exp[i].key || p.source !== exp[i].source) fail(`${where}: does not match the template`);
+      if (typeof p.exact !== "boolean" || typeof p.named_groups !== "boolean" || !isInt(p.history, 1, 2 ** 31 - 1) || !isInt(p.horizon, -1, 2 ** 31 - 1)) fail(`${where}: bad metadata`);
+      if (!Array.isArray(p.reasons) || !p.reasons.every((r) => typeof r === "string")) fail(`${where}.reasons: expected strings`);
+      if (p.key === p.kind && !p.exact) fail(`${where}: a literal delimiter must be exact`);
+      return new Pattern(p, translation(js && js.patterns[i], `js.patterns[${i}]`, fail, p.source), where, fail);
+    });
+    // class map
+    const starts = getArray(arrays, "class_starts", ["u4"], 1, fail).arr;
+    const ids = getArray(arrays, "class_ids", ["u1", "u2"], 1, fail).arr;
+    if (starts.length !== ids.length || !starts.length || starts[0] !== 0) fail("class map must start at code point 0 with one class id per interval");
+    this.cmap = this.nClasses <= 256 ? new Uint8Array(N_CODEPOINTS) : new Uint16Array(N_CODEPOINTS);
+    const seen = new Uint8Array(this.nClasses);
+    for (let i = 0; i < starts.length; i++) {
+      const lo = starts[i], hi = i + 1 < starts.length ? starts[i + 1] : N_CODEPOINTS;
+      if (hi <= lo || hi > N_CODEPOINTS) fail("class map intervals must be increasing and inside U+0000..U+10FFFF");
+      if (ids[i] >= this.nClasses) fail("class id out of range");
+      seen[ids[i]] = 1;
+      this.cmap.fill(ids[i], lo, hi);
+    }
+    if (seen.some((x) => !x)) fail("class map does not use every class");
+    // modes
+    const implicit = spec.implicit;
+    const watch = [exp.map((p, i) => (p.kind === "open" || this.fields[p.field].name === implicit ? i : -1)).filter((i) => i >= 0)];
+    this.fields.forEach((f, fi) => watch.push(exp.map((p, i) => (p.field === fi && p.kind === "close" && f.name !== implicit ? i : -1)).filter((i) => i >= 0)));
+    if (!Array.isArray(meta.modes) || meta.modes.length !== watch.length) fail("modes: expected one per field plus the outside mode");
+    this.modes = meta.modes.map((m, mi) => new Mode(m, mi, arrays, this.nClasses, watch[mi], fail));
+    const known = new Set(["class_starts", "class_ids"]);
+    this.modes.forEach((_, mi) => ["trans", "eot", "acc", "term"].forEach((k) => known.add(`mode${mi}.${k}`)));
+    for (const name of arrays.keys()) if (!known.has(name)) fail(`unknown array '${name}'`);
+    this.history = Math.max(1, ...this.patterns.map((p) => p.history));
+    this.dirty = this.fields.map((f) => !STREAMABLE.has(f.content));
+    // start anchor
+    const anchor = spec.start_anchor;
+    const anchorT = translation(js && js.anchor, "js.anchor", fail, delimiterSource(anchor));
+    if (hasOwn(anchor, "literals")) {
+      const lits = anchor.literals.map((s, i) => [s, i]).sort((a, b) => cpLen(b[0]) - cpLen(a[0]) || a[1] - b[1]).map((x) => x[0]);
+      this.anchorT = { source: lits.map(jsEscape).join("|"), groups: {} };
+      this.anchorKind = "start_anchor";
+    } else {
+      this.anchorT = anchorT;
+      this.anchorKind = "start_anchor_pattern";
+      try {
+        compileTranslation(anchorT, "su", "start_anchor_pattern");
+      } catch (e) {
+        fail(e.message);
+      }
+    }
+    this.contentT = js && isDict(js.content) ? js.content : {};
+    const wordSrc = js && typeof js.word === "string" ? js.word : WORD_FALLBACK;
+    this.placeholder = new RegExp(`^\\{(${wordSrc}+(?:\\.${wordSrc}+)*)\\}$`, "u");
+    this.bareKey = { source: `(?<=[{,])(${wordSrc}+):`, groups: {} };
+  }
+
+  /** The part of `prefix` after the last start-anchor match; all of it (logged) when there is none. */
+  cutPrefix(prefix, warn) {
+    let last = null;
+    for (const m of pyFinditer(this.anchorT, prefix, "start anchor")) last = m.index + m[0].length;
+    if (last === null) {
+      if (warn) warn(`response_template defines ${this.anchorKind} but the anchor was not found in the prefix; the parser will process the entire prefix instead.`);
+      return prefix;
+    }
+    return prefix.slice(last);
+  }
+
+  contentRegex(pattern) {
+    if (typeof pattern !== "string") throw E("TypeError", "first argument must be a string or compiled pattern");
+    const t = hasOwn(this.contentT, pattern) ? this.contentT[pattern] : { error: "the table file has no translation of this tag_pattern" };
+    if (t.error !== undefined && t.error.startsWith("invalid regex")) throw E("error", t.error);
+    return t;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ regex helpers
+
+/** Python `regex.finditer` semantics over a translation (after an empty match, the next match at the same
+ * position must be non-empty). */
+function* pyFinditer(t, text, what = "pattern") {
+  const g = compileTranslation(t, "gsu", what);
+  let pos = 0;
+  let mustAdvance = false;
+  while (true) {
+    let m = null;
+    if (mustAdvance) {
+      const ne = compileTranslation({ source: `(?:${t.source})(?<!^[^]{${cpLen(text.slice(0, pos))}})` }, "suy", what);
+      ne.lastIndex = pos;
+      m = ne.exec(text);
+      if (m === null) {
+        if (pos >= text.length) return;
+        pos = nextCp(text, pos);
+      }
+    }
+    if (m === null) {
+      g.lastIndex = pos;
+      m = g.exec(text);
+      if (m === null) return;
+    }
+    yield m;
+    const end = m.index + m[0].length;
+    mustAdvance = end === m.index;
+    pos = end;
+  }
+}
+
+export { pyFinditer as _pyFinditer, groupdict as _groupdict };
+
+function pySub(t, text, repl) {
+  let out = "";
+  let last = 0;
+  for (const m of pyFinditer(t, text)) {
+    out += text.slice(last, m.index) + repl(m);
+    last = m.index + m[0].length;
+  }
+  return out + text.slice(last);
+}
+
+function groupdict(m, t) {
+  const out = {};
+  for (const [jsName, pyName] of Object.entries(t.groups)) {
+    const v = m.groups ? m.groups[jsName] : undefined;
+    if (v !== undefined) setKey(out, pyName, v);
+    else if (!hasOwn(out, pyName)) setKey(out, pyName, null);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------ scanner
+
+const WAIT = Symbol("wait");
+
+class Attempt {
+  constructor(start, state) {
+    this.start = start;
+    this.state = state;
+    this.ends = null; // Map: local pattern index -> end offset
+    this.fin = -1;
+  }
+}
+
+class Scanner {
+  constructor(tables) {
+    this.t = tables;
+    this.cmap = tables.cmap;
+    this.keep = 2 * tables.history; // code units: at least `history` code points
+    this.text = "";
+    this.base = 0;
+    this.end = 0;
+    this.pos = 0;
+    this.scan = 0;
+    this.attempts = [];
+    this.eotFed = false;
+    this.setMode(0);
+  }
+
+  push(chunk) {
+    this.text += chunk;
+    this.end += chunk.length;
+  }
+
+  setMode(i) {
+    this.mode = this.t.modes[i];
+  }
+
+  restart(i, at) {
+    this.setMode(i);
+    this.pos = this.scan = at;
+    this.attempts = [];
+    this.eotFed = false;
+  }
+
+  quiet() {
+    return this.attempts.length === 0 && this.scan === this.end;
+  }
+
+  safeEnd() {
+    return this.attempts.length ? this.attempts[0].start : this.scan;
+  }
+
+  take(upto) {
+    const b = this.base;
+    const out = this.text.slice(this.pos - b, upto - b);
+    this.pos = upto;
+    const drop = upto - this.keep - b;
+    if (drop > 256 && drop * 2 > this.text.length) {
+      this.text = this.text.slice(drop);
+      this.base = b + drop;
+    }
+    return out;
+  }
+
+  decide(eos) {
+    const mode = this.mode;
+    const { trans, term, acc, nClasses: ncls } = mode;
+    const cmap = this.cmap;
+    const attempts = this.attempts;
+    for (;;) {
+      while (attempts.length && attempts[0].fin >= 0) {
+        const r = this.resolve(attempts[0], eos);
+        if (r === WAIT) return null;
+        if (r !== null) return r;
+        attempts.shift();
+      }
+      if (this.scan >= this.end) {
+        if (eos && !this.eotFed) {
+          this.feedEot();
+          continue;
+        }
+        return null;
+      }
+      let scan = this.scan;
+      const text = this.text, base = this.base;
+      if (!attempts.length && !(scan === 0 && mode.start0)) {
+        const first = mode.firstRe;
+        if (first !== null) {
+          first.lastIndex = scan - base;
+          const m = first.exec(text);
+          if (m === null) {
+            this.scan = this.end;
+            continue;
+          }
+          scan = base + m.index;
+        }
+      }
+      const cp = text.codePointAt(scan - base);
+      const cls = cmap[cp];
+      const nxt = scan + (cp > 0xffff ? 2 : 1);
+      for (const a of attempts) {
+        if (a.fin < 0) {
+          const st = trans[a.state * ncls + cls];
+          a.state = st;
+          if (st === 0) a.fin = nxt;
+          else {
+            const hit = acc[st];
+            if (hit !== null) record(a, hit, nxt);
+            if (term[st]) a.fin = nxt;
+          }
+        }
+      }
+      let st = scan === 0 ? mode.start0 : mode.startN;
+      if (st) {
+        const a = new Attempt(scan, st);
+        let hit = acc[st];
+        if (hit !== null) record(a, hit, scan);
+        if (term[st]) a.fin = scan;
+        else {
+          st = trans[st * ncls + cls];
+          a.state = st;
+          if (st === 0) a.fin = nxt;
+          else {
+            hit = acc[st];
+            if (hit !== null) record(a, hit, nxt);
+            if (term[st]) a.fin = nxt;
+          }
+        }
+        if (a.fin < 0 || a.ends !== null) attempts.push(a);
+      }
+      this.scan = nxt;
+      if (attempts.some((a) => a.fin >= 0 && a.ends === null)) {
+        const keep = attempts.filter((a) => a.fin < 0 || a.ends !== null);
+        attempts.length = 0;
+        attempts.push(...keep);
+      }
+    }
+  }
+
+  feedEot() {
+    const mode = this.mode;
+    this.eotFed = true;
+    const end = this.end;
+    for (const a of this.attempts) {
+      if (a.fin < 0) {
+        const st = mode.eot[a.state];
+        const hit = st ? mode.acc[st] : null;
+        if (hit !== null) record(a, hit, end);
+        a.fin = end;
+      }
+    }
+    const keep = this.attempts.filter((a) => a.ends !== null);
+    this.attempts.length = 0;
+    this.attempts.push(...keep);
+  }
+
+  hasChars(from, n) {
+    // At least `n` code points received after offset `from`?
+    const avail = this.end - from;
+    if (avail < n) return false;
+    if (avail >= 2 * n) return true;
+    let i = from - this.base, c = 0;
+    const stop = this.end - this.base;
+    while (i < stop && c < n) {
+      i = isHigh(this.text.charCodeAt(i)) && i + 1 < stop && isLow(this.text.charCodeAt(i + 1)) ? i + 2 : i + 1;
+      c++;
+    }
+    return c >= n;
+  }
+
+  resolve(a, eos) {
+    let bestKey = null, best = null;
+    const t = this.t;
+    for (const [local, end0] of a.ends) {
+      const pi = this.mode.patterns[local];
+      const p = t.patterns[pi];
+      let m = null, end = end0;
+      if (!p.exact) {
+        if (!eos && (p.horizon < 0 || !this.hasChars(a.fin, p.horizon))) return WAIT;
+        p.rx.lastIndex = a.start - this.base;
+        m = p.rx.exec(this.text);
+        if (m === null) continue;
+        end = m.index + m[0].length + this.base;
+      }
+      const key = [a.start - end, p.kind === "open" ? 0 : 1, t.fields[p.field].name];
+      if (bestKey === null || keyLess(key, bestKey)) {
+        bestKey = key;
+        best = [a.start, end, pi, m];
+      }
+    }
+    if (best === null) return null;
+    const [s, e, pi] = best;
+    let m = best[3];
+    const p = t.patterns[pi];
+    if (m === null && p.namedGroups) {
+      p.rxFull.lastIndex = s - this.base;
+      m = p.rxFull.exec(this.text.slice(0, e - this.base));
+      if (m === null) throw E("RuntimeError", `chatparse internal error: tables matched ${JSON.stringify(p.source)} at ${s}..${e} but the regex does not`);
+    }
+    return [s, e, pi, m];
+  }
+}
+
+function record(a, hit, at) {
+  if (a.ends === null) a.ends = new Map();
+  for (const [p, back] of hit) a.ends.set(p, at - back);
+}
+
+function keyLess(x, y) {
+  if (x[0] !== y[0]) return x[0] < y[0];
+  if (x[1] !== y[1]) return x[1] < y[1];
+  return cmpStr(x[2], y[2]) < 0;
+}
+
+// ------------------------------------------------------------------------------------------------ parser
+
+const isEmpty = (v) => v === null || v === undefined || ((typeof v === "string" || Array.isArray(v)) && v.length === 0) || (isDict(v) && Object.keys(v).length === 0);
+
+/** One generation's parse state (the twin of runtime/parser.py StreamParser). */
+export class StreamParser {
+  constructor(tables, toolParams = null, warn = null) {
+    this.t = tables;
+    this.toolParams = toolParams || new Map();
+    this.warn = warn;
+    this.output = deepCopy(tables.template.defaults);
+    this.current = tables.implicit;
+    this.opened = false;
+    this.captures = {};
+    this.body = [];
+    this.pending = [];
+    this.scanner = new Scanner(tables);
+    this.stalled = false;
+    this.finished = false;
+    this.failed = null;
+    this.held = ""; // a high surrogate at the end of a feed waits for its low half
+  }
+
+  feed(text) {
+    this.checkUsable();
+    const events = [];
+    if (typeof text !== "string") throw E("TypeError", "feed() takes a string");
+    if (!text) return events;
+    if (this.stalled) return events;
+    if (this.held) {
+      text = this.held + text;
+      this.held = "";
+    }
+    if (isHigh(text.charCodeAt(text.length - 1))) {
+      this.held = text.slice(-1);
+      text = text.slice(0, -1);
+      if (!text) return events;
+    }
+    const sc = this.scanner;
+    try {
+      const first = sc.mode.firstRe;
+      let fast = false;
+      if (sc.quiet() && first !== null && sc.end) {
+        first.lastIndex = 0;
+        fast = first.exec(text) === null;
+      }
+      if (fast) {
+        sc.push(text);
+        sc.scan = sc.end;
+        this.text(sc.take(sc.end), events);
+      } else {
+        sc.push(text);
+        this.process(events, false);
+      }
+      this.flush(events);
+    } catch (e) {
+      this.failed = e;
+      throw e;
+    }
+    return events;
+  }
+
+  finish() {
+    this.checkUsable();
+    const events = [];
+    try {
+      if (this.held && !this.stalled) {
+        this.scanner.push(this.held);
+        this.held = "";
+      }
+      if (!this.stalled) this.process(events, true);
+      this.flush(events);
+      this.finished = true;
+      const missing = this.t.fields.filter((f) => !f.optional && !hasOwn(this.output, f.name)).map((f) => f.name);
+      if (missing.length) throw E("ValueError", `Required response_template fields missing from parsed output: ${JSON.stringify(missing)}`);
+      const defaults = this.t.template.defaults;
+      const out = {};
+      for (const k of Object.keys(this.output)) if (hasOwn(defaults, k) || !isEmpty(this.output[k])) setKey(out, k, this.output[k]);
+      this.output = out;
+    } catch (e) {
+      this.failed = e;
+      throw e;
+    }
+    return [this.output, events];
+  }
+
+  checkUsable() {
+    if (this.finished) throw E("RuntimeError", "ResponseParser already finalized");
+    if (this.failed !== null) throw E("RuntimeError", `ResponseParser failed earlier (${this.failed.name}: ${this.failed.message}); start a new parser`);
+  }
+
+  process(events, eos) {
+    const sc = this.scanner;
+    const t = this.t;
+    for (;;) {
+      const d = sc.decide(eos);
+      if (d === null) break;
+      const [s, e, pi, m] = d;
+      this.text(sc.take(s), events);
+      sc.take(e);
+      const p = t.patterns[pi];
+      if (p.kind === "open") {
+        this.close(events);
+        this.open(p.field, m, p, events);
+        sc.restart(1 + p.field, e);
+      } else {
+        const had = this.opened;
+        this.close(events);
+        if (!had && s === e) {
+          this.stalled = true;
+          if ((e < sc.end || !eos) && this.warn) this.warn(`chatparse: zero-width close of the empty implicit field at offset ${s}; the reference stops parsing here, so the rest of the text is ignored`);
+          return;
+        }
+        sc.restart(0, e);
+      }
+    }
+    if (eos) {
+      this.text(sc.take(sc.end), events);
+      this.close(events);
+    } else {
+      this.text(sc.take(sc.safeEnd()), events);
+    }
+  }
+
+  text(text, events) {
+    if (!text || this.current === null) return;
+    if (!this.opened) {
+      events.push({ type: "region_open", field: this.t.fields[this.current].name });
+      this.opened = true;
+    }
+    this.body.push(text);
+    this.pending.push(text);
+  }
+
+  flush(events) {
+    if (this.pending.length) {
+      const fi = this.current;
+      events.push({ type: "region_chunk", field: this.t.fields[fi].name, text: this.pending.join(""), dirty: this.t.dirty[fi] });
+      this.pending = [];
+    }
+  }
+
+  open(fi, m, p, events) {
+    this.current = fi;
+    this.captures = {};
+    if (m !== null) {
+      const gd = groupdict(m, p);
+      for (const k of Object.keys(gd)) if (gd[k] !== null) setKey(this.captures, k, gd[k]);
+    }
+    this.body = [];
+    this.opened = true;
+    events.push({ type: "region_open", field: this.t.fields[fi].name });
+  }
+
+  close(events) {
+    const fi = this.current;
+    if (fi !== null && this.opened) {
+      this.flush(events);
+      const field = this.t.fields[fi];
+      const name = field.name;
+      let value = processValue(this.body.join(""), field, this.captures, this.t);
+      if (this.toolParams.size) value = coerceToolCalls(value, this.toolParams);
+      const join = field.join;
+      if (join !== null) {
+        if (typeof value !== "string") throw E("ValueError", `Field '${name}': 'join' requires each match to parse to a string, got ${pyTypeName(value)}.`);
+        const prev = hasOwn(this.output, name) ? this.output[name] : null;
+        setKey(this.output, name, prev === null ? value : prev + join + value);
+      } else if (field.repeats) {
+        if (!hasOwn(this.output, name)) setKey(this.output, name, []);
+        this.output[name].push(value);
+      } else {
+        setKey(this.output, name, value);
+      }
+      events.push({ type: "region_close", field: name, value });
+    }
+    this.current = this.t.implicit;
+    this.captures = {};
+    this.body = [];
+    this.opened = false;
+  }
+}
+
+const PREFIX_REQUIRED = "`ResponseParser`/`parse_response` requires `prefix` (the chat prompt sent to the model before generation); pass \"\" to opt out explicitly.";
+
+/** Streaming parser for one generation (the twin of chatparse.ResponseParser). */
+export class ResponseParser {
+  constructor(tables, prefix, { tools = null, warn = null } = {}) {
+    if (!(tables instanceof Tables)) throw E("TypeError", "ResponseParser needs Tables from loadTables()");
+    if (prefix === null || prefix === undefined) throw E("ValueError", PREFIX_REQUIRED);
+    this.tables = tables;
+    this.core = new StreamParser(tables, toolParams(tools), warn);
+    this.initialEvents = [];
+    if (prefix) {
+      const cut = tables.cutPrefix(prefix, warn);
+      if (cut) this.initialEvents = this.core.feed(cut);
+    }
+  }
+
+  feed(text) {
+    return this.core.feed(text);
+  }
+
+  finalize() {
+    return this.core.finish();
+  }
+}
+
+/** Parse a complete generation into a message object. */
+export function parseResponse(text, tables, { prefix, tools = null, warn = null } = {}) {
+  const p = new ResponseParser(tables, prefix, { tools, warn });
+  p.feed(text);
+  return p.finalize()[0];
+}
+
+// ------------------------------------------------------------------------------------------------ values
+
+// Python's str.isspace() characters (str.strip() removes these).
+const PY_SPACE = new Set([0x9, 0xa, 0xb, 0xc, 0xd, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x85, 0xa0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004,
+  0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000]);
+
+export function pyStrip(s) {
+  let i = 0, j = s.length;
+  while (i < j && PY_SPACE.has(s.charCodeAt(i))) i++;
+  while (j > i && PY_SPACE.has(s.charCodeAt(j - 1))) j--;
+  return s.slice(i, j);
+}
+
+function stripIfAsked(text, args) {
+  if (truthy(pyGet(args, "strip", true))) {
+    if (typeof text !== "string") throw E("AttributeError", `'${pyTypeName(text)}' object has no attribute 'strip'`);
+    return pyStrip(text);
+  }
+  return text;
+}
+
+const ND = /\p{Nd}/u;
+const digitCache = new Map();
+function decimalValue(cp) {
+  // Unicode decimal digits come in runs of ten, 0..9, so the value is the offset within the run.
+  if (!ND.test(String.fromCodePoint(cp))) return -1;
+  if (digitCache.has(cp)) return digitCache.get(cp);
+  let start = cp;
+  while (start > 0 && ND.test(String.fromCodePoint(start - 1))) start--;
+  const v = (cp - start) % 10;
+  digitCache.set(cp, v);
+  return v;
+}
+
+function toAsciiNumber(s) {
+  // CPython's _PyUnicode_TransformDecimalAndSpaceToASCII, then strip ASCII whitespace; null if invalid.
+  let out = "";
+  for (const ch of s) {
+    const cp = ch.codePointAt(0);
+    if (cp < 127) out += ch;
+    else if (PY_SPACE.has(cp)) out += " ";
+    else {
+      const d = decimalValue(cp);
+      if (d < 0) return null;
+      out += String(d);
+    }
+  }
+  return out.replace(/^[ \t\n\v\f\r]+|[ \t\n\v\f\r]+$/g, "");
+}
+
+/** Python int(str) (base 10). */
+export function pyInt(s) {
+  if (typeof s !== "string") throw E("TypeError", `int() argument must be a string, a bytes-like object or a real number, not '${pyTypeName(s)}'`);
+  const a = toAsciiNumber(s);
+  const m = a === null ? null : /^([+-]?)([0-9](?:_?[0-9])*)$/.exec(a);
+  if (m === null) throw E("ValueError", `invalid literal for int() with base 10: ${JSON.stringify(s)}`);
+  const digits = m[2].replace(/_/g, "");
+  if (digits.length > 4300) throw E("ValueError", "Exceeds the limit (4300 digits) for integer string conversion");
+  const v = Number(digits);
+  return v === 0 ? 0 : m[1] === "-" ? -v : v;
+}
+
+/** Python float(str). */
+export function pyFloat(s) {
+  if (typeof s !== "string") throw E("TypeError", `float() argument must be a string or a real number, not '${pyTypeName(s)}'`);
+  const a = toAsciiNumber(s);
+  const bad = () => E("ValueError", `could not convert string to float: ${JSON.stringify(s)}`);
+  if (a === null) throw bad();
+  const special = /^([+-]?)(inf|infinity|nan)$/i.exec(a);
+  if (special) {
+    if (special[2].toLowerCase() === "nan") return NaN;
+    return special[1] === "-" ? -Infinity : Infinity;
+  }
+  const D = "[0-9](?:_?[0-9])*";
+  if (!new RegExp(`^[+-]?(?:${D}(?:\\.(?:${D})?)?|\\.${D})(?:[eE][+-]?${D})?$`).test(a)) throw bad();
+  return Number(a.replace(/_/g, ""));
+}
+
+/** Python json.loads (C scanner): NaN/Infinity literals, duplicate keys keep the first position and the last
+ * value, errors are JSONDecodeError (integers over 4300 digits: ValueError). */
+export function pyJsonLoads(s) {
+  if (typeof s !== "string") throw E("TypeError", `the JSON object must be str, bytes or bytearray, not ${pyTypeName(s)}`);
+  const fail = (msg, pos) => E("JSONDecodeError", `${msg}: char ${pos}`);
+  if (s.charCodeAt(0) === 0xfeff) throw fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", 0);
+  let i = 0;
+  const n = s.length;
+  const ws = () => {
+    while (i < n) {
+      const c = s.charCodeAt(i);
+      if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) i++;
+      else break;
+    }
+  };
+  const str = () => {
+    // s[i] === '"'
+    i++;
+    let out = "";
+    let chunkStart = i;
+    for (;;) {
+      if (i >= n) throw fail("Unterminated string starting at", chunkStart - 1);
+      const c = s.charCodeAt(i);
+      if (c === 0x22) {
+        out += s.slice(chunkStart, i);
+        i++;
+        return out;
+      }
+      if (c < 0x20) throw fail("Invalid control character at", i);
+      if (c !== 0x5c) {
+        i++;
+        continue;
+      }
+      out += s.slice(chunkStart, i);
+      const e = s[i + 1];
+      if (e === undefined) throw fail("Unterminated string starting at", chunkStart - 1);
+      const simple = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" };
+      if (hasOwn(simple, e)) {
+        out += simple[e];
+        i += 2;
+      } else if (e === "u") {
+        const h = s.slice(i + 2, i + 6);
+        if (!/^[0-9a-fA-F]{4}$/.test(h)) throw fail("Invalid \\uXXXX escape", i + 1);
+        let cp = parseInt(h, 16);
+        i += 6;
+        if (cp >= 0xd800 && cp <= 0xdbff && s[i] === "\\" && s[i + 1] === "u") {
+          const h2 = s.slice(i + 2, i + 6);
+          if (/^[0-9a-fA-F]{4}$/.test(h2)) {
+            const lo = parseInt(h2, 16);
+            if (lo >= 0xdc00 && lo <= 0xdfff) {
+              cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+              i += 6;
+            }
+          }
+        }
+        out += String.fromCodePoint(cp);
+      } else {
+        throw fail("Invalid \\escape", i);
+      }
+      chunkStart = i;
+    }
+  };
+  const value = () => {
+    if (i >= n) throw fail("Expecting value", i);
+    const c = s[i];
+    if (c === '"') return str();
+    if (c === "{") {
+      i++;
+      const obj = {};
+      ws();
+      if (s[i] === "}") {
+        i++;
+        return obj;
+      }
+      for (;;) {
+        if (s[i] !== '"') throw fail("Expecting property name enclosed in double quotes", i);
+        const k = str();
+        ws();
+        if (s[i] !== ":") throw fail("Expecting ':' delimiter", i);
+        i++;
+        ws();
+        const v = value();
+        setKey(obj, k, v);
+        ws();
+        if (s[i] === "}") {
+          i++;
+          return obj;
+        }
+        if (s[i] !== ",") throw fail("Expecting ',' delimiter", i);
+        i++;
+        ws();
+      }
+    }
+    if (c === "[") {
+      i++;
+      const arr = [];
+      ws();
+      if (s[i] === "]") {
+        i++;
+        return arr;
+      }
+      for (;;) {
+        arr.push(value());
+        ws();
+        if (s[i] === "]") {
+          i++;
+          return arr;
+        }
+        if (s[i] !== ",") throw fail("Expecting ',' delimiter", i);
+        i++;
+        ws();
+      }
+    }
+    for (const [lit, v] of [["null", null], ["true", true], ["false", false], ["NaN", NaN], ["Infinity", Infinity], ["-Infinity", -Infinity]]) {
+      if (s.startsWith(lit, i)) {
+        i += lit.length;
+        return v;
+      }
+    }
+    const m = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?/y;
+    m.lastIndex = i;
+    const r = m.exec(s);
+    if (r === null) throw fail("Expecting value", i);
+    i += r[0].length;
+    if (r[1] === undefined && r[2] === undefined) {
+      const digits = r[0].replace("-", "");
+      if (digits.length > 4300) throw E("ValueError", "Exceeds the limit (4300 digits) for integer string conversion");
+      const v = Number(r[0]);
+      return v === 0 ? 0 : v;
+    }
+    return Number(r[0]);
+  };
+  ws();
+  const v = value();
+  ws();
+  if (i !== n) throw fail("Extra data", i);
+  return v;
+}
+
+const SENT_OPEN = "\x01", SENT_CLOSE = "\x02";
+
+function parseJson(text, args, tables) {
+  const delims = pyGet(args, "string_delims", []);
+  if (truthy(delims)) {
+    if (typeof text !== "string") throw E("TypeError", "'in <string>' requires string as left operand");
+    if (text.includes(SENT_OPEN) || text.includes(SENT_CLOSE)) throw E("ValueError", "json: input contains reserved sentinel characters (\\x01/\\x02); cannot parse safely.");
+  }
+  const captured = [];
+  let working = text;
+  if (typeof delims === "string" || Array.isArray(delims) || isDict(delims)) {
+    for (const pair of isDict(delims) ? Object.keys(delims) : delims) {
+      let od, cd;
+      if (typeof pair === "string") {
+        const cps = Array.from(pair);
+        if (cps.length !== 2) throw E("ValueError", "string_delims: expected [open, close] pairs");
+        [od, cd] = cps;
+      } else if (Array.isArray(pair)) {
+        if (pair.length !== 2) throw E("ValueError", "string_delims: expected [open, close] pairs");
+        [od, cd] = pair;
+      } else {
+        throw E("TypeError", "string_delims: expected [open, close] pairs");
+      }
+      if (typeof od !== "string" || typeof cd !== "string") throw E("TypeError", "string_delims: delimiters must be strings");
+      if (typeof working !== "string") throw E("TypeError", "expected string or buffer");
+      const t = { source: `${jsEscape(od)}([^]*?)${jsEscape(cd)}`, groups: {} };
+      working = pySub(t, working, (m) => {
+        captured.push(m[1]);
+        return `${SENT_OPEN}${captured.length - 1}${SENT_CLOSE}`;
+      });
+    }
+  } else {
+    throw E("TypeError", `'${pyTypeName(delims)}' object is not iterable`);
+  }
+  if (truthy(pyGet(args, "unquoted_keys", false))) {
+    if (typeof working !== "string") throw E("TypeError", "expected string or buffer");
+    working = pySub(tables ? tables.bareKey : { source: `(?<=[{,])(${WORD_FALLBACK}+):`, groups: {} }, working, (m) => `"${m[1]}":`);
+  }
+  captured.forEach((inner, index) => {
+    working = working.split(`${SENT_OPEN}${index}${SENT_CLOSE}`).join(JSON.stringify(inner));
+  });
+  try {
+    return pyJsonLoads(working);
+  } catch (e) {
+    if (!(e instanceof PyError) || e.pyType !== "JSONDecodeError") throw e;
+    if (truthy(pyGet(args, "allow_non_json", undefined))) return stripIfAsked(text, args);
+    if (working === text) throw E("ValueError", `json parser could not parse region as JSON.\nContent: ${JSON.stringify(text)}\nError: ${e.message}`);
+    throw E("ValueError", `json: could not parse after dialect transforms.\nOriginal: ${JSON.stringify(text)}\nTransformed: ${JSON.stringify(working)}\nError: ${e.message}`);
+  }
+}
+
+function parseNested(raw, valueParser, tables) {
+  if (valueParser === null) return raw;
+  return parseContent(raw, pyGet(valueParser, "name", "text"), pyGet(valueParser, "args", {}), tables);
+}
+
+function parseXmlInline(text, args, tables) {
+  const tagPattern = pyGet(args, "tag_pattern", null);
+  if (tagPattern === null) throw E("ValueError", "xml-inline: 'tag_pattern' content_arg is required");
+  const valueParser = pyGet(args, "value_parser", null);
+  const merge = truthy(pyGet(args, "merge_duplicates", false));
+  const t = tables.contentRegex(tagPattern);
+  if (typeof text !== "string") throw E("TypeError", "expected string or buffer");
+  const result = {};
+  for (const m of pyFinditer(t, text, `tag_pattern ${JSON.stringify(tagPattern)}`)) {
+    const groups = groupdict(m, t);
+    const key = hasOwn(groups, "key") ? groups.key : null;
+    if (key === null) throw E("ValueError", `xml-inline: tag_pattern must have a named group 'key'. Pattern: ${tagPattern}`);
+    const value = parseNested(hasOwn(groups, "value") ? groups.value : "", valueParser, tables);
+    if (merge && hasOwn(result, key)) {
+      let existing = result[key];
+      if (!Array.isArray(existing)) {
+        existing = [existing];
+        setKey(result, key, existing);
+      }
+      existing.push(value);
+    } else {
+      setKey(result, key, value);
+    }
+  }
+  return result;
+}
+
+function pySplit(text, sep) {
+  if (sep === null) {
+    const out = [];
+    let cur = "";
+    for (const ch of text) {
+      if (PY_SPACE.has(ch.codePointAt(0))) {
+        if (cur) out.push(cur);
+        cur = "";
+      } else cur += ch;
+    }
+    if (cur) out.push(cur);
+    return out;
+  }
+  if (typeof sep !== "string") throw E("TypeError", `must be str or None, not ${pyTypeName(sep)}`);
+  if (!sep) throw E("ValueError", "empty separator");
+  return text.split(sep);
+}
+
+function parseKvLines(text, args, tables) {
+  const lineSep = pyGet(args, "line_sep", "\n");
+  const kvSep = pyGet(args, "kv_sep", ":");
+  const valueParser = pyGet(args, "value_parser", null);
+  if (typeof text !== "string") throw E("AttributeError", `'${pyTypeName(text)}' object has no attribute 'split'`);
+  const result = {};
+  for (const rawLine of pySplit(text, lineSep)) {
+    const line = stripIfAsked(rawLine, args);
+    if (!line) continue;
+    if (typeof kvSep !== "string") throw E("TypeError", "'in <string>' requires string as left operand");
+    if (!line.includes(kvSep)) continue;
+    if (!kvSep) throw E("ValueError", "empty separator");
+    const at = line.indexOf(kvSep);
+    const key = line.slice(0, at), value = line.slice(at + kvSep.length);
+    setKey(result, stripIfAsked(key, args), parseNested(stripIfAsked(value, args), valueParser, tables));
+  }
+  return result;
+}
+
+const PARSERS = {
+  text: (text, args) => stripIfAsked(text, args),
+  int: (text, args) => pyInt(stripIfAsked(text, args)),
+  float: (text, args) => pyFloat(stripIfAsked(text, args)),
+  bool: (text, args) => {
+    const s = stripIfAsked(text, args);
+    if (typeof s !== "string") throw E("AttributeError", `'${pyTypeName(s)}' object has no attribute 'lower'`);
+    const l = s.toLowerCase();
+    return l === "true" || l === "1";
+  },
+  json: parseJson,
+  "xml-inline": parseXmlInline,
+  "kv-lines": parseKvLines,
+};
+
+/** Parse `text` with the content parser `name` configured by `args` (values.py parse_content). */
+export function parseContent(text, name, args, tables) {
+  if (typeof name !== "string") {
+    if (Array.isArray(name) || isDict(name)) throw E("TypeError", `unhashable type: '${pyTypeName(name)}'`);
+    throw E("KeyError", String(name));
+  }
+  if (!hasOwn(PARSERS, name)) throw E("KeyError", JSON.stringify(name));
+  return PARSERS[name](text, args, tables);
+}
+
+// ------------------------------------------------------------------------------------------------ transform
+
+function resolvePath(path, scope) {
+  const [root, ...keys] = path.split(".");
+  if (!scope.has(root)) throw E("KeyError", `transform placeholder '{${path}}' is not defined. Available: ${JSON.stringify([...scope.keys()].sort(cmpStr))}`);
+  let value = scope.get(root);
+  for (const key of keys) {
+    if (!isDict(value)) throw E("ValueError", `transform placeholder '{${path}}' cannot index into ${pyTypeName(value)} at '${key}'`);
+    if (!hasOwn(value, key)) throw E("ValueError", `transform placeholder '{${path}}' is missing key '${key}'. Available: ${JSON.stringify(Object.keys(value).sort(cmpStr))}`);
+    value = value[key];
+  }
+  return value;
+}
+
+function applyTransform(template, scope, tables) {
+  if (Array.isArray(template)) return template.map((x) => applyTransform(x, scope, tables));
+  if (isDict(template)) {
+    const out = {};
+    for (const k of Object.keys(template)) setKey(out, k, applyTransform(template[k], scope, tables));
+    return out;
+  }
+  if (typeof template === "string") {
+    const m = tables.placeholder.exec(template);
+    if (m !== null) return resolvePath(m[1], scope);
+  }
+  return template;
+}
+
+function processValue(body, field, captures, tables) {
+  const value = parseContent(body, field.content, field.content_args, tables);
+  const template = field.transform;
+  if (template === null || template === undefined) return value;
+  const scope = new Map(Object.entries(captures));
+  if (!field.transform_each) {
+    scope.set("content", value);
+    return applyTransform(template, scope, tables);
+  }
+  const name = field.name;
+  if (!Array.isArray(value)) throw E("ValueError", `Field '${name}': transform_each requires the parsed content to be a list, got ${pyTypeName(value)}.`);
+  return value.map((element) => {
+    if (!isDict(element)) throw E("ValueError", `Field '${name}': transform_each requires each list element to be a dict, got ${pyTypeName(element)}.`);
+    const s = new Map(scope);
+    for (const k of Object.keys(element)) s.set(k, element[k]);
+    return applyTransform(template, s, tables);
+  });
+}
+
+// ------------------------------------------------------------------------------------------------ coercion
+
+export function schemaTypes(schema) {
+  if (!isDict(schema)) return [];
+  const declared = hasOwn(schema, "type") ? schema.type : null;
+  const names = [];
+  if (typeof declared === "string") names.push(declared);
+  else if (Array.isArray(declared)) for (const x of declared) if (typeof x === "string") names.push(x);
+  for (const key of ["anyOf", "oneOf"]) {
+    const branches = hasOwn(schema, key) ? schema[key] : null;
+    if (!truthy(branches)) continue;
+    if (Array.isArray(branches)) for (const b of branches) names.push(...schemaTypes(b));
+    else if (typeof branches !== "string" && !isDict(branches)) throw E("TypeError", `'${pyTypeName(branches)}' object is not iterable`);
+  }
+  if (truthy(hasOwn(schema, "nullable") ? schema.nullable : null) && !names.includes("null")) names.push("null");
+  return names;
+}
+
+const BOOL_TEXT = { true: true, 1: true, false: false, 0: false };
+
+function tryCast(raw, type) {
+  if (type === "integer") {
+    try {
+      return [true, pyInt(raw)];
+    } catch (e) {
+      if (!isValueError(e)) throw e;
+      const x = pyFloat(raw);
+      return Number.isInteger(x) ? [true, x === 0 ? 0 : x] : [false, null];
+    }
+  }
+  if (type === "number") {
+    const x = pyFloat(raw);
+    if (!Number.isFinite(x)) return [false, null];
+    return [true, x];
+  }
+  if (type === "boolean") {
+    const w = pyStrip(raw).toLowerCase();
+    return hasOwn(BOOL_TEXT, w) ? [true, BOOL_TEXT[w]] : [false, null];
+  }
+  if (type === "null") {
+    const w = pyStrip(raw);
+    return w === "null" || w === "None" ? [true, null] : [false, null];
+  }
+  if (type === "object" || type === "array") {
+    const v = pyJsonLoads(raw);
+    return (type === "object" ? isDict(v) : Array.isArray(v)) ? [true, v] : [false, null];
+  }
+  return [false, null];
+}
+
+export function coerce(raw, types) {
+  for (const type of types) {
+    let r;
+    try {
+      r = tryCast(raw, type);
+    } catch (e) {
+      if (isValueError(e)) continue;
+      throw e;
+    }
+    if (r[0]) return r[1];
+  }
+  return raw;
+}
+
+export function toolParams(tools) {
+  const params = new Map();
+  for (const tool of tools || []) {
+    if (!isDict(tool)) continue;
+    const fn = hasOwn(tool, "function") ? tool.function : tool;
+    if (!isDict(fn) || typeof fn.name !== "string" || !hasOwn(fn, "name")) continue;
+    const parameters = hasOwn(fn, "parameters") ? fn.parameters : null;
+    const properties = isDict(parameters) && hasOwn(parameters, "properties") ? parameters.properties : null;
+    params.set(fn.name, isDict(properties) ? properties : {});
+  }
+  return params;
+}
+
+export function coerceToolCalls(value, params) {
+  if (Array.isArray(value)) return value.map((v) => coerceToolCalls(v, params));
+  const fn = isDict(value) && hasOwn(value, "function") ? value.function : null;
+  if (!isDict(fn)) return value;
+  const name = hasOwn(fn, "name") ? fn.name : null;
+  const args = hasOwn(fn, "arguments") ? fn.arguments : null;
+  if (typeof name !== "string" || !isDict(args)) return value;
+  const properties = params.get(name);
+  if (!truthy(properties)) return value;
+  for (const key of Object.keys(args)) {
+    if (!hasOwn(properties, key)) continue;
+    const types = schemaTypes(properties[key]);
+    if (!types.length) continue;
+    const arg = args[key];
+    if (typeof arg === "string") args[key] = coerce(arg, types);
+    else if (Array.isArray(arg) && !types.includes("array")) args[key] = arg.map((x) => (typeof x === "string" ? coerce(x, types) : x));
+  }
+  return value;
+}

@@ -1,0 +1,591 @@
+"""Conformance vectors for ports of the chatparse runtime: generate them, and check them in Python.
+
+    python tests/make_vectors.py            # (re)write tests/vectors/
+    python tests/make_vectors.py --check    # run every vector through the Python runtime (exit 1 on failure)
+    node js/run_vectors.mjs tests/vectors   # the same vectors through the JavaScript runtime
+
+A *template vector* is ``<name>.json`` plus ``<name>.cpt`` (the tables file, FORMAT.md)::
+
+    {"kind": "template", "name", "template": <the template as written>, "tables": "<name>.cpt",
+     "template_sha256": <hex>,
+     "cases": [{"id", "prefix", "tools": list | null, "feeds": [str, ...],
+                "initial_events": [...], "feed_events": [[...] per completed feed],
+                "final_events": [...], "message": {...},          # when the parse succeeds
+                "error": null | {"type": "ValueError", "stage": "init" | "feed" | "finalize", "index": int}}]}
+
+Everything is what chatparse itself produces: `ResponseParser(template, prefix=..., tools=...)`, each feed's
+events, `finalize()`. Values that JSON cannot hold are tagged: a non-finite float is
+``{"$py": "float", "v": "nan" | "inf" | "-inf"}`` and an integer outside +-2**53 is ``{"$py": "int", "v": "<digits>"}``.
+
+``values.json`` (kind "values") holds content-parser and tool-argument-coercion cases:
+``{"parser", "args", "text", "expect" | "error"}`` and ``{"coerce", "types", "expect" | "error"}``.
+``regex.json`` (kind "regex") holds, per pattern, its JavaScript translation (as in a tables file's port
+section) and Python `regex.finditer` results on sample texts: ``[start, end, groupdict]`` with code-point
+offsets: ``{"patterns": [{"pattern", "translation", "cases": [{"text", "expect"}]}]}``.
+
+Templates: every bundled template (`chatparse.templates`) with its cases from the shared format corpus, the
+fixtures of tests/fixtures_templates.py, and the hand-written templates below, which exercise what the
+corpus does not (number/bool/kv-lines/json dialects, tool-argument typing, lookbehind, word boundaries,
+case-insensitive and multi-line patterns, backreferences, atomic groups, astral characters, required fields,
+the zero-width stall). Each case is fed whole and in seeded random chunkings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import sys
+import zlib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+
+VECTORS = HERE / "vectors"
+
+# ---------------------------------------------------------------------------------------------- hand-written
+
+VALUES_T = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<<ASSISTANT>>",
+    "fields": {
+        "count": {"open": "<n>", "close": "</n>", "content": "int"},
+        "score": {"open": "<f>", "close": "</f>", "content": "float"},
+        "flag": {"open": "<b>", "close": "</b>", "content": "bool"},
+        "meta": {"open": "<meta>", "close": "</meta>", "content": "kv-lines"},
+        "sizes": {"open": "<sizes>", "close": "</sizes>", "content": "kv-lines",
+                  "content_args": {"line_sep": ";", "kv_sep": "=", "value_parser": {"name": "int"}}},
+        "args": {"open": "<args>", "close": "</args>", "content": "json",
+                 "content_args": {"unquoted_keys": True, "string_delims": [["<s>", "</s>"]], "allow_non_json": True}},
+        "notes": {"open": "📝", "close": "🔚", "repeats": True, "join": " | ", "content_args": {"strip": False}},
+        "content": {},
+    },
+}
+VALUES_CASES = [
+    ("basic", "x<<ASSISTANT>>", "<n> 42 </n><f>1_000.5</f><b>TRUE</b>Hello 🌍 world"),
+    ("unicode_digits", "", "<n>٤٢</n><f>\u2003-inf\u2003</f><b>0</b>"),
+    ("nan", "", "<f>nan</f> and <n>+7</n>"),
+    ("kv", "", "<meta>name: alice\nage: 30\n\nbad line\nurl: http://x:80</meta><sizes>a=1; b = 22 ;c=3</sizes>"),
+    ("json_dialects", "", '<args>{city: <s>Lon"don</s>,n: 3,nested: {deep: [1, 2.5, NaN, -0.0]}}</args>'),
+    ("json_dialects_spaced", "", '<args>{city: <s>Lon"don</s>, n: 3}</args>'),
+    ("json_fallback", "", "<args>  not json at all  </args>tail"),
+    ("notes_join", "", "📝 first 🔚between📝second😀🔚 end"),
+    ("int_error", "", "<n>forty-two</n>"),
+    ("kv_error", "", "<sizes>a=1;b=x</sizes>"),
+    ("astral_everywhere", "", "😀😀📝😀🔚<n>𝟒𝟐</n>😀"),
+]
+
+REGEX_T = {
+    "defaults": {"role": "assistant"},
+    "start_anchor_pattern": r"<\|im_start\|>assistant\s*",
+    "fields": {
+        "reasoning_content": {"open": "<think>", "close_pattern": r"\s*</think>\s*|\bDONE"},
+        "tool_calls": {
+            "open_pattern": r"(?i:<call)\s+name=(?P<q>[\"'])(?P<name>\w+)(?P=q)\s*>",
+            "close_pattern": r"\s*</call>|(?<=\})\s*;",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
+        },
+        "code": {
+            "open_pattern": r"```(?P<lang>\w*)\n",
+            "close": "```",
+            "repeats": True,
+            "content_args": {"strip": False},
+            "transform": {"lang": "{lang}", "code": "{content}"},
+        },
+        "answer": {"open_pattern": r"(?m)^ANSWER:[ \t]*", "close_pattern": r"[ \t]*$"},
+        "content": {"close_pattern": r"\s*(?:<\|im_end\|>|(?>END)(?!\w))"},
+    },
+}
+REGEX_CASES = [
+    ("think_done", "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+     "<think>plan it DONE now <CALL name=\"get\">{\"a\": 1}</call> after<|im_end|>"),
+    ("word_boundary", "", "<think>UNDONE things, then DONE.</think>rest"),
+    ("semicolon_close", "", "<call name='f1'>{\"x\": [1]}; <call name=\"f2\" >{}</call>"),
+    ("backref_mismatch", "", "<call name=\"f1'>{}</call> plain"),
+    ("code_blocks", "", "Intro\n```python\nprint('hi')\n```\n```\nraw\n```\nbye"),
+    ("multiline_answer", "", "Some text\nANSWER: 42\nmore\nANSWER:last"),
+    ("atomic_end", "", "text ENDING here END"),
+    ("anchor_multi", "<|im_start|>assistant\nold<|im_end|><|im_start|>assistant  \n", "<think>x</think>y"),
+    ("unicode_word", "", "<think>Ünïcödé DONE</think><call name=\"naïve_名前\">{\"k\": \"v\"}</call>"),
+]
+
+XML_T = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|assistant|>",
+    "fields": {
+        "tool_calls": {
+            "open_pattern": r"<tool_call>\s*<function=(?P<name>[^>\s]+)>",
+            "close_pattern": r"</function>\s*</tool_call>",
+            "repeats": True,
+            "content": "xml-inline",
+            "content_args": {
+                "tag_pattern": r"<parameter=(?P<key>[^>]+)>\s*(?P<value>.*?)\s*</parameter>",
+                "value_parser": {"name": "json", "args": {"allow_non_json": True}},
+                "merge_duplicates": True,
+            },
+            "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
+        },
+        "attrs": {
+            "open": "<attrs>",
+            "close": "</attrs>",
+            "content": "xml-inline",
+            "content_args": {"tag_pattern": r"(?P<key>\w+)=(?P<q>[\"'])(?P<value>.*?)(?P=q)"},
+        },
+        "content": {},
+    },
+}
+XML_TOOLS = [
+    {"type": "function", "function": {"name": "set_alarm", "parameters": {"type": "object", "properties": {
+        "hour": {"type": "integer"}, "minutes": {"type": ["integer", "null"]}, "enabled": {"type": "boolean"},
+        "ratio": {"type": "number"}, "tags": {"type": "array"}, "opts": {"type": "object"},
+        "label": {"type": "string"}, "maybe": {"anyOf": [{"type": "integer"}, {"type": "string"}], "nullable": True},
+        "many": {"type": "integer"}}}}},
+    {"name": "bare_tool", "parameters": {"properties": {"n": {"type": "number"}}}},
+]
+XML_CASES = [
+    ("typed_args", "", "<tool_call><function=set_alarm><parameter=hour>7</parameter><parameter=minutes>null</parameter>"
+     "<parameter=enabled>True</parameter><parameter=ratio>2.50</parameter><parameter=tags>[\"a\", \"b\"]</parameter>"
+     "<parameter=opts>{\"x\": 1}</parameter><parameter=label>wake up</parameter><parameter=maybe>None</parameter>"
+     "<parameter=many>1</parameter><parameter=many>2.0</parameter><parameter=many>x</parameter>"
+     "</function></tool_call>", XML_TOOLS),
+    ("untyped", "", "<tool_call>\n<function=other>\n<parameter=a>\n{\"k\": [1, 2]}\n</parameter>\n</function>\n"
+     "</tool_call>\nok", None),
+    ("bare_tool", "", "<tool_call><function=bare_tool><parameter=n>1e3</parameter></function></tool_call>", XML_TOOLS),
+    ("attrs", "", "<attrs>a=\"1\" b='two words' c=\"mis'match' d=\"😀\"</attrs>", None),
+]
+
+MISC_T = {
+    "defaults": {"role": "assistant", "extra": []},
+    "start_anchor": ["<BOS>", "<START>"],
+    "fields": {
+        "answer": {"open": "<a>", "close": "</a>", "optional": False},
+        "items": {"open": "<items>", "close": "</items>", "content": "json", "transform_each": True,
+                  "transform": {"id": "{id}", "label": "{name}", "const": 1}},
+        "joined": {"open": "<j>", "close": "</j>", "repeats": True, "join": "", "content": "json"},
+    },
+}
+MISC_CASES = [
+    ("ok", "<START>junk<BOS>", "ignored <a>yes</a> dropped <items>[{\"id\": 1, \"name\": \"x\"}]</items>"),
+    ("missing_required", "", "<items>[]</items>"),
+    ("transform_each_error", "", "<a>x</a><items>{\"id\": 1}</items>"),
+    ("join_not_string", "", "<a>x</a><j>\"s\"</j><j>[1]</j>"),
+    ("transform_missing_key", "", "<a>x</a><items>[{\"id\": 1}]</items>"),
+    ("no_anchor_in_prefix", "no anchor here <a>", "inside</a>"),
+]
+
+STALL_T = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<s>",
+    "fields": {
+        "content": {"close_pattern": r"(?=<stop>)|(?=!!)"},
+        "tail": {"open": "<stop>", "close": "</stop>"},
+    },
+}
+STALL_CASES = [
+    ("stall_at_start", "", "<stop>never parsed</stop>"),
+    ("close_then_open", "", "hello<stop>inside</stop> after"),
+    ("stall", "<s>", "!!never parsed <stop>x</stop>"),
+    ("stall_later", "", "text!!more"),
+]
+
+HAND = {
+    "x_values": (VALUES_T, VALUES_CASES),
+    "x_regex": (REGEX_T, REGEX_CASES),
+    "x_xml_tools": (XML_T, XML_CASES),
+    "x_misc": (MISC_T, MISC_CASES),
+    "x_stall": (STALL_T, STALL_CASES),
+}
+
+# ---------------------------------------------------------------------------------------------- values.json
+
+VALUE_TEXTS = [
+    "42", " 42 ", "+7", "-0", "007", "1_000", "_1", "1__0", "1_", "٤٢", "𝟒𝟐", "３", "\u2003 5 \u2003", "\x1c5", "5\x1c",
+    "\x855", "1e5", "1.5", ".5", "5.", ".", "-.5e-3", "1_0.5", "1._5", "inf", "-Infinity", "NaN", "nan ", "+nan",
+    "0x10",
+    "١٢.٥", "true", "TRUE", "1", "0", "yes", "", "   ", "\t\n", "İ", "12345678901234567", "1e400", "-1e-400",
+    '{"a": 1, "a": 2, "b": [1, 2.0, -0.0, 1e2]}', '[NaN, Infinity, -Infinity]', '"\\ud83d\\ude00 \\u00e9 \\n"',
+    '"\\ud83d"', '{"x": "tab\there"}', '[1, 2,]', '{"a" 1}', "\ufeff{}", " [ ] ", '{"k": tru}', "01", "-", "1.5e",
+    '{"nested": {"deep": {"deeper": [[[]]]}}}', '"unterminated', '{"a": 1} extra', '{"__proto__": 5, "x": 1}',
+    "{name: \"v\", n2: 3}", "{ spaced: 1}", "{ünï: 1}", '{"k": <s>a "b" c</s>}', "name: alice\nage: 30",
+    "a=1;b=2", "k: v: w\n\n  : empty key\nnocolon", "x" * 40,
+]
+VALUE_ARGS = {
+    "text": [{}, {"strip": False}, {"strip": 0}, {"strip": []}, {"strip": "no"}],
+    "int": [{}, {"strip": False}],
+    "float": [{}, {"strip": False}],
+    "bool": [{}, {"strip": False}],
+    "json": [{}, {"allow_non_json": True}, {"unquoted_keys": True}, {"string_delims": [["<s>", "</s>"]]},
+             {"string_delims": [["<s>", "</s>"]], "unquoted_keys": True, "allow_non_json": True, "strip": False},
+             {"string_delims": "ab"}, {"string_delims": None}],
+    "kv-lines": [{}, {"strip": False}, {"line_sep": ";", "kv_sep": "="}, {"kv_sep": ""}, {"line_sep": ""},
+                 {"line_sep": None}, {"value_parser": {"name": "int"}}, {"value_parser": {"name": "nope"}},
+                 {"value_parser": {"name": "json", "args": {"allow_non_json": True}}}],
+}
+COERCE_TYPES = [["integer"], ["number"], ["boolean"], ["null"], ["object"], ["array"], ["string"], ["integer", "null"],
+                ["number", "string"], ["null", "boolean", "integer"], ["unknown"]]
+COERCE_RAW = ["7", " 7 ", "7.0", "7.5", "1e3", "1_0", "nan", "inf", "True", " false ", "1", "0", "null", "None",
+              '{"a": 1}', "[1, 2]", "[1,", "٣", "x", ""]
+
+
+# ---------------------------------------------------------------------------------------------- regex.json
+
+REGEX_BANK = [
+    r"\w+", r"\W+", r"\d+", r"\s+", r"\S+", r"[^\s<]+", r"(?i)straße", r"(?i)[a-z]+", r"(?i:k)x", r"\bword\b",
+    r"\Bor\B", r"^a", r"a$", r"(?m)^\w+$", r"\Aab", r"ab\Z", r"a.c", r"(?-s:a.c)", r"a{2,3}", r"a{2,}?",
+    r"(?:ab)+?c", r"(?P<x>a|b)(?P=x)", r"(a)(b)?c", r"(?<=\})\s*;", r"(?<![a-z])\d+", r"(?=foo)f", r"x(?!y)",
+    r"a++b", r"(?>a|ab)c", r"(?P<name>\w+)=(?P<value>[^;]*)", r"(?P<n>a)|(?P<n>b)", r"[é\U0001F600]+", r"😀+",
+    r"\x85|\u2028", r".", r"[^\]]", r"[\]\-\\^]+", r"a|", r"(?=x)|x", r"\$\{(?P<v>\w+)\}", r"(?i)σ+",
+    r"\d+(?:\.\d+)?", r"(?x) a  b # comment", r"[\w.\-]+", r"[^\W\d]+", r"\n?</x>", r"(?s).*?!",
+]
+REGEX_TEXTS = [
+    "ab abc aab", "straße STRASSE Straße STRAẞE", "kx Kx Kx", "word words sword word", "a\nb\na", "{x}; }; ;",
+    "x1 a1 12 ١٢ 𝟒", "foo fob xy xz", "aaab aab ab", "name=val;k=v;ünï=名", "ééé😀😀 x", "\x85\u2028\u2029",
+    "ΣΑΣ σς", "a\nc a.c abc", "aaaa", "${var} ${2} ${}", "", "<x> \n</x></x>", "hi! there!", "1.5 2. .3",
+    " \t\u2003mixed\u00a0space ", "a-b.c_d é-f",
+]
+
+
+def regex_cases() -> list[dict]:
+    """Python `regex` finditer results (code-point spans and group dicts) for translated patterns."""
+    import regex
+
+    from chatparse import templates
+    from chatparse.compiler.writer import js_section, translate_js
+
+    from chatparse import compile_template
+
+    sources = list(REGEX_BANK)
+    for name in templates.names():
+        raw = compile_template(templates.get(name)).raw_tables
+        sources += [p["source"] for p in raw["patterns"]]
+        sources += list(js_section(raw)["content"])
+    texts_by_source = {}
+    for name in templates.names():
+        tpl_texts = []
+        corpus = _corpus()
+        if corpus is not None:
+            tpl_texts = [c.output[:300] for c in corpus.cases if c.name == name][:3]
+        raw = compile_template(templates.get(name)).raw_tables
+        for src in [p["source"] for p in raw["patterns"]] + list(js_section(raw)["content"]):
+            texts_by_source.setdefault(src, []).extend(tpl_texts)
+    out = []
+    seen = set()
+    for src in sources:
+        if src in seen:
+            continue
+        seen.add(src)
+        t = translate_js(src)
+        if "error" in t:
+            continue
+        rx = regex.compile(src, regex.DOTALL)
+        cases = []
+        for text in dict.fromkeys(REGEX_TEXTS + texts_by_source.get(src, [])):
+            cases.append({"text": text, "expect": [[m.start(), m.end(), m.groupdict()] for m in rx.finditer(text)]})
+        out.append({"pattern": src, "translation": t, "cases": cases})
+    return out
+
+
+def _corpus():
+    import corpus_cases as cc
+
+    return cc.load()[0]
+
+
+# ---------------------------------------------------------------------------------------------- encoding
+
+
+def encode(v):
+    """Make a chatparse value JSON-safe (non-finite floats and big ints become tagged objects)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return {"$py": "float", "v": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53:
+        return {"$py": "int", "v": str(v)}
+    if isinstance(v, dict):
+        return {k: encode(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [encode(x) for x in v]
+    return v
+
+
+def decode(v):
+    if isinstance(v, dict):
+        if set(v) == {"$py", "v"}:
+            return float(v["v"]) if v["$py"] == "float" else int(v["v"])
+        return {k: decode(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [decode(x) for x in v]
+    return v
+
+
+def _dump(obj) -> bytes:
+    try:
+        return json.dumps(obj, ensure_ascii=False, indent=None, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+def run_case(template, prefix: str, tools, feeds: list[str]) -> dict:
+    """What chatparse does with one case: events per stage, the message, or the first error."""
+    from chatparse import ResponseParser
+
+    out: dict = {"initial_events": [], "feed_events": [], "error": None}
+    stage, index = "init", 0
+    try:
+        p = ResponseParser(template, prefix=prefix, tools=tools)
+        out["initial_events"] = p.initial_events
+        stage = "feed"
+        for index, f in enumerate(feeds):
+            out["feed_events"].append(p.feed(f))
+        stage, index = "finalize", 0
+        message, final = p.finalize()
+        out["final_events"] = final
+        out["message"] = message
+    except Exception as e:  # noqa: BLE001 - the class is what the vector records
+        out["error"] = {"type": type(e).__name__, "stage": stage, "index": index if stage == "feed" else 0}
+    return encode(out)
+
+
+def chunkings(case_id: str, text: str, hand: bool) -> list[list[str]]:
+    rng = random.Random(zlib.crc32(case_id.encode("utf-8")))
+    out = [[text]]
+    small, i = [], 0
+    while i < len(text):
+        n = rng.randint(1, 7)
+        small.append(text[i:i + n])
+        i += n
+    if len(small) > 1:
+        out.append(small)
+    if hand and 1 < len(text) <= 200:
+        out.append(list(text))
+    if hand and len(text) > 40:
+        cuts = sorted(rng.sample(range(1, len(text)), 3))
+        out.append([text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])])
+    return out
+
+
+def _template_cases():
+    """(name, template, [(case id, prefix, output, tools)], hand-written?) for every template vector."""
+    import corpus_cases as cc
+    from fixtures_templates import FIXTURES
+
+    from chatparse import templates
+
+    corpus, _ = cc.load()
+    for name in templates.names():
+        cases = []
+        if corpus is not None:
+            cases = [(c.id, c.prefix, c.output, c.tools) for c in corpus.cases if c.name == name]
+        yield name, templates.get(name), cases, False
+    for name, (tpl, prefix, text, _) in sorted(FIXTURES.items()):
+        yield f"f_{name}", tpl, [(f"f_{name}", prefix, text, None)], True
+    for name, (tpl, cases) in HAND.items():
+        yield name, tpl, [(f"{name}-{c[0]}", c[1], c[2], c[3] if len(c) > 3 else None) for c in cases], True
+
+
+def generate(out_dir: Path = VECTORS) -> list[Path]:
+    from chatparse import compile_template
+    from chatparse.compiler.writer import dumps
+    from chatparse.runtime.loader import template_hash
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in list(out_dir.glob("*.json")) + list(out_dir.glob("*.cpt")):
+        old.unlink()
+    written = []
+    for name, template, cases, hand in _template_cases():
+        compiled = compile_template(template)
+        (out_dir / f"{name}.cpt").write_bytes(dumps(compiled.raw_tables))
+        vec_cases = []
+        for cid, prefix, text, tools in cases:
+            for k, feeds in enumerate(chunkings(cid, text, hand)):
+                res = run_case(compiled, prefix, tools, feeds)
+                vec_cases.append({"id": f"{cid}/{k}", "prefix": prefix, "tools": tools, "feeds": feeds, **res})
+        vec = {"kind": "template", "name": name, "template": template, "tables": f"{name}.cpt",
+               "template_sha256": template_hash(compiled.spec), "cases": vec_cases}
+        path = out_dir / f"{name}.json"
+        path.write_bytes(_dump(vec))
+        written.append(path)
+    path = out_dir / "values.json"
+    path.write_bytes(_dump({"kind": "values", "cases": value_cases()}))
+    written.append(path)
+    path = out_dir / "regex.json"
+    path.write_bytes(_dump({"kind": "regex", "patterns": regex_cases()}))
+    written.append(path)
+    return written
+
+
+NOISE = ["\n", " ", "  ", "\t", "😀", "é", "名", "{", "}", "[", "]", '"', "'", "<", ">", "/", "|", ":", ";", ",", "=",
+         "DONE", "END", "true", "42", "x", "\\", "```", "\u2003", "\x85"]
+
+
+def fuzz(out_dir: Path, per_template: int = 20, seed: int = 0) -> int:
+    """Write random differential vectors to `out_dir` (same layout as `generate`); returns the case count.
+
+    Texts are spliced from the template's delimiter literals, substrings of its known outputs and noise, so
+    they are full of partial, overlapping and interrupted delimiters; each is fed in one random chunking."""
+    from chatparse import compile_template
+    from chatparse.compiler.writer import dumps
+    from chatparse.runtime.loader import template_hash
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    total = 0
+    for name, template, cases, _ in _template_cases():
+        compiled = compile_template(template)
+        spec = compiled.spec
+        literals = [s for f in spec["fields"] for k in ("open", "close") if f[k] and "literals" in f[k]
+                    for s in f[k]["literals"]]
+        texts = [c[2] for c in cases] or ["plain text"]
+        prefixes = [""] + [c[1] for c in cases if c[1]]
+        (out_dir / f"{name}.cpt").write_bytes(dumps(compiled.raw_tables))
+        vec_cases = []
+        for k in range(per_template):
+            parts = []
+            for _ in range(rng.randint(1, 14)):
+                r = rng.random()
+                if r < 0.35 and literals:
+                    lit = rng.choice(literals)
+                    parts.append(lit if rng.random() < 0.8 else lit[:rng.randint(1, max(1, len(lit) - 1))])
+                elif r < 0.8:
+                    t = rng.choice(texts)
+                    a = rng.randrange(len(t) + 1)
+                    parts.append(t[a:a + rng.randint(1, 60)])
+                else:
+                    parts.append(rng.choice(NOISE))
+            text = "".join(parts)
+            feeds, i = [], 0
+            while i < len(text):
+                n = rng.randint(1, 9)
+                feeds.append(text[i:i + n])
+                i += n
+            prefix = rng.choice(prefixes)
+            res = run_case(compiled, prefix, None, feeds)
+            vec_cases.append({"id": f"fuzz-{name}-{k}", "prefix": prefix, "tools": None, "feeds": feeds, **res})
+        total += len(vec_cases)
+        vec = {"kind": "template", "name": name, "template": template, "tables": f"{name}.cpt",
+               "template_sha256": template_hash(spec), "cases": vec_cases}
+        (out_dir / f"{name}.json").write_bytes(_dump(vec))
+    return total
+
+
+def value_cases() -> list[dict]:
+    from chatparse.runtime.coerce import coerce
+    from chatparse.runtime.values import parse_content
+
+    out = []
+    for parser, arg_list in VALUE_ARGS.items():
+        for args in arg_list:
+            for text in VALUE_TEXTS:
+                case = {"parser": parser, "args": args, "text": text}
+                try:
+                    case["expect"] = encode(parse_content(text, parser, json.loads(json.dumps(args))))
+                except Exception as e:  # noqa: BLE001
+                    case["error"] = type(e).__name__
+                out.append(case)
+    for types in COERCE_TYPES:
+        for raw in COERCE_RAW:
+            case = {"coerce": raw, "types": types}
+            try:
+                case["expect"] = encode(coerce(raw, tuple(types)))
+            except Exception as e:  # noqa: BLE001
+                case["error"] = type(e).__name__
+            out.append(case)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- checking
+
+
+def check(vec_dir: Path = VECTORS) -> tuple[int, list[str]]:
+    """Run every vector through the Python runtime, with the tables loaded from the vector's file.
+
+    Returns (number of cases run, failure messages)."""
+    import corpus_cases as cc
+
+    from chatparse import CompiledTemplate, compile_template
+    from chatparse.runtime.coerce import coerce
+    from chatparse.runtime.loader import load, template_hash
+    from chatparse.runtime.values import parse_content
+
+    failures: list[str] = []
+    count = 0
+    for path in sorted(vec_dir.glob("*.json")):
+        vec = json.loads(path.read_text(encoding="utf-8"))
+        if vec["kind"] == "regex":
+            import regex
+
+            for entry in vec["patterns"]:
+                rx = regex.compile(entry["pattern"], regex.DOTALL)
+                for c in entry["cases"]:
+                    count += 1
+                    got = [[m.start(), m.end(), m.groupdict()] for m in rx.finditer(c["text"])]
+                    if got != c["expect"]:
+                        failures.append(f"{path.name} {entry['pattern']!r} on {c['text']!r}: got {got}")
+            continue
+        if vec["kind"] == "values":
+            for i, c in enumerate(vec["cases"]):
+                count += 1
+                try:
+                    got = ("ok", parse_content(c["text"], c["parser"], c["args"])) if "parser" in c \
+                        else ("ok", coerce(c["coerce"], tuple(c["types"])))
+                except Exception as e:  # noqa: BLE001
+                    got = ("error", type(e).__name__)
+                want = ("error", c["error"]) if "error" in c else ("ok", decode(c["expect"]))
+                if not (got[0] == want[0] and cc.strict_equal(got[1], want[1])):
+                    failures.append(f"{path.name}[{i}] {c}: got {got!r}")
+            continue
+        raw = load(vec_dir / vec["tables"])
+        compiled = CompiledTemplate(raw["template"], raw)
+        fresh = compile_template(vec["template"])
+        want_hash = vec["template_sha256"]
+        if template_hash(fresh.spec) != want_hash or raw["header"]["template_sha256"] != want_hash:
+            failures.append(f"{path.name}: template hash mismatch")
+            continue
+        for c in vec["cases"]:
+            count += 1
+            want = decode({k: c[k] for k in ("initial_events", "feed_events", "final_events", "message", "error")
+                           if k in c})
+            for label, tpl in (("tables file", compiled), ("fresh compile", fresh)):
+                got = decode(run_case(tpl, c["prefix"], c["tools"], c["feeds"]))
+                got = {k: got[k] for k in want if k in got}
+                if not cc.strict_equal(got, want):
+                    failures.append(f"{path.name} {c['id']} ({label}): got {cc.show(got)[:300]}, want "
+                                    f"{cc.show(want)[:300]}")
+    return count, failures
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="verify the vectors with the Python runtime")
+    ap.add_argument("--dir", type=Path, default=VECTORS)
+    ap.add_argument("--fuzz", type=int, default=0, metavar="N",
+                    help="instead: write N random differential cases per template to --dir")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    logging.getLogger("chatparse").setLevel(logging.ERROR)  # the stall vectors log a warning each
+    if args.fuzz:
+        print(f"wrote {fuzz(args.dir, args.fuzz, args.seed)} random cases to {args.dir}")
+        return 0
+    if args.check:
+        n, failures = check(args.dir)
+        for f in failures:
+            print("FAIL", f)
+        print(f"{n - len(failures)}/{n} vector cases pass")
+        return 1 if failures else 0
+    paths = generate(args.dir)
+    size = sum(p.stat().st_size for p in args.dir.iterdir())
+    print(f"wrote {len(paths)} vector files ({size / 1e6:.2f} MB) to {args.dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
