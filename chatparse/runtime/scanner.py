@@ -121,9 +121,38 @@ class Scanner:
         attempts = self.attempts
         record = self._record
         startN = mode.startN
+        jump, loop = mode.jump, mode.loop
         i = scan - base
         n = self.end - base
+        can_start = mode.can_start
         while i < n:
+            if len(attempts) == 1 and attempts[0].fin < 0:
+                # One live attempt: cross whole literals and self-loops in C, then step plain characters
+                # in a tight loop until one could start an attempt, accept, decide or kill this one.
+                a = attempts[0]
+                st = a.state
+                while i < n:
+                    lit = jump[st]
+                    if lit is not None and text.startswith(lit[0], i):
+                        i += len(lit[0])
+                        st = lit[1]
+                        continue
+                    rx = loop[st]
+                    if rx is not None:
+                        m = rx.search(text, i)
+                        j = m.start() if m is not None else n
+                        if j > i:
+                            i = j
+                            continue
+                    cls = cmap[ord(text[i])]
+                    t = trans[st * ncls + cls]
+                    if can_start[cls] or t == 0 or acc[t] is not None or term[t]:
+                        break
+                    st = t
+                    i += 1
+                a.state = st
+                if i >= n:
+                    break
             cls = cmap[ord(text[i])]
             pos = base + i
             nxt = pos + 1

@@ -25,7 +25,7 @@ class Mode:
     """One parser mode: the delimiters it watches and their combined DFA."""
 
     __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes",
-                 "anchor_re", "wchars")
+                 "anchor_re", "wchars", "jump", "loop", "can_start")
 
     def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list):
         trans = np.asarray(raw["trans"])
@@ -57,6 +57,9 @@ class Mode:
         _check_first(raw["first"], where)
         self.first_re = _prefilter(self, class_sources)
         self.anchor_re, self.wchars = _anchors(self, class_sources)
+        self.jump, self.loop = _accelerations(self, class_sources)
+        nullable = self.acc[self.startN] is not None
+        self.can_start = [nullable or bool(self.trans[self.startN * n_classes + c]) for c in range(n_classes)]
 
     def skip_to(self, text: str, i: int) -> int:
         """The first offset >= i where an attempt may matter (len(text) if none); exact to step from there.
@@ -153,6 +156,48 @@ def _anchors(mode: "Mode", class_sources: list):
     anchors = sorted({c for st in states for c in range(n) if c not in wset and trans[st * n + c]})
     wchars = "".join(chr(cp) for c in w_classes for lo, hi in class_sources[c] for cp in range(lo, hi + 1))
     return re.compile(_union_source(anchors, class_sources) if anchors else "(?!)"), wchars
+
+
+def _accelerations(mode: "Mode", class_sources: list):
+    """Per state, ways for a lone attempt to cross many characters in one C-level call.
+
+    ``jump[s] = (literal, state)``: from s only one code point at a time keeps the attempt alive, for the
+    whole `literal`, no state on the way accepts or decides, and none of those characters can start another
+    attempt; so if the text continues with `literal`, the attempt is in `state` after it, and nothing else
+    happened. ``loop[s]``: a regex finding the next character that does not keep s where it is (or could
+    start another attempt); everything before it leaves the attempt unchanged. Both are None when unusable.
+    """
+    trans, acc, term, n, s0 = mode.trans, mode.acc, mode.term, mode.n_classes, mode.startN
+    if s0 == 0:
+        starts = set()
+    elif acc[s0] is not None:
+        return [None] * len(acc), [None] * len(acc)  # an attempt may start anywhere: never skip
+    else:
+        starts = {c for c in range(n) if trans[s0 * n + c]}
+    jump, loop = [], []
+    for s in range(len(acc)):
+        chars, st = [], s
+        while True:
+            live = [c for c in range(n) if trans[st * n + c]]
+            if len(live) != 1 or live[0] in starts:
+                break
+            rs = class_sources[live[0]]
+            if rs is None or len(rs) != 1 or rs[0][0] != rs[0][1]:
+                break
+            t = trans[st * n + live[0]]
+            if acc[t] is not None or term[t] or t == s or len(chars) >= 256:
+                break
+            chars.append(chr(rs[0][0]))
+            st = t
+        jump.append(("".join(chars), st) if len(chars) >= 2 and s != 0 else None)
+        stay = {c for c in range(n) if s and trans[s * n + c] == s and c not in starts}
+        wide = any(class_sources[c] is None or sum(hi - lo + 1 for lo, hi in class_sources[c]) >= 8 for c in stay)
+        if wide and acc[s] is None and not term[s]:
+            leave = [c for c in range(n) if c not in stay]
+            loop.append(re.compile(_union_source(leave, class_sources)) if leave else re.compile("(?!)"))
+        else:
+            loop.append(None)
+    return jump, loop
 
 
 def _prefilter(mode: "Mode", class_sources: list):

@@ -367,6 +367,17 @@ class _SpanCore(StreamParser):
         self.region_start = None
         self.open_span = None
 
+    def feed(self, text: str) -> list[dict]:
+        start = self.scanner.end
+        events = super().feed(text)
+        for ev in events:
+            if ev["type"] == "region_open" and "open" not in ev:
+                # opened lazily by a fast path that did not go through `_text`: the text starts there
+                self.region_start = start
+                self.open_span = None
+                self.owner._on_open(ev, None)
+        return events
+
     def _text(self, text: str, events: list) -> None:
         if text and self.current is not None and not self.opened:
             n = len(events)
@@ -547,11 +558,31 @@ def bind(template, tokenizer, *, skip_special_tokens: bool = False) -> TokenBind
 # --------------------------------------------------------------------------------------------------------------
 # One stream
 # --------------------------------------------------------------------------------------------------------------
+def _mark_failed(core, ex: BaseException) -> None:
+    core.failed = ex
+    if hasattr(core, "usable"):
+        core.usable = False
+
+
 class TokenParser:
     """Streaming parser for one generation, fed token ids. See the module docstring.
 
     `TokenParser(template, tokenizer, prefix=... | prefix_ids=..., tools=None, spans=False)`, or
     ``bind(template, tokenizer).parser(...)``.
+
+    How the work is split: the parser core (`StreamParser`) only ever receives text through ``feed``; the
+    token paths below hand out the events themselves and keep the text they handed out in ``_tail``, which
+    reaches the core (as one ``feed``, whose events are dropped: they are the ones already handed out) the
+    next time the core is needed. So the core's state is always exactly what feeding the decoded text gives.
+
+    * fast: quiet scanner, open region, nothing held: an inert token is one table lookup (`feed_tokens`);
+    * lazy transitions: a token whose effect on the undecided attempts is known (`TokenTables.transition`,
+      e.g. a token ending in whitespace before a ``\\s*</think>`` close, and the token after it) is handled
+      from ``_pend`` = (attempts as (characters back from the end, state), the text they hold);
+    * split characters: bytes of an unfinished character are held by the decoder; the text they complete is
+      region text when it cannot touch a delimiter;
+    * a token that is a whole delimiter switches region in one step (`_apply_delimiter`);
+    * everything else: decoded text to the core's ``feed``.
     """
 
     def __init__(self, template, tokenizer=None, *, prefix: str | None = None, prefix_ids=None, tools=None,
@@ -574,13 +605,9 @@ class TokenParser:
         self._spans_on = bool(spans)
         tp = tool_params(_tool_schemas(tools))
         tables = b.compiled.tables
-        if spans:
-            core = _SpanCore(tables, tp, self)
-        else:
-            core = StreamParser(tables, tp)
+        core = _SpanCore(tables, tp, self) if spans else StreamParser(tables, tp)
         self._core = core
         self._records: list = []
-        self._pending_open: list = []
         self._dec = _Decoder(vocab, track=spans)
         self.initial_events: list[dict] = []
         cut = tables.cut_prefix(prefix) if prefix else ""
@@ -595,19 +622,19 @@ class TokenParser:
         self._names = tt.field_names
         self._dirty = tables.dirty
         self._patterns = tables.patterns
+        self._first_re = [m.first_re for m in tables.modes]
         self._tok_text = vocab.tok_text
+        self._bytes_kind = vocab.kind == "bytes"
         self._tail: list = []
         self._tail_append = self._tail.append
         self._tab = self._never
-        self._pkey = None  # live attempt states when the transition table applies (see _refresh)
-        self._held_ok = False  # quiet, open region: split characters can be handled without the engine
-        self._bytes_kind = vocab.kind == "bytes"
-        self._first_re = [m.first_re for m in tables.modes]
         self._row = tt.none_row
         self._mode = 0
+        self._pend = None  # lazy pending attempts: (((chars back from the end, state), ...), held text)
+        self._lazy_ok = False  # the transition table applies (quiet or `_pend`, open region, decoder clean)
+        self._held_ok = False  # quiet, open region: split characters can be handled without the engine
         self._fname = None
         self._fdirty = False
-        self._body_append = None
         self._refresh()
 
     # -- the hot path ------------------------------------------------------------------------------------------
@@ -619,7 +646,6 @@ class TokenParser:
             return self._feed_general(ids)
         if s is None:
             return self._feed_general(ids)
-        self._body_append(s)
         self._tail_append(s)
         return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
 
@@ -630,6 +656,8 @@ class TokenParser:
         self._sync()
         self._tab = self._never
         self._row = self._tt.none_row
+        self._lazy_ok = self._held_ok = False
+        self._pend = None
         rest = self._dec.finish()
         events = core.feed(rest) if rest else []
         message, final = core.finish()
@@ -638,78 +666,60 @@ class TokenParser:
     # -- state -------------------------------------------------------------------------------------------------
     @property
     def spans(self) -> list[dict]:
-        """With spans=True: one record per closed region, in order (see `_span_record`)."""
+        """With spans=True: one record per closed region, in order (field, open, body, close)."""
         if not self._spans_on:
             raise ValueError("token spans are off; create the parser with spans=True")
         return list(self._records)
 
     @property
     def _output(self) -> dict:
+        self._sync()
         return self._core.output
 
     def _refresh(self) -> None:
-        """Recompute the state the next token will find.
-
-        * fast (`_tab` is the mode's inert table): quiet scanner, nothing held, an open region, no spans;
-        * transition (`_pkey` is the tuple of live attempt states, ``()`` when quiet): every live attempt is
-          undecided and has no match yet, so a token's effect can come from `TokenTables.transition`;
-        * otherwise every token runs through the character engine.
-        """
+        """Recompute the token paths from the core's state (after the core has run)."""
         core = self._core
         sc = core.scanner
         self._mode = m = self._mode_index[id(sc.mode)]
         self._tab = self._never
         self._row = self._tt.none_row
-        self._pkey = None
-        self._held_ok = False
+        self._pend = None
+        self._lazy_ok = self._held_ok = False
         dec = self._dec
         if (self._spans_on or not sc.end or core.stalled or core.failed is not None or core.finished
-                or sc.scan != sc.end or core.pending or dec.first or dec.strip_left or dec.cleanup is not None
-                or dec.run):
+                or sc.scan != sc.end or getattr(core, "pending", None) or dec.first or dec.strip_left
+                or dec.cleanup is not None or dec.run or not core.opened or core.current is None
+                or self._first_re[m] is None):
             return
+        f = core.current
+        self._fname = self._names[f]
+        self._fdirty = self._dirty[f]
         attempts = sc.attempts
-        opened = core.opened and core.current is not None
-        if opened:
-            f = core.current
-            self._fname = self._names[f]
-            self._fdirty = self._dirty[f]
-            self._body_append = core.body.append
         if dec.held:
-            # Bytes of an unfinished character: while the scanner is quiet in an open region, the text
-            # the next tokens complete is region text if no character of it passes the prefilter.
-            if not attempts and opened and self._first_re[m] is not None:
-                self._held_ok = True
+            self._held_ok = not attempts
             return
         if attempts:
             for a in attempts:
                 if a.fin >= 0 or a.ends is not None:
                     return
-            self._pkey = tuple([a.state for a in attempts])
+            if sc.pos != attempts[0].start:
+                return
+            end = sc.end
+            self._pend = (tuple([(end - a.start, a.state) for a in attempts]), sc.text[sc.pos - sc.base:])
+            self._lazy_ok = True
             return
-        self._pkey = ()
-        if opened and self._fast[m] is not self._never:
-            self._tab = self._fast[m]
-            self._row = m
-            self._held_ok = self._bytes_kind
+        self._lazy_ok = True
+        self._tab = self._fast[m]
+        self._row = m
+        self._held_ok = self._bytes_kind
 
     def _sync(self) -> None:
-        """Hand the text taken on the fast path to the scanner (it needs it as history)."""
+        """Give the core the text the token paths handed out (its events were already returned)."""
         tail = self._tail
         if tail:
             text = tail[0] if len(tail) == 1 else "".join(tail)
             tail.clear()
-            sc = self._core.scanner
-            sc.push(text)
-            sc.scan = sc.end
-            sc.take(sc.end)
-
-    def _absorb(self, ids: list) -> None:
-        """Inert tokens of the current fast state whose events were handed out elsewhere (TokenStreams)."""
-        tt = self._tok_text
-        text = "".join([tt[i] for i in ids])
-        if text:
-            self._body_append(text)
-            self._tail_append(text)
+            self._core.feed(text)
 
     # -- the general path ----------------------------------------------------------------------------------------
     def _feed_general(self, ids) -> list[dict]:
@@ -724,39 +734,22 @@ class TokenParser:
             if not ids:
                 return []
         tab = self._tab
-        if tab is not self._never and len(ids) > 1:
-            parts = [tab[i] for i in ids]
-            if None not in parts:
-                s = "".join(parts)
-                self._body_append(s)
-                self._tail_append(s)
-                return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
-        if len(ids) == 1 and self._held_ok and (self._dec.held or self._tok_text[ids[0]] is None):
-            # A character split across tokens, on a quiet scanner in an open region.
-            dec = self._dec
-            text = dec.feed(ids)
-            if dec.held:
-                self._tab = self._never
-                self._row = self._tt.none_row
-                self._pkey = None
-            if not text:
-                return []
-            if self._first_re[self._mode].search(text) is None:
-                self._body_append(text)
-                self._tail_append(text)
-                if not dec.held:
-                    self._tab = self._fast[self._mode]
-                    self._row = self._mode
-                    self._pkey = ()
-                return [{"type": "region_chunk", "field": self._fname, "text": text, "dirty": self._fdirty}]
-            self._sync()
-            events = core.feed(text)
-            self._refresh()
-            return events
-        if len(ids) == 1 and self._pkey is not None:
-            eff = self._tt.transition(self._mode, self._pkey, ids[0])
-            if eff is not None:
-                return self._apply_transition(self._tok_text[ids[0]], eff)
+        if len(ids) > 1:
+            if tab is not self._never:
+                parts = [tab[i] for i in ids]
+                if None not in parts:
+                    s = "".join(parts)
+                    self._tail_append(s)
+                    return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
+        else:
+            i = ids[0]
+            if self._held_ok and (self._dec.held or self._tok_text[i] is None):
+                return self._split_char(ids)
+            if self._lazy_ok:
+                pend = self._pend
+                eff = self._tt.transition(self._mode, tuple([st for _, st in pend[0]]) if pend else (), i)
+                if eff is not None:
+                    return self._lazy_transition(self._tok_text[i], eff)
         self._sync()
         if core.stalled:
             self._dec.feed(ids)
@@ -766,7 +759,6 @@ class TokenParser:
                 and self._dec.clean()):
             d = self._delims[self._mode].get(ids[0])
             if d is not None:
-                self._dec.ntok += 1
                 events = self._apply_delimiter(self._tok_text[ids[0]], d)
                 self._refresh()
                 return events
@@ -775,49 +767,60 @@ class TokenParser:
         self._refresh()
         return events
 
-    def _apply_transition(self, text: str, eff) -> list[dict]:
-        """A token whose effect on the live attempts is known (`TokenTables.transition`): exactly what
-        `StreamParser.feed(text)` does, without stepping the characters."""
-        self._sync()
-        core = self._core
-        sc = core.scanner
-        old = sc.attempts
-        s0 = sc.end
-        sc.push(text)
-        new = []
-        for j, off, st in eff:
-            if j >= 0:
-                a = old[j]
-                a.state = st
-            else:
-                a = Attempt(s0 + off, st)
-            new.append(a)
-        sc.attempts = new
-        sc.scan = sc.end
-        out = sc.take(new[0].start if new else sc.end)
+    def _split_char(self, ids: list) -> list[dict]:
+        """A token while the decoder holds (or will hold) part of a character, on a quiet scanner in an open
+        region: the released text is region text unless some character of it passes the prefilter."""
+        dec = self._dec
+        text = dec.feed(ids)
         m = self._mode
-        if core.opened and core.current is not None and self._fast[m] is not self._never:
-            # The region stays open and the mode stays: only the attempts changed.
-            events = []
-            if out:
-                self._body_append(out)
-                events.append({"type": "region_chunk", "field": self._fname, "text": out, "dirty": self._fdirty})
-            if new:
-                self._pkey = tuple([a.state for a in new])
-                self._tab = self._never
-                self._row = self._tt.none_row
-                self._held_ok = False
-            else:
-                self._pkey = ()
+        if dec.held:
+            self._tab = self._never
+            self._row = self._tt.none_row
+            self._lazy_ok = False
+        if not text:
+            return []
+        if self._first_re[m].search(text) is None:
+            self._tail_append(text)
+            if not dec.held:
                 self._tab = self._fast[m]
                 self._row = m
-                self._held_ok = self._bytes_kind
-            return events
-        events = []
-        core._text(out, events)
-        core._flush(events)
+                self._lazy_ok = True
+            return [{"type": "region_chunk", "field": self._fname, "text": text, "dirty": self._fdirty}]
+        self._sync()
+        events = self._core.feed(text)
         self._refresh()
         return events
+
+    def _lazy_transition(self, text: str, eff) -> list[dict]:
+        """Apply a known transition (see `TokenTables.transition`) without the core: the release point is the
+        start of the first surviving attempt."""
+        pend = self._pend
+        L = len(text)
+        if pend is not None:
+            old, held = pend
+            S = tuple([(old[j][0] + L, st) if j >= 0 else (L - off, st) for j, off, st in eff])
+            text_all = held + text
+        else:
+            S = tuple([(L - off, st) for _, off, st in eff])
+            text_all = text
+        self._tail_append(text)
+        m = self._mode
+        if S:
+            keep = len(text_all) - S[0][0]
+            out = text_all[:keep]
+            self._pend = (S, text_all[keep:])
+            self._tab = self._never
+            self._row = self._tt.none_row
+            self._held_ok = False
+        else:
+            out = text_all
+            self._pend = None
+            self._tab = self._fast[m]
+            self._row = m
+            self._held_ok = self._bytes_kind
+        if out:
+            return [{"type": "region_chunk", "field": self._fname, "text": out, "dirty": self._fdirty}]
+        return []
 
     def _apply_delimiter(self, text: str, d) -> list[dict]:
         """A token that is a whole delimiter, on a quiet scanner: what `StreamParser._process` does for it."""
@@ -840,7 +843,7 @@ class TokenParser:
                 sc.restart(0, e)
             core._flush(events)
         except BaseException as ex:
-            core.failed = ex
+            _mark_failed(core, ex)
             raise
         return events
 
@@ -902,7 +905,8 @@ class _Rows:
     * further rows: P(m, S), mode m with undecided, match-free attempts ``S = ((chars back from the end,
       DFA state), ...)`` (e.g. after a token ending in "\\n" before a ``\\s*</think>`` delimiter).
 
-    ``next[row * V + token]`` is the row a token leads to when that is known without the engine: Q(m)->Q(m)
+    ``next[row * V + token]`` is (the offset ``row * V`` of) the row a token leads to when that is known
+    without the engine: Q(m)->Q(m)
     for inert tokens, Q(m)->P(m, S) for a token whose effect from a quiet scanner is S (filled in the first
     time the engine has handled that token), P(m, S)->Q(m) for an inert token whose first character kills
     every attempt in S; -1 otherwise.
@@ -915,11 +919,11 @@ class _Rows:
         self.V = V = tt.size
         self.n_modes = tt.n_modes
         self.none = tt.none_row
-        base = tt.flat.astype(np.int32).reshape(tt.n_modes + 1, V)
-        nxt = np.full((tt.n_modes + 1, V), -1, dtype=np.int32)
+        base = tt.flat.reshape(tt.n_modes + 1, V)
+        nxt = np.full((tt.n_modes + 1, V), -1, dtype=np.int64)
         for m in range(tt.n_modes):
-            nxt[m][base[m] == 1] = m
-        self.next = nxt.reshape(-1)
+            nxt[m][base[m] == 1] = m * V
+        self.next = nxt.reshape(-1)  # entries are row offsets (row * V): a gather gives the next offsets
         self.info: list = [("Q", m, (), 0) for m in range(tt.n_modes)] + [("NONE", -1, (), 0)]
         self.keys: dict = {}
         cmap = tt.compiled.tables.cmap
@@ -942,7 +946,7 @@ class _Rows:
             kill = np.array(tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
             V = self.V
             inert = tt.flat[mode * V:(mode + 1) * V].astype(bool)
-            row = np.where(inert & kill[self.first_cls], mode, -1).astype(np.int32)
+            row = np.where(inert & kill[self.first_cls], mode * V, -1).astype(np.int64)
             r = len(self.info)
             self.next = np.concatenate([self.next, row])  # readers keep the old array until they reload
             self.info.append(("P", mode, S, S[0][0]))
@@ -950,23 +954,26 @@ class _Rows:
             return r
 
     def learn(self, mode: int, token: int, row: int) -> None:
-        self.next[mode * self.V + token] = row
+        self.next[mode * self.V + token] = row * self.V
 
 
 class StepEvents(Sequence):
     """The per-stream events of one `TokenStreams.step`: ``events[b]`` is stream b's list of events.
 
-    Events of streams that stayed in their fast state are built when read. ``slow`` lists the streams whose
-    token was not a plain inert token (their events were built in the step); ``errors`` maps a stream to the
+    Events of streams whose token was handled by the row tables (no character engine) are built when read;
+    ``slow`` lists the streams that ran their parser's engine in this step; ``errors`` maps a stream to the
     exception its parser raised (reading that stream's events re-raises it).
     """
 
-    __slots__ = ("_owner", "_ids", "_rows", "_slow", "errors")
+    __slots__ = ("_owner", "_ids", "_old", "_new", "_held_tok", "_held_str", "_slow", "errors")
 
-    def __init__(self, owner, ids, rows, slow, errors):
+    def __init__(self, owner, ids, old, new, held_tok, held_str, slow, errors):
         self._owner = owner
         self._ids = ids
-        self._rows = rows
+        self._old = old  # row offsets before the step
+        self._new = new  # row offsets after (None: unchanged)
+        self._held_tok = held_tok
+        self._held_str = held_str
         self._slow = slow
         self.errors = errors
 
@@ -990,8 +997,26 @@ class StepEvents(Sequence):
         if i < 0:
             return []
         o = self._owner
-        f = o._mode_field[int(self._rows[b])]
-        return [{"type": "region_chunk", "field": o._names[f], "text": o._tok_text[i], "dirty": o._dirty[f]}]
+        V = o._size
+        old = int(self._old[b]) // V
+        text = o._tok_text[i]
+        info = o._R.info
+        if self._new is not None:
+            new = int(self._new[b]) // V
+            if new != old:
+                kind, m, S, back = info[new]
+                if kind == "P":  # Q(m) -> P(m, S): the attempts hold the last `back` characters
+                    text = text[:len(text) - back]
+                    if not text:
+                        return []
+                else:  # P(m, S) -> Q(m): the held characters and the token are region text
+                    back = info[old][3]
+                    h = int(self._held_tok[b])
+                    held = o._tok_text[h][len(o._tok_text[h]) - back:] if h >= 0 else self._held_str[b]
+                    text = held + text
+                old = new
+        f = o._mode_field[info[old][1]]
+        return [{"type": "region_chunk", "field": o._names[f], "text": text, "dirty": o._dirty[f]}]
 
 
 class TokenStreams:
@@ -1001,11 +1026,12 @@ class TokenStreams:
     take a token in this step (the others are left alone). Returns `StepEvents`. ``finalize(b)`` ends one
     stream (``(message, final_events)``); ``finalize_all()`` ends every stream still open.
 
-    Each stream has a row (see `_Rows`); one numpy gather finds every stream's next row. Streams whose row
-    does not change (an inert token in the fast state) cost no Python work at all: the token id goes to a
-    ring buffer and its text reaches the stream's parser the next time that stream needs the character
-    engine (or the buffer wraps). Known transitions to and from pending-attempt rows cost a few Python
-    operations; everything else runs through the stream's own `TokenParser`.
+    Each stream has a row (see `_Rows`); one numpy gather finds every stream's next row, and the known
+    transitions (inert tokens, tokens ending in whitespace before a ``\\s*`` delimiter and the tokens after
+    them) are applied with numpy too, so those streams cost no Python work per stream: the token id goes to a
+    ring buffer, the events are built when read, and the text reaches the stream's parser the next time that
+    stream needs the character engine (or the buffer wraps). Only the other tokens run through the stream's
+    own `TokenParser`.
     """
 
     def __init__(self, binding: TokenBinding, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
@@ -1019,20 +1045,17 @@ class TokenStreams:
         tt = binding.tables
         self._tt = tt
         self._R = tt.batch_rows(_Rows)
-        self._size = binding.vocab.size
+        self._size = V = binding.vocab.size
         self._nm = tt.n_modes
         self._none = tt.none_row
         self._mode_field = tt.mode_field
         self._names = tt.field_names
         self._dirty = binding.compiled.tables.dirty
         self._tok_text = binding.vocab.tok_text
-        self._held = [""] * n  # P rows: the text the pending attempts hold
-        self._rows = np.zeros(n, dtype=np.int64)
-        self._start_rows = [0] * n  # row at the start of each stream's deferred segment
-        for b, p in enumerate(self.parsers):
-            self._rows[b] = self._row_of(b, p)
-            self._start_rows[b] = int(self._rows[b])
-        self._rowoff = self._rows * self._size
+        self._held_str = [""] * n  # P rows entered by the engine: the text the pending attempts hold
+        self._held_tok = np.full(n, -1, dtype=np.int64)  # P rows entered by a token: that token
+        rows = np.array([self._row_of(b, p) for b, p in enumerate(self.parsers)], dtype=np.int64)
+        self._rowoff = rows * V
         self._cap = capacity
         self._buf = np.empty((capacity, n), dtype=np.int64)
         self._since = [0] * n
@@ -1047,16 +1070,16 @@ class TokenStreams:
         """The row for parser `p`'s current state (and the text its pending attempts hold)."""
         if p._tab is not p._never:
             return p._mode
-        core = p._core
-        if (p._pkey and core.opened and core.current is not None and self._mode_field[p._mode] == core.current):
-            sc = core.scanner
-            end = sc.end
-            S = tuple((end - a.start, a.state) for a in sc.attempts)
-            if sc.pos == sc.attempts[0].start:
-                r = self._R.pending_row(p._mode, S)
-                if r != self._none:
-                    self._held[b] = sc.text[sc.pos - sc.base:]
-                return r
+        if p._pend is not None and p._lazy_ok:
+            S, held = p._pend
+            r = self._R.pending_row(p._mode, S)
+            if r != self._none:
+                self._held_str[b] = held
+                if self._held_tok[b] >= 0:
+                    ht = self._held_tok.copy()
+                    ht[b] = -1
+                    self._held_tok = ht
+            return r
         return self._none
 
     def step(self, ids, active=None) -> StepEvents:
@@ -1067,14 +1090,15 @@ class TokenStreams:
         ids = a.astype(np.int64).reshape(-1)  # always a copy: the lazy events of this step keep it
         if ids.shape != (n,):
             raise ValueError(f"step() takes one token id per stream ({n}), got shape {a.shape}")
-        rows = self._rows
+        rowoff = self._rowoff
         u = ids.view(np.uint64)
+        R = self._R
         if active is None:
             if u.max() >= V:
                 bad = np.flatnonzero(u >= V)[0]
                 raise _out_of_range(int(ids[bad]), V, f" (stream {bad})")
-            nxt = self._R.next[self._rowoff + ids]
-            same = nxt == rows
+            nxt = R.next[rowoff + ids]
+            same = nxt == rowoff
         else:
             act = np.asarray(active, dtype=bool).reshape(-1)
             if act.shape != (n,):
@@ -1084,13 +1108,13 @@ class TokenStreams:
                 bad = np.flatnonzero(badm)[0]
                 raise _out_of_range(int(ids[bad]), V, f" (stream {bad})")
             ids[~act] = -1
-            nxt = self._R.next[self._rowoff + np.where(act, ids, 0)]
-            same = (nxt == rows) | ~act
+            nxt = R.next[rowoff + np.where(act, ids, 0)]
+            same = (nxt == rowoff) | ~act
         r = self._r
         self._buf[r] = ids
         self._r = r + 1
         if same.all():
-            out = StepEvents(self, ids, rows, None, None)
+            out = StepEvents(self, ids, rowoff, None, None, None, None, None)
         else:
             out = self._changes(ids, nxt, same, r)
         if self._r == self._cap:
@@ -1098,51 +1122,56 @@ class TokenStreams:
         return out
 
     def _changes(self, ids, nxt, same, r) -> StepEvents:
+        V = self._size
+        old = self._rowoff
+        new = old.copy()
+        idx = np.flatnonzero(~same)
+        nx = nxt[idx]
+        ok = nx >= 0
+        held_tok = self._held_tok
+        held_str = None
+        if ok.any():
+            kidx = idx[ok]
+            knx = nx[ok]
+            new[kidx] = knx
+            p_first = (self._none + 1) * V
+            into_p = knx >= p_first
+            from_p = old[kidx] >= p_first
+            if from_p.any():  # P -> Q from an engine-entered P: keep the held text for the lazy events
+                eng = kidx[from_p & (held_tok[kidx] < 0)]
+                if eng.size:
+                    held_str = {b: self._held_str[b] for b in eng.tolist()}
+            if into_p.any():
+                ht = held_tok.copy()
+                ht[kidx[into_p]] = ids[kidx[into_p]]
+                self._held_tok = ht
         slow: dict = {}
         errors: dict = {}
-        old = self._rows
-        rows = old.copy()  # the old array stays with the lazy events of this step
-        info = self._R.info
-        tok_text, held, names, dirty, mf = self._tok_text, self._held, self._names, self._dirty, self._mode_field
-        for b in np.flatnonzero(~same).tolist():
-            nr = int(nxt[b])
-            i = int(ids[b])
-            if nr >= 0:  # a known transition: Q(m) -> P(m, S) or P(m, S) -> Q(m)
-                kind, m, S, back = info[nr]
-                f = mf[m]
-                if kind == "P":
-                    text = tok_text[i]
-                    keep = len(text) - back
-                    held[b] = text[keep:]
-                    slow[b] = [{"type": "region_chunk", "field": names[f], "text": text[:keep],
-                                "dirty": dirty[f]}] if keep > 0 else []
-                else:
-                    text = held[b] + tok_text[i]
-                    held[b] = ""
-                    slow[b] = [{"type": "region_chunk", "field": names[f], "text": text, "dirty": dirty[f]}]
-                rows[b] = nr
-                continue
-            p = self.parsers[b]
-            prev = int(old[b])
-            try:
-                self._catch_up(b, r)
-                slow[b] = p.feed_tokens(i)
-            except Exception as e:  # one stream's failure does not stop the others
-                errors[b] = e
-                slow[b] = []
-            self._since[b] = r + 1
-            nr = self._row_of(b, p)
-            if prev < self._nm and info[nr][0] == "P" and info[nr][1] == prev:
-                eff = self._tt.transition(prev, (), i)
-                if eff is not None:
-                    text = tok_text[i]
-                    if tuple((len(text) - off, st) for _, off, st in eff) == info[nr][2]:
-                        self._R.learn(prev, i, nr)
-            rows[b] = nr
-            self._start_rows[b] = nr
-        self._rows = rows
-        self._rowoff = rows * self._size
-        return StepEvents(self, ids, old, slow, errors or None)
+        if not ok.all():
+            self._rowoff = new  # _catch_up reads the rows the deferred tokens ended in (unchanged for these)
+            info = self._R.info
+            tok_text = self._tok_text
+            for b in idx[~ok].tolist():
+                p = self.parsers[b]
+                i = int(ids[b])
+                prev = int(old[b]) // V
+                try:
+                    self._catch_up(b, r)
+                    slow[b] = p.feed_tokens(i)
+                except Exception as e:  # one stream's failure does not stop the others
+                    errors[b] = e
+                    slow[b] = []
+                self._since[b] = r + 1
+                nr = self._row_of(b, p)
+                if prev < self._nm and info[nr][0] == "P" and info[nr][1] == prev:
+                    eff = self._tt.transition(prev, (), i)
+                    if eff is not None:
+                        text = tok_text[i]
+                        if tuple((len(text) - off, st) for _, off, st in eff) == info[nr][2]:
+                            self._R.learn(prev, i, nr)
+                new[b] = nr * V
+        self._rowoff = new
+        return StepEvents(self, ids, old, new, held_tok, held_str, slow or None, errors or None)
 
     def _catch_up(self, b: int, upto: int | None = None) -> None:
         """Bring stream b's parser up to date with the tokens handled by rows since its last engine step."""
@@ -1158,23 +1187,8 @@ class TokenStreams:
             return
         p = self.parsers[b]
         tt = self._tok_text
-        text = "".join([tt[i] for i in lst])
-        end_row = int(self._rows[b])
-        kind, m, S, back = self._R.info[end_row]
+        p._tail.append("".join([tt[i] for i in lst]))
         p._sync()
-        core = p._core
-        sc = core.scanner
-        sc.push(text)
-        sc.scan = sc.end
-        if kind == "P":
-            sc.attempts = [Attempt(sc.end - off, st) for off, st in S]
-            out = sc.take(sc.end - back)
-        else:
-            sc.attempts = []
-            out = sc.take(sc.end)
-        if out:
-            core.body.append(out)
-        self._start_rows[b] = end_row
         p._refresh()
 
     def _wrap(self) -> None:
@@ -1189,10 +1203,9 @@ class TokenStreams:
         """End stream `b`; returns its `(message, final_events)`. Later steps must mark it inactive."""
         self._catch_up(b)
         self.done[b] = True
-        rows = self._rows.copy()
-        rows[b] = self._none
-        self._rows = rows
-        self._rowoff = rows * self._size
+        rowoff = self._rowoff.copy()
+        rowoff[b] = self._none * self._size
+        self._rowoff = rowoff
         return self.parsers[b].finalize()
 
     def finalize_all(self) -> list:
