@@ -19,6 +19,7 @@ from .runtime.coerce import coerce as _coerce
 from .runtime.coerce import coerce_tool_calls
 from .runtime.coerce import schema_types as _schema_types
 from .runtime.coerce import tool_params
+from .runtime.oneshot import parse_whole
 from .runtime.parser import StreamParser
 
 __all__ = ["ResponseParser", "parse_response", "_coerce", "_schema_types"]
@@ -84,7 +85,10 @@ class ResponseParser:
 def parse_response(text: str, response_template: dict | CompiledTemplate, *, prefix: str | None = None,
                    tools: list[dict | Callable] | None = None) -> dict:
     """Parse a complete generation into a message dict (see ResponseParser)."""
-    parser = ResponseParser(response_template, prefix=prefix, tools=tools)
-    parser.feed(text)
-    message, _ = parser.finalize()
-    return message
+    compiled = compile_template(response_template)
+    if prefix is None:
+        raise ValueError(_PREFIX_REQUIRED)
+    params = tool_params(_tool_schemas(tools))
+    head = compiled.tables.cut_prefix(prefix) if prefix else ""
+    # The whole text is known: decide delimiters with `regex` at each candidate (see runtime/oneshot.py).
+    return parse_whole(compiled.tables, params, head + text)

@@ -143,6 +143,11 @@ def _compare(template, text, cuts, prefix=""):
         assume(False)
     one = run_chatparse(template, [text], prefix=prefix)
     assert one == ref
+    try:
+        whole = ("ok", chatparse.parse_response(text, template, prefix=prefix))
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        whole = ("error", type(e).__name__)
+    assert whole == ref[:2]
     chunks = split(text, cuts)
     streamed = run_chatparse(template, chunks, prefix=prefix)
     assert streamed == ref

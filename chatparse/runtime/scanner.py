@@ -54,7 +54,6 @@ class Scanner:
 
     def set_mode(self, mode_index: int) -> None:
         self.mode = self.t.modes[mode_index]
-        self.mpat = [self.t.patterns[i] for i in self.mode.patterns]
 
     def restart(self, mode_index: int, at: int) -> None:
         """Continue from offset `at` (just after a committed delimiter) in another mode."""

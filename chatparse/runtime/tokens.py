@@ -632,7 +632,6 @@ class TokenParser:
         self._mode = 0
         self._pend = None  # lazy pending attempts: (((chars back from the end, state), ...), held text)
         self._lazy_ok = False  # the transition table applies (quiet or `_pend`, open region, decoder clean)
-        self._held_ok = False  # quiet, open region: split characters can be handled without the engine
         self._fname = None
         self._fdirty = False
         self._refresh()
@@ -656,7 +655,7 @@ class TokenParser:
         self._sync()
         self._tab = self._never
         self._row = self._tt.none_row
-        self._lazy_ok = self._held_ok = False
+        self._lazy_ok = False
         self._pend = None
         rest = self._dec.finish()
         events = core.feed(rest) if rest else []
@@ -684,20 +683,17 @@ class TokenParser:
         self._tab = self._never
         self._row = self._tt.none_row
         self._pend = None
-        self._lazy_ok = self._held_ok = False
+        self._lazy_ok = False
         dec = self._dec
         if (self._spans_on or not sc.end or core.stalled or core.failed is not None or core.finished
                 or sc.scan != sc.end or getattr(core, "pending", None) or dec.first or dec.strip_left
-                or dec.cleanup is not None or dec.run or not core.opened or core.current is None
+                or dec.cleanup is not None or not core.opened or core.current is None
                 or self._first_re[m] is None):
             return
         f = core.current
         self._fname = self._names[f]
         self._fdirty = self._dirty[f]
         attempts = sc.attempts
-        if dec.held:
-            self._held_ok = not attempts
-            return
         if attempts:
             for a in attempts:
                 if a.fin >= 0 or a.ends is not None:
@@ -709,9 +705,9 @@ class TokenParser:
             self._lazy_ok = True
             return
         self._lazy_ok = True
-        self._tab = self._fast[m]
-        self._row = m
-        self._held_ok = self._bytes_kind
+        if not dec.held and not dec.run:
+            self._tab = self._fast[m]
+            self._row = m
 
     def _sync(self) -> None:
         """Give the core the text the token paths handed out (its events were already returned)."""
@@ -741,15 +737,27 @@ class TokenParser:
                     s = "".join(parts)
                     self._tail_append(s)
                     return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
-        else:
+        elif self._lazy_ok:
             i = ids[0]
-            if self._held_ok and (self._dec.held or self._tok_text[i] is None):
-                return self._split_char(ids)
-            if self._lazy_ok:
+            dec = self._dec
+            if (self._pend is None and not dec.held and not dec.run and self._delims[self._mode].get(i)
+                    is not None):
+                pass  # a whole delimiter: one step below
+            else:
+                text = dec.feed(ids)
+                if dec.held or dec.run:
+                    self._tab = self._never
+                    self._row = self._tt.none_row
+                if not text:
+                    return []
                 pend = self._pend
-                eff = self._tt.transition(self._mode, tuple([st for _, st in pend[0]]) if pend else (), i)
+                eff = self._tt.transition(self._mode, tuple([st for _, st in pend[0]]) if pend else (), text)
                 if eff is not None:
-                    return self._lazy_transition(self._tok_text[i], eff)
+                    return self._lazy_transition(text, eff)
+                self._sync()
+                events = core.feed(text)
+                self._refresh()
+                return events
         self._sync()
         if core.stalled:
             self._dec.feed(ids)
@@ -764,30 +772,6 @@ class TokenParser:
                 return events
         text = self._dec.feed(ids)
         events = core.feed(text) if text else []
-        self._refresh()
-        return events
-
-    def _split_char(self, ids: list) -> list[dict]:
-        """A token while the decoder holds (or will hold) part of a character, on a quiet scanner in an open
-        region: the released text is region text unless some character of it passes the prefilter."""
-        dec = self._dec
-        text = dec.feed(ids)
-        m = self._mode
-        if dec.held:
-            self._tab = self._never
-            self._row = self._tt.none_row
-            self._lazy_ok = False
-        if not text:
-            return []
-        if self._first_re[m].search(text) is None:
-            self._tail_append(text)
-            if not dec.held:
-                self._tab = self._fast[m]
-                self._row = m
-                self._lazy_ok = True
-            return [{"type": "region_chunk", "field": self._fname, "text": text, "dirty": self._fdirty}]
-        self._sync()
-        events = self._core.feed(text)
         self._refresh()
         return events
 
@@ -811,13 +795,12 @@ class TokenParser:
             self._pend = (S, text_all[keep:])
             self._tab = self._never
             self._row = self._tt.none_row
-            self._held_ok = False
         else:
             out = text_all
             self._pend = None
-            self._tab = self._fast[m]
-            self._row = m
-            self._held_ok = self._bytes_kind
+            if not self._dec.held and not self._dec.run:
+                self._tab = self._fast[m]
+                self._row = m
         if out:
             return [{"type": "region_chunk", "field": self._fname, "text": out, "dirty": self._fdirty}]
         return []
@@ -1070,7 +1053,7 @@ class TokenStreams:
         """The row for parser `p`'s current state (and the text its pending attempts hold)."""
         if p._tab is not p._never:
             return p._mode
-        if p._pend is not None and p._lazy_ok:
+        if p._pend is not None and p._lazy_ok and not p._dec.held and not p._dec.run:
             S, held = p._pend
             r = self._R.pending_row(p._mode, S)
             if r != self._none:
@@ -1163,18 +1146,19 @@ class TokenStreams:
                     slow[b] = []
                 self._since[b] = r + 1
                 nr = self._row_of(b, p)
-                if prev < self._nm and info[nr][0] == "P" and info[nr][1] == prev:
-                    eff = self._tt.transition(prev, (), i)
-                    if eff is not None:
-                        text = tok_text[i]
-                        if tuple((len(text) - off, st) for _, off, st in eff) == info[nr][2]:
-                            self._R.learn(prev, i, nr)
+                text = tok_text[i]
+                if prev < self._nm and info[nr][0] == "P" and info[nr][1] == prev and text:
+                    eff = self._tt.transition(prev, (), text)
+                    if eff is not None and tuple((len(text) - off, st) for _, off, st in eff) == info[nr][2]:
+                        self._R.learn(prev, i, nr)
                 new[b] = nr * V
         self._rowoff = new
         return StepEvents(self, ids, old, new, held_tok, held_str, slow or None, errors or None)
 
     def _catch_up(self, b: int, upto: int | None = None) -> None:
-        """Bring stream b's parser up to date with the tokens handled by rows since its last engine step."""
+        """Hand stream b's parser the tokens its rows handled since its last own step: their text joins the
+        parser's deferred text (the core sees it on the parser's next engine step) and the parser's token
+        state becomes the row's."""
         r = self._r if upto is None else upto
         s0 = self._since[b]
         self._since[b] = r
@@ -1187,9 +1171,20 @@ class TokenStreams:
             return
         p = self.parsers[b]
         tt = self._tok_text
-        p._tail.append("".join([tt[i] for i in lst]))
-        p._sync()
-        p._refresh()
+        p._tail_append("".join([tt[i] for i in lst]))
+        kind, m, S, back = self._R.info[int(self._rowoff[b]) // self._size]
+        p._mode = m
+        p._lazy_ok = True
+        if kind == "P":
+            h = int(self._held_tok[b])
+            held = tt[h][len(tt[h]) - back:] if h >= 0 else self._held_str[b]
+            p._pend = (S, held)
+            p._tab = p._never
+            p._row = self._none
+        else:
+            p._pend = None
+            p._tab = p._fast[m]
+            p._row = m
 
     def _wrap(self) -> None:
         r = self._r

@@ -1,0 +1,608 @@
+"""Token tables: what each token of a tokenizer decodes to, and what it can do in each parser mode.
+
+Two layers, both built once and cached:
+
+* `TokenVocab` (per tokenizer): every token's bytes or text, derived from the vocabulary and the decoder
+  configuration exactly as `tokenizers` decodes them, so that decoding a token sequence here gives the same
+  string as the tokenizer's own ``decode(ids, skip_special_tokens=False)``:
+
+  - byte-level BPE (``ByteLevel`` decoder; GPT-2, Llama 3, Qwen, tekken...): a token's characters are mapped
+    back through the GPT-2 byte map (a token with a character outside the map is taken as its UTF-8, which is
+    what the decoder does for added tokens such as ``<｜end▁of▁sentence｜>``); the text is the concatenated
+    bytes decoded as UTF-8 with ``errors="replace"`` (one U+FFFD per maximal invalid subpart, the same rule as
+    Rust's ``String::from_utf8_lossy``);
+  - SentencePiece style (``Replace(▁→ ) + ByteFallback + Fuse + Strip`` or ``Metaspace``): a piece's ``▁``
+    becomes a space; ``<0xXX>`` tokens are bytes, and a run of them decodes as UTF-8 when valid and as one
+    U+FFFD per byte when not (``ByteFallback``); ``Strip`` removes leading spaces of the whole text and
+    ``Metaspace`` drops the ``▁`` of the first token;
+  - added and special tokens go through the same decoder as their literal content (``<think>`` decodes as
+    ``<think>``); with ``skip_special_tokens=True`` special tokens vanish like in ``decode``;
+  - anything else (a WordPiece decoder, no decoder, a slow tokenizer whose tokens do not decode on their own)
+    is refused with a ValueError that names the decoder or the tokens whose text cannot be derived.
+
+  A bind-time self check decodes a few random sequences both ways and refuses on any difference.
+
+* `TokenTables` (per compiled template x vocab): for every parser mode, which tokens are *inert* (their text
+  cannot start a delimiter attempt while the scanner is quiet: no character of it passes the mode's
+  two-character prefilter, so feeding it is O(1)), and which tokens are a *whole delimiter* (a special token
+  such as ``<think>`` or ``<|im_end|>`` that opens or closes a region in one step).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import regex
+
+from ..runtime.scanner import Attempt, Scanner
+
+__all__ = ["TokenVocab", "TokenTables", "vocab_for", "tables_for", "bytes_to_unicode"]
+
+_MAX_NAMED = 12  # how many offending tokens a refusal message lists
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """The GPT-2 byte map: every byte to a printable character (the ByteLevel pre-tokenizer's alphabet)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+_BYTE_OF = {c: b for b, c in bytes_to_unicode().items()}
+_TO_LATIN1 = {ord(c): chr(b) for c, b in _BYTE_OF.items()}
+_OUTSIDE_MAP = regex.compile("[^" + "".join(regex.escape(c) for c in sorted(_BYTE_OF)) + "]")
+_BYTE_TOKEN = regex.compile(r"<0x(?:[0-9A-Fa-f]{2}|\+[0-9A-Fa-f])>")
+
+
+def _byte_level_bytes(token: str) -> bytes:
+    """What the ByteLevel decoder turns one token string into."""
+    if _OUTSIDE_MAP.search(token) is None:
+        return token.translate(_TO_LATIN1).encode("latin-1")
+    return token.encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The vocabulary
+# --------------------------------------------------------------------------------------------------------------
+class TokenVocab:
+    """Every token's contribution to the decoded text, for one tokenizer (see the module docstring).
+
+    Attributes used by the runtime:
+
+    * ``kind``: ``"bytes"`` (text = lossy UTF-8 of the concatenated token bytes) or ``"pieces"`` (text =
+      pieces concatenated, runs of byte tokens decoded strictly or as one U+FFFD per byte).
+    * ``size``: number of ids (ids ``0 <= id < size`` are valid; an id without a token decodes to nothing,
+      as in ``decode``).
+    * ``tok_bytes[id]``: the token's bytes (``bytes`` kind) or the UTF-8 of its piece (``pieces`` kind).
+    * ``tok_text[id]``: the token's text when it decodes the same on its own as in any context (complete
+      UTF-8, not a byte token), else None. ``""`` for tokens that decode to nothing.
+    * ``byte_val[id]``: for ``pieces``: the byte of a ``<0xXX>`` token, else -1.
+    * ``skip[id]``: the token is dropped before decoding (no token for that id, or a skipped special token).
+    * ``first_text``: ``pieces`` with a Metaspace decoder: the text of a token when it is the first one.
+    * ``strip_char`` / ``strip_start``: up to ``strip_start`` leading ``strip_char`` of the whole text go.
+    * ``cleanup``: transformers' ``clean_up_tokenization`` runs on the decoded text.
+    """
+
+    def __init__(self, *, kind: str, tok_bytes: list, byte_val: np.ndarray | None, skip: np.ndarray,
+                 strip_char: str = " ", strip_start: int = 0, first_text: dict | None = None,
+                 cleanup: bool = False, name: str = "tokenizer"):
+        self.kind = kind
+        self.size = len(tok_bytes)
+        self.tok_bytes = tok_bytes
+        self.skip = skip
+        self.strip_char = strip_char
+        self.strip_start = strip_start
+        self.cleanup = cleanup
+        self.name = name
+        self.byte_val = byte_val if byte_val is not None else np.full(self.size, -1, dtype=np.int16)
+        self.byte_val_list = self.byte_val.tolist()
+        texts: list = []
+        if kind == "bytes":
+            for i, b in enumerate(tok_bytes):
+                try:
+                    texts.append(b.decode("utf-8"))
+                except UnicodeDecodeError:
+                    texts.append(None)
+        else:
+            bv = self.byte_val_list
+            texts = [None if bv[i] >= 0 else b.decode("utf-8") for i, b in enumerate(tok_bytes)]
+        for i in np.flatnonzero(skip).tolist():
+            texts[i] = ""
+        self.tok_text = texts
+        # Metaspace: the first token of a decode drops its "▁" instead of turning them into spaces.
+        self.first_text: dict = dict(first_text or {})
+        self.has_bytes_tokens = bool((self.byte_val >= 0).any())
+        # Tokens whose text is not available on its own (incomplete UTF-8, byte tokens).
+        self.n_partial = sum(1 for t in texts if t is None)
+
+    # -- whole-sequence decoding (the reference for the incremental decoders in runtime/tokens.py) -----------
+    def decode(self, ids) -> str:
+        """Decode a sequence of ids exactly like the tokenizer does (ids must be in range)."""
+        ids = [i for i in ids if not self.skip[i]]
+        if self.kind == "bytes":
+            text = b"".join([self.tok_bytes[i] for i in ids]).decode("utf-8", "replace")
+        else:
+            out = []
+            run = bytearray()
+            bv = self.byte_val_list
+            for k, i in enumerate(ids):
+                b = bv[i]
+                if b >= 0:
+                    run.append(b)
+                    continue
+                if run:
+                    out.append(decode_run(run))
+                    run = bytearray()
+                if k == 0 and i in self.first_text:
+                    out.append(self.first_text[i])
+                else:
+                    out.append(self.tok_text[i])
+            if run:
+                out.append(decode_run(run))
+            text = "".join(out)
+        if self.strip_start:
+            n = 0
+            while n < self.strip_start and n < len(text) and text[n] == self.strip_char:
+                n += 1
+            text = text[n:]
+        if self.cleanup:
+            text = clean_up_tokenization(text)
+        return text
+
+
+def decode_run(run) -> str:
+    """A run of ByteFallback byte tokens: strict UTF-8, or one U+FFFD per byte when invalid."""
+    try:
+        return bytes(run).decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd" * len(run)
+
+
+CLEANUP_RULES = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                 (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+
+
+def clean_up_tokenization(text: str) -> str:
+    """transformers' `clean_up_tokenization` (the same chain of replaces)."""
+    for old, new in CLEANUP_RULES:
+        text = text.replace(old, new)
+    return text
+
+
+# -- building a vocab from a tokenizer ----------------------------------------------------------------------------
+def _decoder_steps(state: dict) -> list[dict]:
+    if state is None:
+        return []
+    if state.get("type") == "Sequence":
+        out = []
+        for d in state.get("decoders", []):
+            out.extend(_decoder_steps(d))
+        return out
+    return [state]
+
+
+def _describe(steps: list[dict]) -> str:
+    return " + ".join(s.get("type", "?") for s in steps) or "no decoder"
+
+
+def _plan(steps: list[dict]) -> dict:
+    """Recognise the decoder chain; raise ValueError for one chatparse cannot reproduce incrementally.
+
+    Supported (after flattening Sequences):
+    ``ByteLevel [Strip]``, ``[Replace(▁→ )] [ByteFallback] [Fuse] [Strip]`` and ``Metaspace [Fuse] [Strip]``,
+    where Strip removes leading characters only and, for pieces, comes after Fuse (it then sees the whole text).
+    """
+    names = [s.get("type") for s in steps]
+    why = f"chatparse cannot derive token text for a tokenizer with decoder {_describe(steps)}"
+    if not steps:
+        raise ValueError(why + " (tokenizers then joins tokens with spaces); only byte-level BPE and "
+                         "SentencePiece-style decoders are supported")
+    plan = {"kind": "pieces", "replace": False, "byte_fallback": False, "strip_start": 0, "strip_char": " ",
+            "metaspace_first": False}
+    i = 0
+
+    def at(name):
+        return i < len(steps) and names[i] == name
+
+    if at("ByteLevel"):
+        plan["kind"] = "bytes"
+        i += 1
+    elif at("Metaspace"):
+        s = steps[i]
+        if s.get("replacement") != "\u2581":
+            raise ValueError(why + " (Metaspace must use the replacement '▁')")
+        plan["replace"] = True
+        plan["metaspace_first"] = s.get("prepend_scheme", "always") != "never"
+        i += 1
+    else:
+        if at("Replace"):
+            s = steps[i]
+            if s.get("pattern", {}).get("String") != "\u2581" or s.get("content") != " ":
+                raise ValueError(why + " (only Replace('▁', ' ') is supported)")
+            plan["replace"] = True
+            i += 1
+        if at("ByteFallback"):
+            plan["byte_fallback"] = True
+            i += 1
+    fused = plan["kind"] == "bytes"
+    if at("Fuse"):
+        fused = True
+        i += 1
+    if at("Strip"):
+        s = steps[i]
+        if s.get("stop", 0) != 0 or len(s.get("content", " ")) != 1 or not fused:
+            raise ValueError(why + " (only a Strip of leading characters after Fuse is supported)")
+        plan["strip_start"] = int(s.get("start", 0))
+        plan["strip_char"] = s.get("content", " ")
+        i += 1
+    if i != len(steps):
+        raise ValueError(why + f" (unsupported step {names[i]!r} at position {i})")
+    return plan
+
+
+def _vocab_from_backend(tok, *, skip_special_tokens: bool, cleanup: bool, name: str) -> TokenVocab:
+    """Build from a `tokenizers.Tokenizer`."""
+    state = json.loads(tok.decoder.__getstate__()) if tok.decoder is not None else None
+    model_state = type(tok.model).__name__
+    plan = _plan(_decoder_steps(state))
+    vocab = tok.get_vocab(with_added_tokens=True)
+    added = tok.get_added_tokens_decoder()
+    size = max(list(vocab.values()) + list(added.keys()) + [tok.get_vocab_size(with_added_tokens=True) - 1]) + 1
+    while tok.id_to_token(size) is not None:
+        size += 1
+    # id_to_token is what decode uses (added vocabulary first, then the model); get_vocab can lose ids
+    # whose string is also an added token.
+    id_to_token = tok.id_to_token
+    strings: list = [id_to_token(i) for i in range(size)]
+    skip = np.zeros(size, dtype=bool)
+    for i, s in enumerate(strings):
+        if s is None:
+            skip[i] = True
+    if skip_special_tokens:
+        for i, at in added.items():
+            if at.special:
+                skip[i] = True
+    byte_val = None
+    if plan["kind"] == "bytes":
+        tok_bytes = [b"" if s is None else _byte_level_bytes(s) for s in strings]
+    else:
+        byte_val = np.full(size, -1, dtype=np.int16)
+        if plan["byte_fallback"]:
+            for i, s in enumerate(strings):
+                if s is not None and len(s) == 6 and _BYTE_TOKEN.fullmatch(s):
+                    byte_val[i] = int(s[3:5], 16)
+        pieces = ["" if s is None else s for s in strings]
+        raw = pieces
+        if plan["replace"]:
+            pieces = [p.replace("\u2581", " ") for p in pieces]
+        tok_bytes = [p.encode("utf-8") for p in pieces]
+        for i in np.flatnonzero(byte_val >= 0).tolist():
+            tok_bytes[i] = bytes([int(byte_val[i])])
+    first_text = None
+    if plan["kind"] == "pieces" and plan["metaspace_first"]:
+        first_text = {i: p.replace("\u2581", "") for i, p in enumerate(raw) if "\u2581" in p and not skip[i]}
+    v = TokenVocab(kind=plan["kind"], tok_bytes=tok_bytes, byte_val=byte_val, skip=skip,
+                   strip_char=plan["strip_char"], strip_start=plan["strip_start"], first_text=first_text,
+                   cleanup=cleanup, name=name)
+    v.model_type = model_state
+    return v
+
+
+def _vocab_from_texts(decode_one, size: int, *, skip: np.ndarray, name: str) -> TokenVocab:
+    """Generic fallback: every token must decode on its own to a fixed text (checked later by self-check)."""
+    tok_bytes = []
+    bad = []
+    for i in range(size):
+        if skip[i]:
+            tok_bytes.append(b"")
+            continue
+        t = decode_one(i)
+        if not isinstance(t, str) or "\ufffd" in t:
+            bad.append(i)
+            tok_bytes.append(b"")
+        else:
+            tok_bytes.append(t.encode("utf-8"))
+    if bad:
+        raise ValueError(_refusal(name, bad, "do not decode to text on their own and the tokenizer exposes no "
+                                  "vocabulary/decoder chatparse can read"))
+    return TokenVocab(kind="pieces", tok_bytes=tok_bytes, byte_val=None, skip=skip, name=name)
+
+
+def _refusal(name: str, ids: list, what: str) -> str:
+    shown = ", ".join(str(i) for i in ids[:_MAX_NAMED])
+    more = f" and {len(ids) - _MAX_NAMED} more" if len(ids) > _MAX_NAMED else ""
+    return f"chatparse cannot derive the bytes of {len(ids)} token(s) of {name}: ids {shown}{more} {what}"
+
+
+def _describe_tokenizer(tokenizer) -> str:
+    return type(tokenizer).__name__
+
+
+def _make_vocab(tokenizer, skip_special_tokens: bool):
+    """(vocab, decode_fn) for a `tokenizers.Tokenizer` or a transformers tokenizer."""
+    name = _describe_tokenizer(tokenizer)
+    try:
+        from tokenizers import Tokenizer as _RawTokenizer
+    except ImportError:  # pragma: no cover - tokenizers is a transformers dependency
+        _RawTokenizer = ()
+    if isinstance(tokenizer, _RawTokenizer):
+        v = _vocab_from_backend(tokenizer, skip_special_tokens=skip_special_tokens, cleanup=False, name=name)
+
+        def decode(ids):
+            return tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+        return v, decode
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and isinstance(backend, _RawTokenizer):
+        cleanup = bool(getattr(tokenizer, "clean_up_tokenization_spaces", False))
+        if cleanup and type(backend.model).__name__ == "BPE" and not getattr(
+                tokenizer, "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", False):
+            cleanup = False  # transformers ignores the flag for BPE models
+        v = _vocab_from_backend(backend, skip_special_tokens=skip_special_tokens, cleanup=cleanup, name=name)
+        # Ids the transformers tokenizer knows beyond the backend's (rare) are refused by range checks.
+        return v, (lambda ids: tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens))
+    if hasattr(tokenizer, "decode") and hasattr(tokenizer, "__len__"):
+        size = len(tokenizer)
+        skip = np.zeros(size, dtype=bool)
+        if skip_special_tokens:
+            for i in getattr(tokenizer, "all_special_ids", []) or []:
+                if 0 <= i < size:
+                    skip[i] = True
+
+        def decode(ids):
+            return tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+        v = _vocab_from_texts(lambda i: tokenizer.decode([i], skip_special_tokens=skip_special_tokens), size,
+                              skip=skip, name=name)
+        return v, decode
+    raise TypeError(f"chatparse needs a tokenizers.Tokenizer or a transformers tokenizer, got {name}")
+
+
+def self_check(vocab: TokenVocab, decode_fn, seed: int = 0, n_seqs: int = 12, length: int = 40) -> None:
+    """Decode random sequences with the tokenizer and with `vocab`; refuse on any difference."""
+    rng = random.Random(seed)
+    size = vocab.size
+    if size == 0:
+        raise ValueError(f"{vocab.name} has an empty vocabulary")
+    interesting = np.flatnonzero((vocab.byte_val >= 0) | vocab.skip).tolist()[:512]
+    partial = [i for i, t in enumerate(vocab.tok_text[: min(size, 50000)]) if t is None][:512]
+    pools = [list(range(size)), interesting or list(range(size)), partial or list(range(size))]
+    for k in range(n_seqs):
+        ids = []
+        for _ in range(length):
+            pool = pools[rng.randrange(3)] if k % 2 else pools[0]
+            ids.append(pool[rng.randrange(len(pool))])
+        want = decode_fn(ids)
+        got = vocab.decode(ids)
+        if want != got:
+            raise ValueError(
+                f"chatparse cannot reproduce the decode of {vocab.name}: for ids {ids} the tokenizer gives "
+                f"{want!r} but the derived token bytes give {got!r}; this tokenizer's decoder is not supported")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Caches
+# --------------------------------------------------------------------------------------------------------------
+_lock = threading.Lock()
+_vocab_cache: "OrderedDict[tuple, tuple]" = OrderedDict()
+_tables_cache: "OrderedDict[tuple, tuple]" = OrderedDict()
+_CACHE = 8
+
+
+def _size_key(tokenizer) -> Any:
+    try:
+        return tokenizer.get_vocab_size(with_added_tokens=True)
+    except Exception:  # transformers tokenizers
+        try:
+            return len(tokenizer)
+        except Exception:
+            return None
+
+
+def vocab_for(tokenizer, *, skip_special_tokens: bool = False) -> TokenVocab:
+    """The (cached) `TokenVocab` of a tokenizer; a `TokenVocab` is returned as is."""
+    if isinstance(tokenizer, TokenVocab):
+        return tokenizer
+    key = (id(tokenizer), bool(skip_special_tokens), _size_key(tokenizer))
+    with _lock:
+        hit = _vocab_cache.get(key)
+        if hit is not None and hit[0] is tokenizer:
+            _vocab_cache.move_to_end(key)
+            return hit[1]
+    vocab, decode_fn = _make_vocab(tokenizer, skip_special_tokens)
+    self_check(vocab, decode_fn)
+    vocab.decode_fn = decode_fn
+    with _lock:
+        _vocab_cache[key] = (tokenizer, vocab)  # keeps the tokenizer alive, so its id stays unique
+        while len(_vocab_cache) > _CACHE:
+            _vocab_cache.popitem(last=False)
+    return vocab
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Per-mode token tables
+# --------------------------------------------------------------------------------------------------------------
+_TRANSITION_CACHE = 65536
+
+
+class _Bail(Exception):
+    pass
+
+
+class _Probe(Scanner):
+    """A scanner that stops as soon as any match end is recorded (the transition probe refuses then: the
+    placeholder characters must never reach a decision)."""
+
+    def _record(self, a, hit, at):  # overrides the static method of Scanner
+        raise _Bail()
+
+
+class _Captures:
+    """Stands in for a match object: the parser only calls `groupdict()`."""
+
+    __slots__ = ("d",)
+
+    def __init__(self, d: dict):
+        self.d = d
+
+    def groupdict(self) -> dict:
+        return dict(self.d)
+
+
+class TokenTables:
+    """Per-mode token tables of one compiled template bound to one vocab.
+
+    * ``fast[m]``: a list of ``2 * size`` entries: the token's text when the token is inert in mode ``m``
+      (non-empty, complete text, no character passes the mode's prefilter), else None. The second half is all
+      None, so a negative id never finds an entry (Python lists wrap negative indexes).
+    * ``never``: the same shape, all None (the table in use while the parser is not in its fast state).
+    * ``flat``: ``(n_modes + 1) * size`` uint8: 1 where inert; the last row is all 0. For batched stepping.
+    * ``delims[m]``: token id -> (pattern index, captures-or-None) for a token whose text is, on its own, a
+      whole delimiter decided within the token in mode ``m`` (a quiet scanner, not at offset 0).
+    * ``mode_index``: id(Mode) -> its index.
+    """
+
+    def __init__(self, compiled, vocab: TokenVocab):
+        t = compiled.tables
+        self.compiled = compiled
+        self.vocab = vocab
+        self.size = size = vocab.size
+        self.n_modes = n_modes = len(t.modes)
+        self.mode_index = {id(m): k for k, m in enumerate(t.modes)}
+        # Field shown by a region_chunk in mode m's fast state: the implicit field in mode 0, field i in 1+i.
+        self.mode_field = [t.implicit] + list(range(len(t.fields)))
+        texts = vocab.tok_text
+        pad = [None] * size
+        self.never = [None] * (2 * size)
+        self.fast: list = []
+        flat = np.zeros((n_modes + 1) * size, dtype=np.uint8)
+        self.delims: list = []
+        exact_modes = [all(t.patterns[p].exact for p in m.patterns) for m in t.modes]
+        for k, mode in enumerate(t.modes):
+            first = mode.first_re
+            if first is None:
+                self.fast.append(self.never)
+                self.delims.append({})
+                continue
+            search = first.search
+            row = [s if (s and search(s) is None) else None for s in texts]
+            inert = np.fromiter((s is not None for s in row), dtype=np.uint8, count=size)
+            flat[k * size:(k + 1) * size] = inert
+            self.fast.append(row + pad)
+            # Whole-delimiter tokens: candidates must be able to start an attempt at their first character.
+            delims = {}
+            if exact_modes[k]:
+                match0 = first.match
+                for i, s in enumerate(texts):
+                    if s and row[i] is None and len(s) <= 256 and match0(s) is not None:
+                        d = _whole_delimiter(t, k, s)
+                        if d is not None:
+                            delims[i] = d
+            self.delims.append(delims)
+        self.flat = flat
+        self.none_row = n_modes
+        self.field_names = [f["name"] for f in t.fields]
+        self.exact_modes = exact_modes
+        self._trans: list = [{} for _ in t.modes]
+        self._lock = threading.Lock()
+
+    def transition(self, mode: int, states: tuple, text: str):
+        """What feeding `text` does to a scanner in `mode` whose live attempts are undecided, match-free
+        attempts in `states` (oldest first; ``()`` = quiet), when nothing gets decided or matched within it.
+
+        Returns None when something would (then the character engine runs), else a tuple of the surviving
+        attempts in scanner order: ``(old_index, -1, new_state)`` for an attempt that was live before, and
+        ``(-1, offset_in_text, state)`` for one that starts inside the text. Cached lazily per mode (the
+        texts are token texts, so the variety is bounded by the vocabulary).
+        The probe runs the real `Scanner` on the text after placeholder characters (the attempts' states do
+        not depend on the characters they already consumed), and refuses as soon as any match end is
+        recorded, so regex-decided patterns (lookaround) never enter.
+        """
+        cache = self._trans[mode]
+        key = (states, text)
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        if len(cache) >= _TRANSITION_CACHE:
+            return None
+        eff = None
+        if text and len(text) <= 256:
+            n = len(states)
+            sc = _Probe(self.compiled.tables)
+            sc.push("\x00" * (1 + n))
+            sc.restart(mode, 1 + n)
+            old = [Attempt(1 + k, st) for k, st in enumerate(states)]
+            sc.attempts = list(old)
+            if old:
+                sc.pos = 1
+            sc.push(text)
+            try:
+                d = sc.decide(False)
+            except _Bail:
+                d = True
+            if (d is None and sc.scan == sc.end
+                    and all(a.fin < 0 and a.ends is None for a in sc.attempts)):
+                ident = {id(a): k for k, a in enumerate(old)}
+                eff = tuple((ident[id(a)], -1, a.state) if id(a) in ident else (-1, a.start - 1 - n, a.state)
+                            for a in sc.attempts)
+        with self._lock:
+            cache[key] = eff
+        return eff
+
+    def kill_flags(self, mode: int, states: frozenset) -> list:
+        """Per character class: does that class kill every attempt in `states` (all transitions dead)?"""
+        m = self.compiled.tables.modes[mode]
+        trans, ncls = m.trans, m.n_classes
+        return [all(trans[s * ncls + c] == 0 for s in states) for c in range(ncls)]
+
+    def batch_rows(self, factory):
+        """The shared row tables of `TokenStreams` for this binding (built on first use)."""
+        with self._lock:
+            rows = getattr(self, "_rows", None)
+            if rows is None:
+                rows = self._rows = factory(self)
+        return rows
+
+
+def _whole_delimiter(tables, mode: int, text: str):
+    sc = Scanner(tables)
+    sc.push("\x00")
+    sc.restart(mode, 1)
+    sc.push(text)
+    d = sc.decide(False)
+    if d is None:
+        return None
+    s, e, pi, m = d
+    if s != 1 or e != 1 + len(text):
+        return None
+    caps = None
+    if m is not None:
+        caps = _Captures({k: v for k, v in m.groupdict().items()})
+    return pi, caps
+
+
+def tables_for(compiled, vocab: TokenVocab) -> TokenTables:
+    key = (id(compiled), id(vocab))
+    with _lock:
+        hit = _tables_cache.get(key)
+        if hit is not None and hit[0] is compiled and hit[1] is vocab:
+            _tables_cache.move_to_end(key)
+            return hit[2]
+    tables = TokenTables(compiled, vocab)
+    with _lock:
+        _tables_cache[key] = (compiled, vocab, tables)
+        while len(_tables_cache) > _CACHE:
+            _tables_cache.popitem(last=False)
+    return tables

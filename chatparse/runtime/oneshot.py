@@ -1,0 +1,86 @@
+"""One-shot parsing when the whole text is known: candidates from the tables, decisions from `regex` in C.
+
+Streaming needs the automaton: it must know, before the text ends, whether a delimiter is already certain.
+A one-shot parse (`parse_response`, `CompiledTemplate.parse`, batches) has the complete text, so at a
+candidate start every watched pattern's match is simply `regex`'s match there - exactly the reference's
+decision (earliest start first; the tables' prefilter proves no earlier start can match). The per-character
+Python loop disappears; the region and value logic is the streaming parser's own. Modes whose delimiters
+may begin with whitespace keep the automaton (a `regex` call per offset of every whitespace run would cost
+more than one linear pass).
+
+`regex` backtracks, so this path is guarded: each match call has a timeout and the number of candidate
+starts is bounded by the text length. If either is exceeded (a pathological pattern such as ``<(?:a|aa)+>``
+on ``"<aaaa..."``, or a long run of candidates), the parse is redone by the automaton, which is linear.
+The result is the same either way; only the time differs.
+"""
+
+from __future__ import annotations
+
+from .parser import StreamParser
+from .scanner import Scanner
+
+MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
+
+
+class _Fallback(Exception):
+    pass
+
+
+class WholeTextScanner(Scanner):
+    """A scanner whose `decide` asks `regex` at each candidate start; valid only once the text is complete."""
+
+    def __init__(self, tables, text: str):
+        super().__init__(tables)
+        self.push(text)
+        self.budget = len(text) // 4 + 64
+
+    def decide(self, eos: bool):
+        mode = self.mode
+        if mode.wchars or mode.first_re is None:
+            # Delimiters that may start with whitespace (or anywhere) make every offset of a whitespace run a
+            # candidate; there one pass of the automaton beats a `regex` call per offset.
+            return Scanner.decide(self, eos)
+        text, base = self.text, self.base
+        n = len(text)
+        patterns = self.t.patterns
+        fields = self.t.fields
+        i = self.scan - base
+        while True:
+            # Offset 0 is always a candidate: `^` can hold there, and the prefilter describes offsets > 0.
+            p = i if base + i == 0 and mode.start0 else mode.skip_to(text, i)
+            if p >= n:  # a match starting at the very end never counts (as in the reference)
+                self.scan = self.end
+                return None
+            self.budget -= 1
+            if self.budget < 0:
+                raise _Fallback()
+            best_key = best = None
+            for pi in mode.patterns:
+                pat = patterns[pi]
+                try:
+                    m = pat.rx.match(text, p, timeout=MATCH_TIMEOUT)
+                except TimeoutError as e:
+                    raise _Fallback() from e
+                if m is not None:
+                    key = (p - m.end(), 0 if pat.kind == "open" else 1, fields[pat.field]["name"])
+                    if best_key is None or key < best_key:
+                        best_key, best = key, (base + p, base + m.end(), pi, m)
+            if best is not None:
+                self.scan = best[1]
+                return best
+            i = p + 1
+
+    def safe_end(self) -> int:
+        return self.scan
+
+
+def parse_whole(tables, tool_params: dict, text: str) -> dict:
+    """The message for the complete `text` (cut prefix + generation), as `StreamParser` would give it."""
+    core = StreamParser(tables, tool_params)
+    core.scanner = WholeTextScanner(tables, text)
+    try:
+        return core.finish()[0]
+    except _Fallback:
+        core = StreamParser(tables, tool_params)
+        core.feed(text)
+        return core.finish()[0]
