@@ -21,11 +21,12 @@ parsed, and chatparse keeps that parse-time behaviour (see ``chatparse.runtime.v
 
 from __future__ import annotations
 
-import json
 from copy import deepcopy
 from typing import Any
 
 import regex
+
+from ..runtime.loader import canonical_json  # noqa: F401  (one definition: the table hash uses it)
 
 from chatparse.runtime.transform import PLACEHOLDER
 from chatparse.runtime.values import PARSER_NAMES
@@ -48,13 +49,6 @@ _FIELD_KEYS = frozenset(
         "transform_each",
     }
 )
-
-
-def canonical_json(spec: Any) -> str:
-    """A stable text form of ``spec`` for cache keys: sorted keys, compact separators, raw Unicode.
-
-    Two specs that compare equal as JSON values give the same string."""
-    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _check_shape(spec: Any) -> None:

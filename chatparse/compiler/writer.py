@@ -39,12 +39,9 @@ from .regex_ast import _REGEX_ONLY, PatternError, _in_source
 
 __all__ = ["dumps", "save", "compiled_reduce", "translate_js", "MAGIC", "FORMAT_VERSION", "HEADER_SIZE"]
 
-MAGIC = b"\x89CPT\r\n\x1a\n"
-FORMAT_VERSION = 1
-HEADER_SIZE = 160
-TRAILER_SIZE = 32
-FLAG_VOCAB_HASH = 1
-_HEADER = struct.Struct("<8sII7Q2I32s32s16s")
+# The layout constants live with the reader (the runtime never imports the compiler; the reverse is fine).
+from ..runtime.loader import _HEADER, FLAG_VOCAB_HASH, FORMAT_VERSION, HEADER_SIZE, MAGIC, TRAILER_SIZE  # noqa: E402
+
 assert _HEADER.size == HEADER_SIZE
 
 MAX_CODEPOINT = 0x10FFFF

@@ -53,9 +53,9 @@ _ARRAY_KEYS = {"name", "dtype", "shape", "offset", "nbytes"}
 
 
 def canonical_json(spec: Any) -> str:
-    """Sorted keys, compact separators, raw Unicode: the text the template hash is taken over.
+    """Sorted keys, compact separators, raw Unicode: the template hash and the compile cache key.
 
-    Identical to `chatparse.compiler.validate.canonical_json` (kept here so the runtime needs no compiler)."""
+    Two specs that compare equal as JSON values give the same string."""
     return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
