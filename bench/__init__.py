@@ -1,0 +1,6 @@
+"""Side-by-side benchmarks of chatparse against the transformers reference parser.
+
+Run ``python -m bench`` (full suite, writes bench/results/RESULTS.md and PNG plots) or ``python -m bench --quick``
+(under a minute, writes to a temporary directory unless ``--out`` is given). One concept per module:
+`scenarios` (what is parsed), `measure` (how it is timed), `plots` (figures), `report` (RESULTS.md).
+"""
