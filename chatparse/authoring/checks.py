@@ -13,9 +13,13 @@ compiler's `build_mode_dfa` - the automaton the runtime executes (on a possibly 
 ``never-fires``   a watched delimiter that never wins at any position: whenever it matches, another one
                   wins by the reference's rule (earliest start, longest, open before close, field name), or
                   its automaton accepts nothing at all (error; warning when a regex-decided pattern is involved)
+``empty-match``   a delimiter that matches the empty string anywhere, with nothing (not even a lookahead) to
+                  anchor it (warning)
 ``overlap``       two delimiters of different fields watched together that both match one text (warning)
-``swallow``       the implicit field's close consumes the start of another field's open (error), or an open
-                  consumes another watched delimiter (info: by design in several formats)
+``swallow``       the implicit field's close consumes part of another field's open, which then never fires
+                  there (error)
+``contains``      an open spells another watched delimiter inside it (outside any wildcard): where both match,
+                  the open wins (info: by design in several formats)
 ``consumes``      an explicit field's close can eat a whole open of another field: inside a region only its
                   close is watched, so that field can never open there (warning)
 ``unbounded-hold``a delimiter whose automaton loops before any literal character: the parser must hold back
@@ -53,7 +57,7 @@ __all__ = ["Finding", "run_checks", "Automata", "format_findings", "interegular_
 SEVERITIES = ("error", "warning", "info")
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 MAX_LANG_STATES = 5000
-MAX_SEARCH_NODES = 200_000
+MAX_SEARCH_NODES = 60_000
 TIE_RULE = "earliest start, then longest, then open before close, then field name"
 
 
@@ -153,32 +157,44 @@ class Alphabet:
 
 
 def describe_ranges(ranges, limit: int = 48) -> str:
-    """A short regex-class-like description of a code-point set (``[^<]``, ``\\s``, ``'<'``)."""
+    """A short regex-class-like description of a code-point set (``'<'``, ``[a-z]``, ``\\s``, ``[^\\s<]``)."""
+    from chatparse.compiler.charsets import complement
+
     ranges = tuple(ranges)
     if ranges == _WS:
         return r"\s"
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
         return repr(chr(ranges[0][0]))
     size = sum(hi - lo + 1 for lo, hi in ranges)
-    if size > (MAX_CP + 1) // 2:
-        from chatparse.compiler.charsets import complement
-
-        inner, neg = complement(ranges), "^"
-    else:
-        inner, neg = ranges, ""
+    inner, neg = (complement(ranges), "^") if size > (MAX_CP + 1) // 2 else (ranges, "")
     if not inner:
         return "any character"
-    parts = []
-    for lo, hi in inner:
-        if (lo, hi) in ((0xD800, 0xDFFF),):
-            continue
-        parts.append(_class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}")
-    text = "".join(parts)
-    if inner == _WS or (neg and tuple(inner) == _WS):
-        text = r"\s"
+    text = ""
+    if _subset(_WS, inner):  # spell the whitespace part as \s
+        text, inner = r"\s", _minus(inner, _WS)
+    parts = [_class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}"
+             for lo, hi in inner if (lo, hi) != (0xD800, 0xDFFF)]
+    text += "".join(parts)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return f"[{neg}{text}]"
+
+
+def _subset(a, b) -> bool:
+    return all(any(lo2 <= lo and hi <= hi2 for lo2, hi2 in b) for lo, hi in a)
+
+
+def _minus(a, b) -> tuple:
+    from chatparse.compiler.charsets import complement
+
+    cb = complement(b)
+    out = []
+    for lo, hi in a:
+        for lo2, hi2 in cb:
+            x, y = max(lo, lo2), min(hi, hi2)
+            if x <= y:
+                out.append((x, y))
+    return normalize(out)
 
 
 def _class_char(cp: int) -> str:
@@ -351,6 +367,7 @@ class LangDFA:
             trans.append(row)
             i += 1
         acc = [self._accepts(key) for key in states]
+        self.acc_now = [any(nfa.kind[t] == MATCH for t in key) for key in states]  # not waiting for EOT
         # Trim: keep only states from which an accepting state is reachable.
         rev: list = [[] for _ in states]
         for s, row in enumerate(trans):
@@ -1011,7 +1028,7 @@ def run_checks(template: Any) -> list[Finding]:
     except (ValueError, PatternError, _TooComplex) as e:
         return [Finding("info", "compile", None, None, f"static analysis skipped: {e}")]
     findings: list[Finding] = []
-    for check in (_check_never_fires, _check_overlap, _check_swallow, _check_consumes, _check_hold,
+    for check in (_check_never_fires, _check_empty_match, _check_overlap, _check_swallow, _check_consumes, _check_hold,
                   _check_needs_regex, _check_backtracking):
         try:
             findings.extend(check(auto))
@@ -1076,6 +1093,26 @@ def _check_never_fires(auto: Automata) -> list[Finding]:
         else:
             out.append(Finding(_sev("error", d), "never-fires", d.field, d.key,
                                f"{d.kind} {d.source!r} can never fire in the outside-any-region mode"))
+    return out
+
+
+def _check_empty_match(auto: Automata) -> list[Finding]:
+    """A delimiter that matches the empty string with no lookahead to anchor it fires everywhere."""
+    out = []
+    for d in auto.delims:
+        lang = auto.lang(d)
+        if not (lang.startN and lang.acc_now[lang.startN]):
+            continue
+        if any(r in ("lookbehind", "word boundary", "'^' with MULTILINE") for r in d.reasons):
+            continue  # an assertion before the empty match anchors it
+        if d.kind == "open":
+            what = "the field opens at the first position of the outside text, before anything else can match"
+        elif d.field == auto.implicit:
+            what = "the implicit field is closed before it can collect any text"
+        else:
+            what = "the field closes as soon as it opens, so it never holds any text"
+        out.append(Finding("warning", "empty-match", d.field, d.key,
+                           f"{d.kind} {d.source!r} matches the empty string at any position: {what}"))
     return out
 
 
@@ -1211,6 +1248,8 @@ def _check_backtracking(auto: Automata) -> list[Finding]:
 def interegular_intersects(a: str, b: str) -> bool | None:
     """Whether two patterns share a full match according to interegular; None if it cannot parse them
     (anchors, lookarounds, backreferences). ASCII semantics for ``\\w\\d\\s``: a cross-check only."""
+    if any(tok in a or tok in b for tok in ("(?=", "(?!", "(?<", "\\b", "\\Z", "$", "^")):
+        return None  # interegular does not model assertions faithfully
     try:
         import interegular
     except ImportError:  # pragma: no cover - a declared dependency

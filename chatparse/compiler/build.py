@@ -136,7 +136,7 @@ def _class_ranges(classes: set, starts: np.ndarray, class_of_interval: np.ndarra
 
 
 def _first_ranges(dfa, starts: np.ndarray, class_of_interval: np.ndarray):
-    """Where an attempt can start at offset > 0, as a two-character prefilter; None if anywhere.
+    r"""Where an attempt can start at offset > 0, as a two-character prefilter; None if anywhere.
 
     A list of ``[first, second]`` pairs of code-point ranges: an attempt starting at p can only matter if
     text[p] is in some ``first`` and text[p+1] is in its ``second`` (or the text ends after p). ``second`` is
