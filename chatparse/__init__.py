@@ -5,10 +5,23 @@ Public API (call-compatible with `transformers.utils.chat_parsing`):
 * `parse_response(text, template, *, prefix, tools=None)` -> message dict
 * `ResponseParser(template, prefix=None, *, tools=None)` with `initial_events`, `feed()`, `finalize()`
 * `compile_template(template)` -> `CompiledTemplate` (cached), accepted wherever a template dict is
+* `bind(template, tokenizer)`, `TokenParser.feed_tokens(ids)`, `parse_tokens`, `TokenStreams`: per token id
 """
 
 from .compiled import CompiledTemplate, compile_template
 from .response_parser import ResponseParser, parse_response
+from .runtime.tokens import TokenParser, TokenStreams, parse_tokens, parse_tokens_batch
+
+
+def bind(template, tokenizer):
+    """Bind a template to a tokenizer for per-token-id parsing (see `chatparse.compiler.tokens.bind`)."""
+    from .compiler.tokens import bind as _bind
+
+    return _bind(template, tokenizer)
+
 
 __version__ = "0.1.0"
-__all__ = ["CompiledTemplate", "ResponseParser", "compile_template", "parse_response", "__version__"]
+__all__ = [
+    "CompiledTemplate", "ResponseParser", "TokenParser", "TokenStreams", "bind", "compile_template",
+    "parse_response", "parse_tokens", "parse_tokens_batch", "__version__",
+]

@@ -23,9 +23,13 @@ Two layers, both built once and cached:
   A bind-time self check decodes a few random sequences both ways and refuses on any difference.
 
 * `TokenTables` (per compiled template x vocab): for every parser mode, which tokens are *inert* (their text
-  cannot start a delimiter attempt while the scanner is quiet: no character of it passes the mode's
-  two-character prefilter, so feeding it is O(1)), and which tokens are a *whole delimiter* (a special token
-  such as ``<think>`` or ``<|im_end|>`` that opens or closes a region in one step).
+  cannot touch a delimiter while the scanner is quiet: no character of it passes the mode's prefilter, so
+  feeding it is O(1)), which tokens are a *whole delimiter* (a special token such as ``<think>`` or
+  ``<|im_end|>`` that opens or closes a region in one step), and, lazily, what a token does to pending
+  undecided attempts (so ``"\\n"`` before a ``\\s*</think>`` close and the word after it skip the engine).
+
+`bind(template, tokenizer)` puts both together into the runtime's `TokenBinding` (cached).
+Building both for a 131k-token vocabulary takes well under a second (see bench/bench_tokens.py).
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ import numpy as np
 import regex
 
 from ..runtime.scanner import Attempt, Scanner
+from ..runtime.tokens import CLEANUP_RULES, TokenBinding, decode_run
 
-__all__ = ["TokenVocab", "TokenTables", "vocab_for", "tables_for", "bytes_to_unicode"]
+__all__ = ["TokenVocab", "TokenTables", "bind", "vocab_for", "tables_for", "bytes_to_unicode"]
 
 _MAX_NAMED = 12  # how many offending tokens a refusal message lists
 
@@ -159,18 +164,6 @@ class TokenVocab:
         if self.cleanup:
             text = clean_up_tokenization(text)
         return text
-
-
-def decode_run(run) -> str:
-    """A run of ByteFallback byte tokens: strict UTF-8, or one U+FFFD per byte when invalid."""
-    try:
-        return bytes(run).decode("utf-8")
-    except UnicodeDecodeError:
-        return "\ufffd" * len(run)
-
-
-CLEANUP_RULES = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
-                 (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
 
 
 def clean_up_tokenization(text: str) -> str:
@@ -471,6 +464,8 @@ class TokenTables:
     * ``delims[m]``: token id -> (pattern index, captures-or-None) for a token whose text is, on its own, a
       whole delimiter decided within the token in mode ``m`` (a quiet scanner, not at offset 0).
     * ``mode_index``: id(Mode) -> its index.
+    * ``transition(mode, states, text)``: what a text does to undecided attempts (lazily cached, see there).
+    * ``batch_rows(...)``: the row tables `TokenStreams` shares between all its streams (built on first use).
     """
 
     def __init__(self, compiled, vocab: TokenVocab):
@@ -606,3 +601,35 @@ def tables_for(compiled, vocab: TokenVocab) -> TokenTables:
         while len(_tables_cache) > _CACHE:
             _tables_cache.popitem(last=False)
     return tables
+
+
+_bindings: "OrderedDict[tuple, TokenBinding]" = OrderedDict()
+
+
+def bind(template, tokenizer, *, skip_special_tokens: bool = False) -> TokenBinding:
+    """Bind a response template (dict or CompiledTemplate) to a tokenizer (`tokenizers.Tokenizer`, a
+    transformers tokenizer, or a `TokenVocab`): the runtime `TokenBinding` that parses token ids.
+    Cached per (template, tokenizer); the token tables are built once.
+
+    ``skip_special_tokens=True`` decodes like ``decode(ids, skip_special_tokens=True)`` (special tokens
+    vanish); the default keeps them, as transformers' ``decode`` and ``parse_response`` do.
+    """
+    from ..compiled import compile_template
+    from ..response_parser import _tool_schemas
+
+    if isinstance(template, TokenBinding):
+        return template
+    compiled = compile_template(template)
+    vocab = vocab_for(tokenizer, skip_special_tokens=skip_special_tokens)
+    key = (id(compiled), id(vocab))
+    with _lock:
+        hit = _bindings.get(key)
+        if hit is not None and hit.compiled is compiled and hit.vocab is vocab:
+            _bindings.move_to_end(key)
+            return hit
+    b = TokenBinding(compiled, vocab, tables_for(compiled, vocab), convert_tools=_tool_schemas)
+    with _lock:
+        _bindings[key] = b
+        while len(_bindings) > 16:
+            _bindings.popitem(last=False)
+    return b

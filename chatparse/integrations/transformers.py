@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..response_parser import parse_response as _parse_text
-from ..runtime.tokens import TokenParser, TokenStreams, bind
+from ..compiler.tokens import bind
+from ..runtime.tokens import TokenParser, TokenStreams
 
 __all__ = ["ChatParseStreamer", "parse_response", "get_response_parser"]
 
@@ -190,7 +191,8 @@ class ChatParseStreamer(_Base):
                 self._started = True
                 self._start(arr)
             elif self.streams is None:
-                self._emit(self.parser.feed_tokens(arr.reshape(-1)))
+                flat = arr.reshape(-1)
+                self._emit(self.parser.feed_tokens(int(flat[0]) if flat.size == 1 else flat))
             else:
                 cols = arr.reshape(self.streams.n, -1) if arr.ndim else arr.reshape(1, 1)
                 for k in range(cols.shape[1]):

@@ -1,7 +1,8 @@
 """Parsing token IDs directly: incremental decoding, per-token fast paths, token spans, many streams at once.
 
-`bind(template, tokenizer)` ties a compiled template to a tokenizer's token tables (built once, cached; see
-`chatparse.compiler.tokens`). From a binding:
+A `TokenBinding` ties a compiled template to a tokenizer's token tables; build it (once, cached) with
+``chatparse.compiler.tokens.bind(template, tokenizer)``. This module only runs bindings: like the rest of the
+runtime it imports neither the compiler nor transformers. From a binding:
 
 * `TokenParser` (``binding.parser(prefix=..., prefix_ids=...)``): ``feed_tokens(ids)`` with one id or many
   returns exactly the events that feeding the newly decoded text to `chatparse.ResponseParser` returns, and
@@ -11,11 +12,13 @@
 
   Cost per token: while the scanner is quiet (no delimiter attempt pending), the decoder holds nothing and a
   region is open, a token that cannot start a delimiter in the current mode (*inert*, from the per-mode
-  token table) is one list lookup and one event; a token that is a whole delimiter by itself (a special token
-  ``<think>``, ``<|im_end|>``...) switches region in one step; any other token runs through the character
-  engine for that token's text alone.
+  token table) is one list lookup and one event. A token whose effect on the pending attempts is known
+  (a token ending in whitespace before a ``\\s*</think>`` close, the token after it, a character completed
+  across tokens) is a cached table entry and a little bookkeeping, without the character engine. A token that
+  is a whole delimiter by itself (a special token ``<think>``, ``<|im_end|>``...) switches region in one
+  step. Any other token runs through the character engine for that token's text alone.
 
-* `parse_tokens(ids, ..., prefix_ids=...)`: one-shot, and `parse_tokens_batch` for many sequences.
+* `parse_tokens(ids, binding, prefix_ids=...)`: one-shot, and `parse_tokens_batch` for many sequences.
 
 * Token spans (``spans=True``, opt-in so that default events stay identical to the reference): every region
   and delimiter with its character offsets in the decoded generation and the range of token indexes that
@@ -23,29 +26,29 @@
   ``parser.spans`` beside the final message.
 
 * `TokenStreams`: B streams advanced by one token each per ``step(ids)``, vectorised over the batch with
-  numpy; inert tokens of streams in their fast state cost no Python work per stream at all, and the
-  per-stream events are built only when read.
+  numpy; inert tokens of streams in their fast state, and the common whitespace transitions, cost no
+  Python work per stream at all, and the per-stream events are built only when read.
+
+Token ids must be ``0 <= id < vocab size``; anything else raises ValueError naming the id (an id inside the
+range that has no token decodes to nothing, as in ``decode``).
 """
 
 from __future__ import annotations
 
 import threading
-from bisect import bisect_right
 from codecs import utf_8_decode
-from collections import OrderedDict
 from collections.abc import Sequence
 from operator import index as _index
 from typing import Any
 
 import numpy as np
 
-from ..compiler.tokens import (CLEANUP_RULES, TokenTables, TokenVocab, decode_run, tables_for, vocab_for)
 from .coerce import tool_params
 from .parser import StreamParser
-from .scanner import Attempt, Scanner
+from .scanner import Scanner
 
-__all__ = ["TokenBinding", "TokenParser", "TokenStreams", "StepEvents", "bind", "parse_tokens",
-           "parse_tokens_batch"]
+__all__ = ["TokenBinding", "TokenParser", "TokenStreams", "StepEvents", "parse_tokens", "parse_tokens_batch",
+           "decode_run", "CLEANUP_RULES"]
 
 _PREFIX_REQUIRED = (
     "`TokenParser`/`parse_tokens` requires `prefix` or `prefix_ids` (the chat prompt sent to the model before "
@@ -53,6 +56,19 @@ _PREFIX_REQUIRED = (
     "`<think>` tag) that the parser must see to parse the output correctly. If the generation already contains "
     'the complete message, pass `prefix=""` or `prefix_ids=[]` to opt out explicitly.'
 )
+
+
+CLEANUP_RULES = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                 (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+"""transformers' ``clean_up_tokenization``: these replaces, in this order, over the whole text."""
+
+
+def decode_run(run) -> str:
+    """A run of ByteFallback byte tokens: strict UTF-8, or one U+FFFD per byte when invalid."""
+    try:
+        return bytes(run).decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd" * len(run)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -183,7 +199,7 @@ class _Decoder:
     byte and of the token holding its last byte (`cfirst`, `clast`).
     """
 
-    def __init__(self, vocab: TokenVocab, track: bool = False):
+    def __init__(self, vocab, track: bool = False):
         self.v = vocab
         self.bytes_kind = vocab.kind == "bytes"
         self.tb = vocab.tok_bytes
@@ -424,12 +440,27 @@ class _SpanCore(StreamParser):
 # Binding
 # --------------------------------------------------------------------------------------------------------------
 class TokenBinding:
-    """A compiled template bound to a tokenizer's token tables. Build with `bind`."""
+    """A compiled template bound to a tokenizer's token tables (`chatparse.compiler.tokens.TokenVocab` and
+    `TokenTables`). Build with ``chatparse.compiler.tokens.bind(template, tokenizer)``.
 
-    def __init__(self, compiled, vocab: TokenVocab, tables: TokenTables):
+    `convert_tools` turns the ``tools`` argument into JSON schemas (Python functions included); the binder
+    supplies transformers' conversion, so the runtime itself never imports it.
+    """
+
+    def __init__(self, compiled, vocab, tables, convert_tools=None):
         self.compiled = compiled
         self.vocab = vocab
         self.tables = tables
+        self.convert_tools = convert_tools
+
+    def tool_params(self, tools) -> dict:
+        tools = list(tools or [])
+        if self.convert_tools is not None:
+            tools = self.convert_tools(tools)
+        elif any(not isinstance(t, dict) for t in tools):
+            raise TypeError("this binding takes tools as JSON schemas (dicts); bind with "
+                            "chatparse.compiler.tokens.bind to pass Python functions")
+        return tool_params(tools)
 
     @property
     def size(self) -> int:
@@ -450,10 +481,15 @@ class TokenBinding:
             p.feed_tokens(ids)
             message, _ = p.finalize()
             return message, p.spans
-        from ..response_parser import parse_response
-
         text = _decode_all(self.vocab, _ids_list(ids, self.vocab.size))
-        return parse_response(text, self.compiled, prefix=prefix, tools=tools)
+        tables = self.compiled.tables
+        core = StreamParser(tables, self.tool_params(tools))  # what chatparse.parse_response does
+        cut = tables.cut_prefix(prefix) if prefix else ""
+        if cut:
+            core.feed(cut)
+        core.feed(text)
+        message, _ = core.finish()
+        return message
 
     def parse_batch(self, batch, *, prefix: Any = None, prefix_ids: Any = None, tools=None, spans: bool = False) -> list:
         """Parse many generations (a list of id sequences or a 2-D array). The prefix (text or ids) is one for
@@ -463,8 +499,10 @@ class TokenBinding:
         return [self.parse(ids, prefix=p, tools=tools, spans=spans) for ids, p in zip(items, prefixes)]
 
     def streams(self, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
-                spans: bool = False) -> "TokenStreams":
-        return TokenStreams(self, n, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+                spans: bool = False, capacity: int = 1024) -> "TokenStreams":
+        """`TokenStreams` for `n` generations (prefix: one for all or one per stream)."""
+        return TokenStreams(self, n, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans,
+                            capacity=capacity)
 
     # -- prefixes ---------------------------------------------------------------------------------------------
     def _prefix_text(self, prefix, prefix_ids) -> str:
@@ -516,7 +554,7 @@ def _batch_items(batch) -> list:
     return list(arr)
 
 
-def _decode_all(vocab: TokenVocab, ids: list) -> str:
+def _decode_all(vocab, ids: list) -> str:
     """Whole-sequence decode, fast paths first (the same text as `vocab.decode`)."""
     if vocab.kind == "bytes" and not vocab.strip_start and not vocab.cleanup:
         tb = vocab.tok_bytes
@@ -526,33 +564,6 @@ def _decode_all(vocab: TokenVocab, ids: list) -> str:
         if None not in parts:
             return "".join(parts)
     return vocab.decode(ids)
-
-
-_bind_lock = threading.Lock()
-_bindings: "OrderedDict[tuple, TokenBinding]" = OrderedDict()
-
-
-def bind(template, tokenizer, *, skip_special_tokens: bool = False) -> TokenBinding:
-    """Bind a response template (dict or CompiledTemplate) to a tokenizer (`tokenizers.Tokenizer`, a
-    transformers tokenizer, or a `TokenVocab`). Cached per (template, tokenizer)."""
-    from ..compiled import compile_template
-
-    if isinstance(template, TokenBinding):
-        return template
-    compiled = compile_template(template)
-    vocab = vocab_for(tokenizer, skip_special_tokens=skip_special_tokens)
-    key = (id(compiled), id(vocab))
-    with _bind_lock:
-        hit = _bindings.get(key)
-        if hit is not None and hit.compiled is compiled and hit.vocab is vocab:
-            _bindings.move_to_end(key)
-            return hit
-    b = TokenBinding(compiled, vocab, tables_for(compiled, vocab))
-    with _bind_lock:
-        _bindings[key] = b
-        while len(_bindings) > 16:
-            _bindings.popitem(last=False)
-    return b
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -567,43 +578,38 @@ def _mark_failed(core, ex: BaseException) -> None:
 class TokenParser:
     """Streaming parser for one generation, fed token ids. See the module docstring.
 
-    `TokenParser(template, tokenizer, prefix=... | prefix_ids=..., tools=None, spans=False)`, or
-    ``bind(template, tokenizer).parser(...)``.
+    ``TokenParser(binding, prefix=... | prefix_ids=..., tools=None, spans=False)``, or
+    ``binding.parser(...)``.
 
-    How the work is split: the parser core (`StreamParser`) only ever receives text through ``feed``; the
-    token paths below hand out the events themselves and keep the text they handed out in ``_tail``, which
-    reaches the core (as one ``feed``, whose events are dropped: they are the ones already handed out) the
-    next time the core is needed. So the core's state is always exactly what feeding the decoded text gives.
+    How the work is split: the parser core (`StreamParser`) receives text through ``feed`` only (whole-
+    delimiter tokens excepted, see `_apply_delimiter`); the token paths below hand out the events themselves
+    and keep the text they handed out in ``_tail``, which reaches the core (as one ``feed``, whose events are
+    dropped: they are the ones already handed out) the next time the core is needed. So the core's state is
+    always exactly what feeding the decoded text gives, whatever the core does inside.
 
     * fast: quiet scanner, open region, nothing held: an inert token is one table lookup (`feed_tokens`);
-    * lazy transitions: a token whose effect on the undecided attempts is known (`TokenTables.transition`,
-      e.g. a token ending in whitespace before a ``\\s*</think>`` close, and the token after it) is handled
-      from ``_pend`` = (attempts as (characters back from the end, state), the text they hold);
-    * split characters: bytes of an unfinished character are held by the decoder; the text they complete is
-      region text when it cannot touch a delimiter;
+    * lazy transitions: text whose effect on the undecided attempts is known (`TokenTables.transition`, e.g. a
+      token ending in whitespace before a ``\\s*</think>`` close, the token after it, or the text a token
+      completes after bytes of a split character) is handled from ``_pend`` = (attempts as (characters back
+      from the end, DFA state), the text they hold), without the core;
     * a token that is a whole delimiter switches region in one step (`_apply_delimiter`);
     * everything else: decoded text to the core's ``feed``.
     """
 
-    def __init__(self, template, tokenizer=None, *, prefix: str | None = None, prefix_ids=None, tools=None,
-                 spans: bool = False, skip_special_tokens: bool = False):
-        if isinstance(template, TokenBinding):
-            b = template
-        else:
-            if tokenizer is None:
-                raise TypeError("TokenParser needs a tokenizer (or a TokenBinding)")
-            b = bind(template, tokenizer, skip_special_tokens=skip_special_tokens)
-        from ..response_parser import _tool_schemas
-
+    def __init__(self, binding: TokenBinding, *, prefix: str | None = None, prefix_ids=None, tools=None,
+                 spans: bool = False):
+        if not isinstance(binding, TokenBinding):
+            raise TypeError("TokenParser takes a TokenBinding: chatparse.compiler.tokens.bind(template, tokenizer)")
+        b = binding
         self._b = b
-        tt: TokenTables = b.tables
+        tt = b.tables
         vocab = b.vocab
         self._size = vocab.size
         prefix = b._prefix_text(prefix, prefix_ids)
         if spans and vocab.cleanup:
             raise ValueError("spans=True is not supported for a tokenizer with clean_up_tokenization_spaces on")
         self._spans_on = bool(spans)
-        tp = tool_params(_tool_schemas(tools))
+        tp = b.tool_params(tools)
         tables = b.compiled.tables
         core = _SpanCore(tables, tp, self) if spans else StreamParser(tables, tp)
         self._core = core
@@ -631,6 +637,8 @@ class TokenParser:
         self._row = tt.none_row
         self._mode = 0
         self._pend = None  # lazy pending attempts: (((chars back from the end, state), ...), held text)
+        self._sink = False  # the current "region" is the null sink (no implicit field)
+        self._opening = False  # the implicit field opens with the next text
         self._lazy_ok = False  # the transition table applies (quiet or `_pend`, open region, decoder clean)
         self._fname = None
         self._fdirty = False
@@ -647,6 +655,26 @@ class TokenParser:
             return self._feed_general(ids)
         self._tail_append(s)
         return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
+
+    def feed(self, text: str) -> list[dict]:
+        """Feed decoded text instead of ids (as `chatparse.ResponseParser.feed`), e.g. text a tool inserted.
+        Refused while bytes of a split character are held (the text would land inside that character)."""
+        core = self._core
+        core._check_usable()
+        if self._spans_on:
+            raise ValueError("feed(text) has no token indexes for spans; feed token ids with spans=True")
+        dec = self._dec
+        if dec.held or dec.run:
+            raise ValueError("feed(text) while the bytes of a character split across tokens are held; feed the "
+                             "token ids that complete it first")
+        if not text:
+            return []
+        self._sync()
+        try:
+            events = core.feed(text)
+        finally:
+            self._refresh()
+        return events
 
     def finalize(self) -> tuple[dict, list[dict]]:
         """End of generation: release held bytes, close what is open; returns `(message, final_events)`."""
@@ -685,14 +713,18 @@ class TokenParser:
         self._pend = None
         self._lazy_ok = False
         dec = self._dec
-        if (self._spans_on or not sc.end or core.stalled or core.failed is not None or core.finished
+        mode = sc.mode
+        if (self._spans_on or core.stalled or core.failed is not None or core.finished
                 or sc.scan != sc.end or getattr(core, "pending", None) or dec.first or dec.strip_left
-                or dec.cleanup is not None or not core.opened or core.current is None
-                or self._first_re[m] is None):
+                or dec.cleanup is not None or self._first_re[m] is None
+                or not (sc.end or mode.start0 == mode.startN)):  # the transition probe starts past offset 0
             return
         f = core.current
-        self._fname = self._names[f]
-        self._fdirty = self._dirty[f]
+        self._sink = f is None  # no implicit field: text outside regions is dropped
+        self._opening = f is not None and not core.opened  # the implicit region opens on its first text
+        if f is not None:
+            self._fname = self._names[f]
+            self._fdirty = self._dirty[f]
         attempts = sc.attempts
         if attempts:
             for a in attempts:
@@ -705,7 +737,7 @@ class TokenParser:
             self._lazy_ok = True
             return
         self._lazy_ok = True
-        if not dec.held and not dec.run:
+        if not dec.held and not dec.run and core.opened and f is not None:
             self._tab = self._fast[m]
             self._row = m
 
@@ -719,6 +751,20 @@ class TokenParser:
 
     # -- the general path ----------------------------------------------------------------------------------------
     def _feed_general(self, ids) -> list[dict]:
+        try:
+            return self._general(ids)
+        except BaseException:
+            # the core failed (or the ids were bad): no fast path may hand out events any more until the
+            # state is recomputed
+            self._tab = self._never
+            self._row = self._tt.none_row
+            self._lazy_ok = False
+            self._pend = None
+            if self._core.failed is None and not self._core.finished:
+                self._refresh()
+            raise
+
+    def _general(self, ids) -> list[dict]:
         core = self._core
         core._check_usable()
         if type(ids) is int:
@@ -798,12 +844,16 @@ class TokenParser:
         else:
             out = text_all
             self._pend = None
-            if not self._dec.held and not self._dec.run:
-                self._tab = self._fast[m]
-                self._row = m
-        if out:
-            return [{"type": "region_chunk", "field": self._fname, "text": out, "dirty": self._fdirty}]
-        return []
+        if not out or self._sink:
+            return []
+        events = [{"type": "region_chunk", "field": self._fname, "text": out, "dirty": self._fdirty}]
+        if self._opening:
+            self._opening = False
+            events.insert(0, {"type": "region_open", "field": self._fname})
+        if not S and not self._dec.held and not self._dec.run:
+            self._tab = self._fast[m]
+            self._row = m
+        return events
 
     def _apply_delimiter(self, text: str, d) -> list[dict]:
         """A token that is a whole delimiter, on a quiet scanner: what `StreamParser._process` does for it."""
@@ -863,18 +913,16 @@ class TokenParser:
 # --------------------------------------------------------------------------------------------------------------
 # One-shot helpers
 # --------------------------------------------------------------------------------------------------------------
-def parse_tokens(ids, template, tokenizer, *, prefix: str | None = None, prefix_ids=None, tools=None,
-                 spans: bool = False, skip_special_tokens: bool = False):
+def parse_tokens(ids, binding: TokenBinding, *, prefix: str | None = None, prefix_ids=None, tools=None,
+                 spans: bool = False):
     """Parse a complete generation given as token ids. Returns the message, or `(message, spans)`."""
-    b = bind(template, tokenizer, skip_special_tokens=skip_special_tokens)
-    return b.parse(ids, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+    return binding.parse(ids, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
 
 
-def parse_tokens_batch(batch, template, tokenizer, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
-                       spans: bool = False, skip_special_tokens: bool = False) -> list:
+def parse_tokens_batch(batch, binding: TokenBinding, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
+                       spans: bool = False) -> list:
     """Parse many generations (list of id sequences or a 2-D array); prefix one for all or one per item."""
-    b = bind(template, tokenizer, skip_special_tokens=skip_special_tokens)
-    return b.parse_batch(batch, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+    return binding.parse_batch(batch, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -897,13 +945,15 @@ class _Rows:
 
     MAX_ROWS = 128
 
-    def __init__(self, tt: TokenTables):
+    def __init__(self, tt):
         self.tt = tt
         self.V = V = tt.size
         self.n_modes = tt.n_modes
         self.none = tt.none_row
         base = tt.flat.reshape(tt.n_modes + 1, V)
-        nxt = np.full((tt.n_modes + 1, V), -1, dtype=np.int64)
+        # int32 offsets: MAX_ROWS * V stays below 2**31 for any vocabulary under 16M tokens
+        self.dtype = np.int32 if self.MAX_ROWS * V < 2 ** 31 else np.int64
+        nxt = np.full((tt.n_modes + 1, V), -1, dtype=self.dtype)
         for m in range(tt.n_modes):
             nxt[m][base[m] == 1] = m * V
         self.next = nxt.reshape(-1)  # entries are row offsets (row * V): a gather gives the next offsets
@@ -911,7 +961,22 @@ class _Rows:
         self.keys: dict = {}
         cmap = tt.compiled.tables.cmap
         self.first_cls = np.array([cmap[ord(t[0])] if t else 0 for t in tt.vocab.tok_text], dtype=np.int64)
+        # Every token's UTF-8 in one array, to turn long runs of complete tokens into text with numpy.
+        enc = [t.encode("utf-8") if t else b"" for t in tt.vocab.tok_text]
+        self.lens = np.fromiter((len(x) for x in enc), dtype=np.int64, count=len(enc))
+        self.starts = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(self.lens)[:-1]])
+        self.flat = np.frombuffer(b"".join(enc), dtype=np.uint8)
         self.lock = threading.Lock()
+
+    def text_of(self, ids: np.ndarray) -> str:
+        """The concatenated text of complete tokens (a gather of their UTF-8, decoded once)."""
+        L = self.lens[ids]
+        ends = np.cumsum(L)
+        total = int(ends[-1])
+        if not total:
+            return ""
+        idx = np.repeat(self.starts[ids] - (ends - L), L) + np.arange(total)
+        return self.flat[idx].tobytes().decode("utf-8")
 
     def pending_row(self, mode: int, S: tuple) -> int:
         """The row of P(mode, S), created on first use (NONE when there are too many)."""
@@ -929,7 +994,7 @@ class _Rows:
             kill = np.array(tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
             V = self.V
             inert = tt.flat[mode * V:(mode + 1) * V].astype(bool)
-            row = np.where(inert & kill[self.first_cls], mode * V, -1).astype(np.int64)
+            row = np.where(inert & kill[self.first_cls], mode * V, -1).astype(self.dtype)
             r = len(self.info)
             self.next = np.concatenate([self.next, row])  # readers keep the old array until they reload
             self.info.append(("P", mode, S, S[0][0]))
@@ -966,6 +1031,31 @@ class StepEvents(Sequence):
     @property
     def slow(self) -> list:
         return sorted(self._slow) if self._slow else []
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def tolist(self) -> list:
+        """Every stream's events (the same as ``[events[b] for b in range(len(events))]``, faster)."""
+        o = self._owner
+        V = o._size
+        ids = self._ids.tolist()
+        old = (self._old // V).tolist()
+        new = old if self._new is None else (self._new // V).tolist()
+        info, mf, names, dirty, tt = o._R.info, o._mode_field, o._names, o._dirty, o._tok_text
+        slow = self._slow or {}
+        errors = self.errors or {}
+        out = []
+        append = out.append
+        for b, i in enumerate(ids):
+            if i < 0:
+                append([])
+            elif old[b] == new[b] and b not in slow and b not in errors:
+                f = mf[info[old[b]][1]]
+                append([{"type": "region_chunk", "field": names[f], "text": tt[i], "dirty": dirty[f]}])
+            else:
+                append(self[b])
+        return out
 
     def __getitem__(self, b):
         if isinstance(b, slice):
@@ -1053,7 +1143,8 @@ class TokenStreams:
         """The row for parser `p`'s current state (and the text its pending attempts hold)."""
         if p._tab is not p._never:
             return p._mode
-        if p._pend is not None and p._lazy_ok and not p._dec.held and not p._dec.run:
+        if (p._pend is not None and p._lazy_ok and not p._dec.held and not p._dec.run and not p._sink
+                and not p._opening):
             S, held = p._pend
             r = self._R.pending_row(p._mode, S)
             if r != self._none:
@@ -1164,14 +1255,23 @@ class TokenStreams:
         self._since[b] = r
         if s0 >= r:
             return
-        lst = self._buf[s0:r, b].tolist()
-        if -1 in lst:
-            lst = [i for i in lst if i >= 0]
-        if not lst:
-            return
-        p = self.parsers[b]
+        col = self._buf[s0:r, b]
+        if r - s0 >= 64:  # long runs: numpy is faster than a join per token
+            if (col < 0).any():
+                col = col[col >= 0]
+            if not len(col):
+                return
+            p = self.parsers[b]
+            p._tail_append(self._R.text_of(col))
+        else:
+            lst = col.tolist()
+            if -1 in lst:
+                lst = [i for i in lst if i >= 0]
+            if not lst:
+                return
+            p = self.parsers[b]
+            p._tail_append("".join(map(self._tok_text.__getitem__, lst)))
         tt = self._tok_text
-        p._tail_append("".join([tt[i] for i in lst]))
         kind, m, S, back = self._R.info[int(self._rowoff[b]) // self._size]
         p._mode = m
         p._lazy_ok = True

@@ -1,0 +1,967 @@
+"""Parsing token IDs (issue 3): token tables, incremental decoding, spans, many streams, transformers glue.
+
+Real tokenizers only, built here offline with the `tokenizers` library: byte-level BPE and SentencePiece-style
+(byte_fallback) models trained on the shared format corpus (or on built-in samples when it is absent), once
+with the templates' delimiters as special tokens and once without, so that delimiters split across ordinary
+tokens. The property under test: feeding token ids gives exactly the events and message that feeding the
+tokenizer's own decode of those ids gives - to chatparse.ResponseParser (step by step) and to the
+transformers reference (on the whole decoded text).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+
+import numpy as np
+import pytest
+
+tokenizers = pytest.importorskip("tokenizers")
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+
+import chatparse  # noqa: E402
+from chatparse import templates  # noqa: E402
+from chatparse.compiler.tokens import bind, bytes_to_unicode, vocab_for  # noqa: E402
+from chatparse.runtime.tokens import (TokenParser, TokenStreams, _Decoder, parse_tokens,  # noqa: E402
+                                      parse_tokens_batch)
+from harness import RefTimeout, normalize, run_reference  # noqa: E402
+
+import corpus_cases  # noqa: E402
+
+# ------------------------------------------------------------------------------------------------------ data
+# Built-in generations, used alongside the corpus (and alone when the corpus is not checked out).
+SAMPLES = {
+    "qwen3": [
+        ("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+         "<think>\nLet me think 中文 😀 about naïve café.\n</think>\n\nThe answer is 42 — ünïcødé ✓.\n"
+         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris, 東京"}}\n</tool_call><|im_end|>'),
+        ("<|im_start|>assistant\n<think>\n", "Short 🚀 thought.</think>Plain answer.<|im_end|>"),
+        ("", "no delimiters at all, just text with   spaces\n\n and 🎉 emoji"),
+    ],
+    "gpt_oss": [
+        ("<|start|>user<|message|>Weather?<|end|><|start|>assistant",
+         "<|channel|>analysis<|message|>Need the tool — ok 😀.<|end|><|start|>assistant<|channel|>commentary "
+         'to=functions.get_weather <|constrain|>json<|message|>{"city": "Zürich"}<|call|>'),
+        ("<|start|>assistant", "<|channel|>final<|message|>It is 20°C in Zürich.<|return|>"),
+    ],
+    "deepseek_r1": [
+        ("", "I need to think about this... 思考</think>The answer is 42.<｜end▁of▁sentence｜>"),
+    ],
+    "hermes": [
+        ("", 'Sure!\n<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>\n<|im_end|>'),
+    ],
+}
+
+SPECIAL_RE = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</?[A-Za-z_][\w:-]{0,30}>|\[/?[A-Z_]{2,20}\]"
+                        r"|<\|[a-z_]{1,20}>|<[a-z_]{1,20}\|>")
+FILLER = ["hello", "world", "the", "weather", "in", "Paris", "is", "sunny", "中文", "日本語", "😀", "🚀", "é", "ü",
+          "naïve", "café", "Ελληνικά", "русский", '{"name": "f"}', "\n", "  ", "—", "✓", "1.5", "true", "𝔘𝔫𝔦"]
+
+
+def load_cases():
+    corp, _ = corpus_cases.load()
+    cases = []
+    if corp is not None:
+        for c in corp.cases:
+            cases.append((c.name, corp.templates[c.name], c.prefix, c.output, c.tools, c.id))
+    for name, items in SAMPLES.items():
+        for k, (prefix, output) in enumerate(items):
+            cases.append((name, templates.get(name), prefix, output, None, f"{name}-sample{k}"))
+    return cases
+
+
+CASES = load_cases()
+
+
+def training_text(seed=0):
+    rng = random.Random(seed)
+    texts = []
+    for _, _, prefix, output, _, _ in CASES:
+        texts += [prefix, output] * 3
+    for _ in range(300):
+        texts.append("".join(rng.choice(FILLER) + rng.choice([" ", "", "\n"]) for _ in range(rng.randint(5, 25))))
+    return texts
+
+
+def special_strings():
+    found = set()
+    for _, _, prefix, output, _, _ in CASES:
+        found.update(SPECIAL_RE.findall(prefix + output))
+    return sorted(found)
+
+
+# ------------------------------------------------------------------------------------------------ tokenizers
+def byte_level_tokenizer(specials, vocab_size=900):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                             special_tokens=list(specials), show_progress=False)
+    tok.train_from_iterator(training_text(), trainer=tr)
+    return tok
+
+
+def sentencepiece_tokenizer(specials, vocab_size=700):
+    """Llama/Mistral-style: ▁ for spaces, <0xXX> byte fallback, Replace+ByteFallback+Fuse+Strip decoder."""
+    tok = Tokenizer(models.BPE(byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tr = trainers.BpeTrainer(vocab_size=vocab_size, limit_alphabet=40, show_progress=False,
+                             special_tokens=[f"<0x{b:02X}>" for b in range(256)] + list(specials))
+    tok.train_from_iterator(training_text(), trainer=tr)
+    return tok
+
+
+@pytest.fixture(scope="module")
+def toks():
+    specials = special_strings()
+    return {
+        "bl-special": byte_level_tokenizer(specials),
+        "bl-plain": byte_level_tokenizer([]),
+        "sp-special": sentencepiece_tokenizer(specials),
+        "sp-plain": sentencepiece_tokenizer([]),
+    }
+
+
+def decode(tok, ids):
+    return tok.decode(list(ids), skip_special_tokens=False)
+
+
+# ------------------------------------------------------------------------------------------------ id sequences
+def token_bytes_independent(tok, i):
+    """A token's bytes, derived here without chatparse (GPT-2 byte map / <0xXX> / ▁)."""
+    s = tok.id_to_token(i)
+    if type(tok.decoder).__name__ == "ByteLevel":
+        inv = {c: b for b, c in bytes_to_unicode().items()}
+        return bytes(inv[c] for c in s) if all(c in inv for c in s) else s.encode()
+    m = re.fullmatch(r"<0x([0-9A-F]{2})>", s)
+    return bytes([int(m.group(1), 16)]) if m else s.replace("▁", " ").encode()
+
+
+def split_into_bytes(tok, ids, rng, rate=0.3):
+    """Replace some tokens by their single-byte tokens: multi-byte characters then span several tokens."""
+    vocab = tok.get_vocab()
+    if type(tok.decoder).__name__ == "ByteLevel":
+        enc = bytes_to_unicode()
+        byte_id = {b: vocab.get(enc[b]) for b in range(256)}
+    else:
+        byte_id = {b: vocab.get(f"<0x{b:02X}>") for b in range(256)}
+    out = []
+    for i in ids:
+        bs = token_bytes_independent(tok, i)
+        if rng.random() < rate and len(bs) > 1 and all(byte_id.get(b) is not None for b in bs):
+            out.extend(byte_id[b] for b in bs)
+        else:
+            out.append(i)
+    return out
+
+
+def mutate(tok, ids, rng, n=4):
+    """Insert random tokens (any id, including lone UTF-8 bytes and special tokens)."""
+    out = list(ids)
+    size = tok.get_vocab_size()
+    for _ in range(rng.randint(1, n)):
+        out.insert(rng.randint(0, len(out)), rng.randrange(size))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the oracle
+BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
+
+
+def oracle_deltas(tok, ids):
+    """Text chunks from `tokenizer.decode(ids_so_far)` alone: feed what decode shows, minus what may still
+    change (a trailing U+FFFD for byte-level; the trailing run of <0xXX> tokens for ByteFallback); the rest
+    at the end."""
+    fed = ""
+    out = []
+    fallback = "ByteFallback" in str(tok.decoder.__getstate__())
+    for k in range(1, len(ids) + 1):
+        j = k
+        if fallback:
+            while j > 0 and BYTE_TOKEN.fullmatch(tok.id_to_token(ids[j - 1]) or ""):
+                j -= 1
+        d = decode(tok, ids[:j]).rstrip("\ufffd") if not fallback else decode(tok, ids[:j])
+        if d.startswith(fed) and len(d) > len(fed):
+            out.append(d[len(fed):])
+            fed = d
+        else:
+            out.append("")
+    full = decode(tok, ids)
+    assert full.startswith(fed)
+    out.append(full[len(fed):])
+    return out
+
+
+def run_tokens(binding, prefix, ids, tools=None, spans=False):
+    """Feed ids one at a time; also check each step against ResponseParser fed with the released text."""
+    p = binding.parser(prefix=prefix, tools=tools, spans=spans)
+    dec = _Decoder(binding.vocab)
+    ref = chatparse.ResponseParser(binding.compiled, prefix=prefix, tools=tools)
+    assert strip_spans(p.initial_events) == ref.initial_events
+    events = list(p.initial_events)
+    released = ""
+    for k, i in enumerate(ids):
+        delta = dec.feed([i])
+        released += delta
+        got = p.feed_tokens(i)
+        want = ref.feed(delta)
+        assert strip_spans(got) == want, (k, i, delta)
+        events += got
+    rest = dec.finish()
+    released += rest
+    msg, final = p.finalize()
+    ref.feed(rest)
+    want_msg, want_final = ref.finalize()
+    assert msg == want_msg
+    events += final
+    return msg, events, released, p
+
+
+def strip_spans(events):
+    return [{k: v for k, v in e.items() if k not in ("open", "span")} for e in events]
+
+
+def check_sequence(tok, binding, prefix, ids, tools=None, reference=True):
+    full = decode(tok, ids)
+    try:
+        msg, events, released, _ = run_tokens(binding, prefix, ids, tools)
+    except (ValueError, KeyError, TypeError) as e:  # a bad body: the text parser must fail the same way
+        with pytest.raises(type(e)):
+            r = chatparse.ResponseParser(binding.compiled, prefix=prefix, tools=tools)
+            r.feed(full)
+            r.finalize()
+        return
+    assert released == full
+    # the same as feeding decode(ids_so_far) incrementally
+    r = chatparse.ResponseParser(binding.compiled, prefix=prefix, tools=tools)
+    ev2 = list(r.initial_events)
+    for chunk in oracle_deltas(tok, ids):
+        ev2 += r.feed(chunk)
+    m2, f2 = r.finalize()
+    assert msg == m2
+    assert normalize(events) == normalize(ev2 + f2)
+    # one-shot from ids, numpy ids, and the transformers reference on the decoded text
+    assert binding.parse(ids, prefix=prefix, tools=tools) == msg
+    assert binding.parse(np.asarray(ids, dtype=np.int64), prefix=prefix, tools=tools) == msg
+    if reference:
+        try:
+            ref = run_reference(binding.compiled.template, full, prefix, tools)
+        except RefTimeout:
+            return
+        if ref[0] == "ok":
+            assert ref[1] == msg
+            assert ref[2] == normalize(events)
+
+
+# ================================================================================================== tests
+def test_vocab_matches_tokenizer_decode(toks):
+    rng = random.Random(1)
+    for name, tok in toks.items():
+        v = vocab_for(tok)
+        assert v.kind == ("bytes" if name.startswith("bl") else "pieces")
+        size = tok.get_vocab_size()
+        for _ in range(200):
+            ids = [rng.randrange(size) for _ in range(rng.randint(0, 30))]
+            assert v.decode(ids) == decode(tok, ids), ids
+        v2 = vocab_for(tok, skip_special_tokens=True)
+        for _ in range(50):
+            ids = [rng.randrange(size) for _ in range(rng.randint(0, 30))]
+            assert v2.decode(ids) == tok.decode(ids, skip_special_tokens=True)
+
+
+def test_partial_utf8_tokens_exist(toks):
+    """The byte-level vocab holds tokens that are not valid UTF-8 on their own; they get no standalone text."""
+    v = vocab_for(toks["bl-plain"])
+    partial = [i for i, t in enumerate(v.tok_text) if t is None]
+    assert partial
+    for i in partial[:20]:
+        with pytest.raises(UnicodeDecodeError):
+            v.tok_bytes[i].decode("utf-8")
+    sp = vocab_for(toks["sp-plain"])
+    assert sp.has_bytes_tokens
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_incremental_decode_is_stable_and_exact(toks, split):
+    """Released text is always a prefix of decode(ids_so_far) and of the final decode; only an incomplete
+    character (byte-level) or the current byte run (SentencePiece) is held; never an early U+FFFD."""
+    rng = random.Random(7)
+    for name, tok in toks.items():
+        v = vocab_for(tok)
+        size = tok.get_vocab_size()
+        for trial in range(30):
+            text = CASES[rng.randrange(len(CASES))][3]
+            ids = tok.encode(text).ids
+            ids = split_into_bytes(tok, ids, rng, 0.5) if split else mutate(tok, ids, rng)
+            full = decode(tok, ids)
+            dec = _Decoder(v)
+            released = ""
+            run = 0
+            for k, i in enumerate(ids):
+                released += dec.feed([i])
+                d_k = decode(tok, ids[: k + 1])
+                assert d_k.startswith(released) and full.startswith(released), (name, k)
+                held = d_k[len(released):]
+                if v.kind == "bytes":
+                    assert held in ("", "\ufffd"), (name, k, held)
+                else:
+                    run = run + 1 if v.byte_val[i] >= 0 else 0
+                    assert len(held) <= run, (name, k, held)
+            released += dec.finish()
+            assert released == full
+        assert size > 256
+
+
+@pytest.mark.parametrize("tokname", ["bl-special", "bl-plain", "sp-special", "sp-plain"])
+def test_feed_tokens_equals_text_parse(toks, tokname):
+    """Per case: encoded ids, ids with characters split over single-byte tokens, and ids with random tokens
+    inserted. Step-by-step events equal ResponseParser's on the released text; normalized events and message
+    equal feeding decode(ids_so_far) and the transformers reference on the full decode."""
+    tok = toks[tokname]
+    rng = random.Random(hash(tokname) & 0xFFFF)
+    for name, template, prefix, output, tools, cid in CASES:
+        b = bind(template, tok)
+        ids = tok.encode(output).ids
+        check_sequence(tok, b, prefix, ids, tools)
+        check_sequence(tok, b, prefix, split_into_bytes(tok, ids, rng), tools, reference=False)
+        check_sequence(tok, b, prefix, mutate(tok, ids, rng), tools, reference=rng.random() < 0.3)
+
+
+def test_random_token_soup(toks):
+    """Arbitrary id sequences (invalid UTF-8, specials anywhere) still match the text parse exactly."""
+    rng = random.Random(11)
+    for tokname, tok in toks.items():
+        size = tok.get_vocab_size()
+        for name in ("qwen3", "gpt_oss", "gemma4", "kimi_k2"):
+            b = bind(templates.get(name), tok)
+            for _ in range(6):
+                ids = [rng.randrange(size) for _ in range(rng.randint(1, 60))]
+                check_sequence(tok, b, "", ids, reference=False)
+
+
+def test_prefix_ids_equal_text_prefix(toks):
+    tok = toks["bl-special"]
+    for name, template, prefix, output, tools, cid in CASES[:40]:
+        b = bind(template, tok)
+        ids = tok.encode(output).ids
+        pids = tok.encode(prefix).ids
+        want = b.parse(ids, prefix=decode(tok, pids), tools=tools)
+        assert b.parse(ids, prefix_ids=pids, tools=tools) == want
+        assert parse_tokens(ids, b, prefix_ids=np.asarray(pids), tools=tools) == want
+        assert TokenParser(b, prefix_ids=pids, tools=tools).initial_events == b.parser(prefix_ids=pids,
+                                                                                       tools=tools).initial_events
+        p = b.parser(prefix_ids=pids, tools=tools)
+        r = chatparse.ResponseParser(template, prefix=decode(tok, pids), tools=tools)
+        assert p.initial_events == r.initial_events
+
+
+def test_multi_token_feeds(toks):
+    """feed_tokens with many ids at once (speculative decoding deltas) equals one id at a time."""
+    rng = random.Random(5)
+    for tokname in ("bl-plain", "sp-special"):
+        tok = toks[tokname]
+        for name, template, prefix, output, tools, cid in CASES[::3]:
+            b = bind(template, tok)
+            ids = split_into_bytes(tok, tok.encode(output).ids, rng)
+            p = b.parser(prefix=prefix, tools=tools)
+            events = list(p.initial_events)
+            k = 0
+            try:
+                while k < len(ids):
+                    n = rng.choice([1, 2, 3, 5, 8])
+                    chunk = ids[k:k + n]
+                    events += p.feed_tokens(np.asarray(chunk) if rng.random() < 0.5 else chunk)
+                    k += n
+                msg, final = p.finalize()
+            except (ValueError, KeyError, TypeError):
+                continue
+            events += final
+            r = chatparse.ResponseParser(template, prefix=prefix, tools=tools)
+            ev2 = r.initial_events + r.feed(decode(tok, ids))
+            m2, f2 = r.finalize()
+            assert msg == m2
+            assert normalize(events) == normalize(ev2 + f2)
+
+
+def test_fast_paths_are_taken(toks):
+    """Inert tokens never reach the character engine; a special token equal to a delimiter switches region
+    in one step; tokens ending in whitespace before a `\\s*` delimiter use the transition table."""
+    tok = toks["bl-special"]
+    b = bind(templates.get("qwen3"), tok)
+    think = tok.token_to_id("<think>")
+    assert think in b.tables.delims[0]
+    text = ("<think>\nLet me think about the weather in Paris and more words here.\n</think>\n\n"
+            "The weather in Paris is sunny and the answer is simple.<|im_end|>")
+    ids = tok.encode(text).ids
+    p = b.parser(prefix="")
+    calls = []
+    real = p._core.feed
+    p._core.feed = lambda t: calls.append(t) or real(t)
+    events = []
+    for i in ids:
+        events += p.feed_tokens(i)
+    msg, final = p.finalize()
+    r = chatparse.ResponseParser(templates.get("qwen3"), prefix="")
+    ev2 = r.feed(text)
+    m2, f2 = r.finalize()
+    assert msg == m2 and normalize(events + final) == normalize(ev2 + f2)
+    assert len(calls) <= len(ids) // 4, calls  # most tokens avoid the engine
+
+
+def test_mixing_text_and_ids(toks):
+    tok = toks["bl-plain"]
+    template = templates.get("qwen3")
+    b = bind(template, tok)
+    p = b.parser(prefix="")
+    ev = p.feed_tokens(tok.encode("<think>\nhello").ids) + p.feed("</think>\n\nThe answer")
+    ev += p.feed_tokens(tok.encode(" is 42.<|im_end|>").ids)
+    msg, fin = p.finalize()
+    r = chatparse.ResponseParser(template, prefix="")
+    ev2 = r.feed("<think>\nhello</think>\n\nThe answer is 42.<|im_end|>")
+    m2, f2 = r.finalize()
+    assert msg == m2 and normalize(ev + fin) == normalize(ev2 + f2)
+    p = b.parser(prefix="")
+    p.feed_tokens(split_into_bytes(tok, tok.encode("中").ids, random.Random(0), rate=1.0)[0])
+    with pytest.raises(ValueError, match="split"):
+        p.feed("x")
+
+
+def test_out_of_range_ids_raise_naming_the_id(toks):
+    tok = toks["bl-special"]
+    b = bind(templates.get("qwen3"), tok)
+    size = b.vocab.size
+    for bad in (size, size + 7, 2 * size + 3, -1, -size):
+        p = b.parser(prefix="")
+        with pytest.raises(ValueError, match=rf"token id {bad}\b"):
+            p.feed_tokens(bad)
+        with pytest.raises(ValueError, match=rf"token id {bad}\b"):
+            b.parser(prefix="").feed_tokens([1, 2, bad])
+        with pytest.raises(ValueError, match=rf"token id {bad}\b"):
+            b.parser(prefix="").feed_tokens(np.array([1, bad]))
+        with pytest.raises(ValueError, match=rf"token id {bad}\b"):
+            b.parse([0, bad], prefix="")
+        with pytest.raises(ValueError, match=rf"token id {bad}\b"):
+            b.parse(np.array([bad]), prefix="")
+        with pytest.raises(ValueError, match=rf"token id {bad}\b"):
+            b.parser(prefix_ids=[bad])
+        s = b.streams(3, prefix="")
+        with pytest.raises(ValueError, match=rf"token id {bad} \(stream 1\)"):
+            s.step([1, bad, 2])
+    p = b.parser(prefix="")
+    p.feed_tokens(5)
+    with pytest.raises(TypeError):
+        p.feed_tokens(1.5)
+    with pytest.raises(TypeError):
+        p.feed_tokens(np.array([1.0, 2.0]))
+    assert p.feed_tokens([]) == []
+
+
+def test_lifecycle_and_prefix_required(toks):
+    tok = toks["bl-special"]
+    b = bind(templates.get("qwen3"), tok)
+    with pytest.raises(ValueError, match="prefix"):
+        b.parser()
+    with pytest.raises(ValueError, match="prefix"):
+        parse_tokens([1, 2], b)
+    with pytest.raises(ValueError, match="not both"):
+        b.parser(prefix="", prefix_ids=[1])
+    p = b.parser(prefix_ids=[])
+    assert p.initial_events == []
+    assert p.finalize() == ({"role": "assistant"}, [])
+    with pytest.raises(RuntimeError):
+        p.feed_tokens(1)
+    with pytest.raises(RuntimeError):
+        p.finalize()
+    # a failing region close (bad JSON) leaves the parser failed, as ResponseParser does
+    ids = tok.encode('<tool_call>{"a": </tool_call>x').ids
+    p = b.parser(prefix="")
+    with pytest.raises(ValueError):
+        for i in ids:
+            p.feed_tokens(i)
+        p.finalize()
+    with pytest.raises(RuntimeError):
+        p.feed_tokens(ids[0])
+    with pytest.raises(RuntimeError):
+        p.feed_tokens(tok.encode(" weather").ids[0])  # an inert token too: no fast path after a failure
+    # the same when the failing close is a whole-delimiter special token taken in one step from the fast state
+    lit = bind({"start_anchor": "<|im_start|>assistant\n",
+                "fields": {"tc": {"open": "<tool_call>", "close": "</tool_call>", "content": "json"}}}, tok)
+    close = tok.token_to_id("</tool_call>")
+    assert close in lit.tables.delims[1]
+    p = lit.parser(prefix="")
+    for i in tok.encode('<tool_call>{"a": ').ids + tok.encode(" weather weather").ids:
+        p.feed_tokens(i)
+    assert p._tab is not p._never
+    with pytest.raises(ValueError):
+        p.feed_tokens(close)
+    with pytest.raises(RuntimeError):
+        p.feed_tokens(tok.encode(" weather").ids[0])
+
+
+# ------------------------------------------------------------------------------------------------ refusals
+def test_refuses_unsupported_decoders():
+    tok = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1, "##b": 2}, unk_token="[UNK]"))
+    tok.decoder = decoders.WordPiece()
+    with pytest.raises(ValueError, match="WordPiece"):
+        vocab_for(tok)
+    tok2 = Tokenizer(models.BPE({"a": 0, "b": 1}, []))
+    with pytest.raises(ValueError, match="no decoder"):
+        vocab_for(tok2)
+    tok2.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Strip(" ", 0, 1)])
+    with pytest.raises(ValueError, match="Strip"):
+        vocab_for(tok2)
+
+
+class _SlowTokenizer:
+    """A stand-in for a slow transformers tokenizer: no backend, decode only."""
+
+    def __init__(self, pieces):
+        self.pieces = pieces
+
+    def __len__(self):
+        return len(self.pieces)
+
+    def decode(self, ids, skip_special_tokens=False):
+        return b"".join(self.pieces[i] for i in ids).decode("utf-8", "replace")
+
+
+def test_refusal_names_tokens_without_derivable_bytes():
+    pieces = [b"a", b"b", "中".encode()[:2], b"c", "é".encode()[:1]]
+    with pytest.raises(ValueError, match=r"2 token\(s\).*ids 2, 4"):
+        vocab_for(_SlowTokenizer(pieces))
+    ok = _SlowTokenizer([b"a", b"b", b"<t>", b"</t>", " é".encode()])
+    v = vocab_for(ok)
+    assert v.decode([0, 2, 4, 3]) == "a<t> é</t>"
+
+
+def test_refuses_when_decode_is_not_reproducible():
+    class Spaced(_SlowTokenizer):
+        def decode(self, ids, skip_special_tokens=False):
+            return " ".join(self.pieces[i].decode() for i in ids)
+
+    with pytest.raises(ValueError, match="cannot reproduce"):
+        vocab_for(Spaced([b"a", b"b", b"c"]))
+
+
+def test_metaspace_and_cleanup_tokenizers():
+    """Metaspace decoder (first token drops its ▁) and transformers' clean_up_tokenization (streamed)."""
+    pytest.importorskip("transformers")
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tr = trainers.UnigramTrainer(vocab_size=200, special_tokens=["<think>", "</think>", "<|im_end|>"],
+                                 show_progress=False)
+    tok.train_from_iterator(training_text(), trainer=tr)
+    rng = random.Random(3)
+    v = vocab_for(tok)
+    assert v.first_text
+    size = tok.get_vocab_size()
+    for _ in range(200):
+        ids = [rng.randrange(size) for _ in range(rng.randint(0, 20))]
+        assert v.decode(ids) == decode(tok, ids)
+    b = bind(templates.get("qwen3"), tok)
+    for _ in range(20):
+        ids = [rng.randrange(size) for _ in range(rng.randint(1, 40))]
+        check_sequence(tok, b, "", ids, reference=False)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=True)
+    vc = vocab_for(fast)
+    assert vc.cleanup
+    words = [tok.token_to_id(w) for w in ("▁.", "▁?", "▁,", "'", "▁'", "s", "▁n't") if tok.token_to_id(w)]
+    bc = bind(templates.get("qwen3"), fast)
+    for _ in range(60):
+        ids = [rng.choice(words) if rng.random() < 0.5 else rng.randrange(size) for _ in range(rng.randint(1, 30))]
+        full = fast.decode(ids)
+        assert vc.decode(ids) == full
+        p = bc.parser(prefix="")
+        dec = _Decoder(vc)
+        out = "".join(dec.feed([i]) for i in ids) + dec.finish()
+        assert out == full
+        events = []
+        for i in ids:
+            events += p.feed_tokens(i)
+        msg, fin = p.finalize()
+        r = chatparse.ResponseParser(templates.get("qwen3"), prefix="")
+        ev2 = r.feed(full)
+        m2, f2 = r.finalize()
+        assert msg == m2 and normalize(events + fin) == normalize(ev2 + f2)
+
+
+# ------------------------------------------------------------------------------------------------ spans
+def _char_bytes(text):
+    """byte offset of each char of valid UTF-8 text, plus the end."""
+    out, pos = [], 0
+    for ch in text:
+        out.append(pos)
+        pos += len(ch.encode())
+    out.append(pos)
+    return out
+
+
+def test_spans(toks):
+    for tokname in ("bl-special", "bl-plain", "sp-special"):
+        tok = toks[tokname]
+        for name, template, prefix, output, tools, cid in CASES:
+            b = bind(template, tok)
+            ids = tok.encode(output).ids
+            try:
+                msg, events, released, p = run_tokens(b, prefix, ids, tools, spans=True)
+            except (ValueError, KeyError, TypeError):
+                continue
+            assert msg == b.parse(ids, prefix=prefix, tools=tools)
+            one_msg, one_spans = b.parse(ids, prefix=prefix, tools=tools, spans=True)
+            assert one_msg == msg and one_spans == p.spans
+            full = decode(tok, ids)
+            # region bodies are exactly the concatenated chunks; delimiters sit right around them
+            bodies = {}
+            current = []
+            for ev in events:
+                if ev["type"] == "region_open":
+                    current = []
+                elif ev["type"] == "region_chunk":
+                    current.append(ev["text"])
+                elif ev["type"] == "region_close":
+                    rec = ev["span"]
+                    assert rec["field"] == ev["field"]
+                    if rec["body"] is not None and rec["body"]["chars"][0] > 0:
+                        cs, ce = rec["body"]["chars"]
+                        assert full[cs:ce] == "".join(current), (cid, rec)
+                    if rec["open"] is not None and rec["body"] is not None:
+                        assert rec["open"]["chars"][1] == rec["body"]["chars"][0]
+                    if rec["close"] is not None and rec["body"] is not None:
+                        assert rec["close"]["chars"][0] == rec["body"]["chars"][1]
+            assert [r["field"] for r in p.spans] == [e["field"] for e in events if e["type"] == "region_close"
+                                                    and "span" in e]
+            # token ranges: the tokens hold the first and last byte of the characters
+            if tokname.startswith("bl") and "\ufffd" not in full:
+                cb = _char_bytes(full)
+                tstart = np.cumsum([0] + [len(token_bytes_independent(tok, i)) for i in ids])
+                for rec in p.spans:
+                    for part in ("open", "body", "close"):
+                        sp = rec[part]
+                        if sp is None or sp["chars"][0] == sp["chars"][1]:
+                            continue
+                        (cs, ce), (ts, te) = sp["chars"], sp["tokens"]
+                        assert tstart[ts] <= cb[cs] < tstart[ts + 1], (cid, part, sp)
+                        assert tstart[te - 1] <= cb[ce] - 1 < tstart[te], (cid, part, sp)
+
+
+def test_spans_mask_reasoning_tokens(toks):
+    tok = toks["bl-special"]
+    template = templates.get("qwen3")
+    text = ("<think>\nreasoning 中文 here\n</think>\n\nanswer text<tool_call>\n"
+            '{"name": "f", "arguments": {}}\n</tool_call><|im_end|>')
+    ids = tok.encode(text).ids
+    msg, spans = parse_tokens(ids, bind(template, tok), prefix="", spans=True)
+    fields = [s["field"] for s in spans]
+    assert fields == ["reasoning_content", "content", "tool_calls"]
+    ts, te = spans[0]["body"]["tokens"]
+    assert decode(tok, ids[ts:te]).strip() == "reasoning 中文 here"
+    ts, te = spans[2]["body"]["tokens"]
+    assert '"name": "f"' in decode(tok, ids[ts:te])
+    assert spans[0]["open"]["tokens"] == (0, 1)
+
+
+def test_spans_with_split_characters(toks):
+    """A character split across tokens belongs to the tokens holding its first and last byte."""
+    tok = toks["bl-plain"]
+    template = {"start_anchor": "<a>", "fields": {"x": {"open": "<x>", "close": "</x>"}}}
+    ids = split_into_bytes(tok, tok.encode("<x>中文😀</x>").ids, random.Random(0), rate=1.0)
+    msg, spans = parse_tokens(ids, bind(template, tok), prefix="", spans=True)
+    assert msg["x"] == "中文😀"
+    body = spans[0]["body"]
+    assert body["chars"] == (3, 6)
+    ts, te = body["tokens"]
+    assert decode(tok, ids[ts:te]) == "中文😀"
+
+
+# ------------------------------------------------------------------------------------------------ batches
+def test_parse_tokens_batch(toks):
+    tok = toks["sp-special"]
+    template = templates.get("qwen3")
+    b = bind(template, tok)
+    outs = [o for n, _, _, o, _, _ in CASES if n == "qwen3"][:5]
+    batch = [tok.encode(o).ids for o in outs]
+    want = [parse_tokens(ids, b, prefix="") for ids in batch]
+    assert want == [chatparse.parse_response(decode(tok, ids), template, prefix="") for ids in batch]
+    assert parse_tokens_batch(batch, b, prefix="") == want
+    assert parse_tokens_batch(batch, b, prefix=[""] * len(batch)) == want
+    assert parse_tokens_batch(batch, b, prefix_ids=[]) == want
+    assert parse_tokens_batch(batch, b, prefix_ids=[[]] * len(batch)) == want
+    with pytest.raises(ValueError, match="prefix"):
+        parse_tokens_batch(batch, b, prefix=[""] * (len(batch) + 1))
+    with pytest.raises(ValueError, match="prefix"):
+        parse_tokens_batch(batch, b)
+    n = max(len(x) for x in batch)
+    pad = tok.token_to_id("<|im_end|>")
+    arr = np.array([x + [pad] * (n - len(x)) for x in batch])
+    assert parse_tokens_batch(arr, b, prefix="") == [parse_tokens(row, b, prefix="") for row in arr.tolist()]
+
+
+def test_tools_and_callables(toks):
+    """tools= casts tool arguments like ResponseParser, also given as Python functions."""
+    tok = toks["bl-special"]
+    template = templates.get("qwen3")
+    b = bind(template, tok)
+
+    def get_weather(city: str, days: int):
+        """Get the weather.
+
+        Args:
+            city: the city
+            days: how many days
+        """
+
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "X", "days": "3"}}\n</tool_call><|im_end|>'
+    ids = tok.encode(text).ids
+    for tools in ([get_weather], [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]):
+        want = chatparse.parse_response(text, template, prefix="", tools=tools)
+        assert want["tool_calls"][0]["function"]["arguments"]["days"] == 3
+        assert b.parse(ids, prefix="", tools=tools) == want
+        msg, _, _, _ = run_tokens(b, "", ids, tools=tools)
+        assert msg == want
+
+
+@pytest.mark.parametrize("capacity", [4, 1024])
+def test_streams_match_single_parsers(toks, capacity):
+    rng = random.Random(capacity)
+    for tokname in ("bl-special", "sp-plain"):
+        tok = toks[tokname]
+        for name in ("qwen3", "gpt_oss", "hermes"):
+            template = templates.get(name)
+            b = bind(template, tok)
+            cases = [c for c in CASES if c[0] == name]
+            seqs, prefixes = [], []
+            for _ in range(6):
+                c = rng.choice(cases)
+                ids = tok.encode(c[3]).ids
+                seqs.append(split_into_bytes(tok, ids, rng, 0.2) if rng.random() < 0.5 else ids)
+                prefixes.append(c[2])
+            s = TokenStreams(b, len(seqs), prefix=prefixes, capacity=capacity)
+            events = [list(e) for e in s.initial_events]
+            refs = [chatparse.ResponseParser(template, prefix=p) for p in prefixes]
+            decs = [_Decoder(b.vocab) for _ in seqs]
+            msgs = [None] * len(seqs)
+            for k in range(max(map(len, seqs))):
+                act = np.array([k < len(x) for x in seqs])
+                ids = np.array([x[k] if k < len(x) else 0 for x in seqs])
+                out = s.step(ids, active=act)
+                assert len(out) == len(seqs)
+                assert out.tolist() == [out[j] for j in range(len(seqs))] == list(out)
+                for j in range(len(seqs)):
+                    if act[j]:
+                        events[j] += out[j]
+                        # exactly ResponseParser's events for the text this token completes
+                        assert out[j] == refs[j].feed(decs[j].feed([int(ids[j])])), (name, k, j)
+                    else:
+                        assert out[j] == []
+                    if k == len(seqs[j]) - 1:
+                        msgs[j], fin = s.finalize(j)
+                        events[j] += fin
+            for j, ids in enumerate(seqs):
+                msg, ev, _, _ = run_tokens(b, prefixes[j], ids)
+                assert msgs[j] == msg
+                assert normalize(events[j]) == normalize(ev)
+
+
+def test_streams_long_runs(toks):
+    """Long runs of inert tokens reach the parsers as one numpy-built text (wrap and finalize)."""
+    tok = toks["bl-plain"]
+    template = templates.get("qwen3")
+    b = bind(template, tok)
+    rng = random.Random(9)
+    words = ["hello", "world", "the", "weather", "in", "Paris", "is", "sunny", "café", "中文", "😀"]
+    seqs = []
+    for k in range(3):
+        body = " ".join(rng.choice(words) for _ in range(300))
+        seqs.append(tok.encode(f"<think>\n{body}\n</think>\n\n{body} done.<|im_end|>").ids)
+    n = min(map(len, seqs))
+    seqs = [x[:n] for x in seqs]
+    for capacity in (100, 1024):
+        s = b.streams(3, prefix="", capacity=capacity)
+        events = [[] for _ in seqs]
+        for k in range(n):
+            out = s.step([x[k] for x in seqs])
+            for j in range(3):
+                events[j] += out[j]
+        for j, (msg, fin) in enumerate(s.finalize_all()):
+            m2, ev2, _, _ = run_tokens(b, "", seqs[j])
+            assert msg == m2
+            assert normalize(events[j] + fin) == normalize(ev2)
+
+
+def test_streams_all_fast_step_and_errors(toks):
+    tok = toks["bl-special"]
+    b = bind(templates.get("qwen3"), tok)
+    s = b.streams(3, prefix="<|im_start|>assistant\n<think>\n")
+    word = tok.encode(" weather").ids
+    assert len(word) == 1
+    out = s.step([word[0]] * 3)
+    assert out.slow == [0, 1, 2]  # the prefix ends in "\n": a `\s*</think>` attempt is pending
+    assert out[1] == [{"type": "region_chunk", "field": "reasoning_content", "text": "\n weather", "dirty": False}]
+    out = s.step([word[0]] * 3)
+    assert out.slow == []  # quiet, inert token: numpy only
+    assert out[1] == [{"type": "region_chunk", "field": "reasoning_content", "text": " weather", "dirty": False}]
+    assert s.finalize(0)[0]["reasoning_content"] == "weather weather"
+    out = s.step([word[0]] * 3, active=[False, True, True])
+    assert out[0] == []
+    out = s.step([word[0]] * 3)  # stream 0 is finished: its parser raises, the others go on
+    assert 0 in out.errors and isinstance(out.errors[0], RuntimeError)
+    with pytest.raises(RuntimeError):
+        out[0]
+    assert out[2][0]["text"] == " weather"
+    res = s.finalize_all()
+    assert res[0] is None and res[1][0]["reasoning_content"] == "weather weather weather weather"
+
+
+# ------------------------------------------------------------------------------------------------ transformers
+@pytest.fixture(scope="module")
+def hf_tok(toks):
+    pytest.importorskip("transformers")
+    from transformers import PreTrainedTokenizerFast
+
+    t = PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(toks["bl-special"]), eos_token="<|im_end|>")
+    t.response_template = templates.get("qwen3")
+    return t
+
+
+def test_tokenizer_parse_response_mirrors_transformers(hf_tok):
+    from chatparse.integrations.transformers import get_response_parser, parse_response
+
+    outs = [o for n, _, _, o, _, _ in CASES if n == "qwen3"][:4]
+    prompts = [p for n, _, p, _, _, _ in CASES if n == "qwen3"][:4]
+    ids = [hf_tok.encode(o) for o in outs]
+    pids = [hf_tok.encode(p) for p in prompts]
+    for resp in (outs[0], ids[0], np.array(ids[0]), outs, ids, [ids[0]], [outs[0]], []):
+        for prefix in ("", prompts[0], pids[0], np.array(pids[0]), []):
+            assert parse_response(hf_tok, resp, prefix=prefix) == hf_tok.parse_response(resp, prefix=prefix)
+    assert parse_response(hf_tok, ids, prefix=prompts) == hf_tok.parse_response(ids, prefix=prompts)
+    assert parse_response(hf_tok, ids, prefix=pids) == hf_tok.parse_response(ids, prefix=pids)
+    n = min(map(len, ids))
+    arr = np.array([x[:n] for x in ids])
+    parr = np.array([x[:min(map(len, pids))] for x in pids])
+    assert parse_response(hf_tok, arr, prefix=parr) == hf_tok.parse_response(arr, prefix=parr)
+    assert parse_response(hf_tok, arr, prefix="") == hf_tok.parse_response(arr, prefix="")
+    with pytest.raises(ValueError):
+        parse_response(hf_tok, ids, prefix=prompts[:2])
+    with pytest.raises(ValueError):
+        parse_response(hf_tok, ids[0])
+    schema = templates.get("hermes")
+    assert parse_response(hf_tok, ids[0], schema, prefix="") == hf_tok.parse_response(ids[0], schema, prefix="")
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+    tc = hf_tok.encode('<tool_call>\n{"name": "get_weather", "arguments": {"city": "X", "days": "3"}}\n</tool_call>')
+    assert parse_response(hf_tok, tc, prefix="", tools=tools) == hf_tok.parse_response(tc, prefix="", tools=tools)
+    p = get_response_parser(hf_tok, prefix=pids[1])
+    r = hf_tok.get_response_parser(prefix=pids[1])
+    assert p.initial_events == r.initial_events
+    with pytest.raises(ValueError):
+        get_response_parser(hf_tok)
+    from transformers import PreTrainedTokenizerFast
+
+    bare = PreTrainedTokenizerFast(tokenizer_object=hf_tok.backend_tokenizer)
+    with pytest.raises(AttributeError):
+        parse_response(bare, ids[0], prefix="")
+    try:
+        import torch
+    except ImportError:
+        return
+    t = torch.tensor(ids[0])
+    assert parse_response(hf_tok, t, prefix=torch.tensor(pids[0])) == hf_tok.parse_response(t, prefix=pids[0])
+
+
+def test_streamer_with_generate(hf_tok):
+    torch = pytest.importorskip("torch")
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from chatparse.integrations.transformers import ChatParseStreamer, parse_response
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=len(hf_tok), n_positions=256, n_embd=32, n_layer=1, n_head=2,
+                     eos_token_id=hf_tok.eos_token_id, pad_token_id=hf_tok.eos_token_id)
+    model = GPT2LMHeadModel(cfg).eval()
+    prompt = hf_tok.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n", return_tensors="pt")
+    streamer = ChatParseStreamer(hf_tok)
+    out = model.generate(prompt, max_new_tokens=60, do_sample=True, streamer=streamer,
+                         attention_mask=torch.ones_like(prompt))
+    gen = out[0, prompt.shape[1]:]
+    assert streamer.message == parse_response(hf_tok, gen, prefix=prompt[0])
+    assert streamer.message == hf_tok.parse_response(gen, prefix=prompt[0])
+    r = chatparse.ResponseParser(hf_tok.response_template, prefix=hf_tok.decode(prompt[0]))
+    ev = r.initial_events + r.feed(hf_tok.decode(gen))
+    m, f = r.finalize()
+    assert normalize(list(streamer)) == normalize(ev + f) == normalize(streamer.events)
+    # batched generation: each stream stops at its EOS
+    prompts = hf_tok(["<|im_start|>assistant\n", "<|im_start|>assistant\n<think>\n"], return_tensors="pt",
+                     padding=True) if hf_tok.pad_token else None
+    if prompts is None:
+        hf_tok.pad_token = hf_tok.eos_token
+        prompts = hf_tok(["<|im_start|>assistant\n", "<|im_start|>assistant\n<think>\n"], return_tensors="pt",
+                         padding=True)
+    bs = ChatParseStreamer(hf_tok)
+    out = model.generate(**prompts, max_new_tokens=40, do_sample=True, streamer=bs)
+    L = prompts["input_ids"].shape[1]
+    for j in range(2):
+        gen = out[j, L:].tolist()
+        if hf_tok.eos_token_id in gen:
+            gen = gen[:gen.index(hf_tok.eos_token_id) + 1]
+        assert bs.messages[j] == parse_response(hf_tok, gen, prefix=prompts["input_ids"][j])
+
+
+# ------------------------------------------------------------------------------------------------ a real vocab
+def tekken_tokenizer():
+    """Mistral's tekken.json (131k byte-level tokens) from the mistral-common wheel, converted offline by
+    transformers' converter."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("mistral_common")
+    if spec is None:
+        pytest.skip("mistral-common is not installed (pip install --no-deps mistral-common)")
+    path = os.path.join(spec.submodule_search_locations[0], "data", "tekken_240911.json")
+    if not os.path.exists(path):
+        pytest.skip("mistral-common ships no tekken_240911.json")
+    try:
+        from transformers.integrations.mistral.tokenizer import MistralConverter
+    except Exception as e:  # its import chain needs tiktoken and pydantic-extra-types
+        pytest.skip(f"transformers' tekken converter is unavailable: {e}")
+    return MistralConverter(path).converted()
+
+
+def test_tekken_real_vocabulary():
+    tok = tekken_tokenizer()
+    v = vocab_for(tok)
+    assert v.kind == "bytes" and v.size >= 131072
+    partial = [i for i, t in enumerate(v.tok_text) if t is None]
+    assert len(partial) > 500  # about 1% of the vocabulary is not valid UTF-8 on its own
+    rng = random.Random(2)
+    for _ in range(100):
+        ids = [rng.choice(partial) if rng.random() < 0.3 else rng.randrange(v.size) for _ in range(30)]
+        assert v.decode(ids) == decode(tok, ids)
+    for name, template, prefix, output, tools, cid in CASES[::4]:
+        b = bind(template, tok)
+        ids = tok.encode(output, add_special_tokens=False).ids
+        check_sequence(tok, b, prefix, ids, tools)
+        check_sequence(tok, b, prefix, split_into_bytes_tekken(tok, ids, rng), tools, reference=False)
+    b = bind(templates.get("mistral_v11"), tok)
+    for _ in range(5):
+        ids = [rng.choice(partial) if rng.random() < 0.3 else rng.randrange(v.size) for _ in range(50)]
+        check_sequence(tok, b, "", ids, reference=False)
+
+
+def split_into_bytes_tekken(tok, ids, rng):
+    enc = bytes_to_unicode()
+    byte_id = {b: tok.token_to_id(enc[b]) for b in range(256)}
+    out = []
+    for i in ids:
+        bs = token_bytes_independent(tok, i)
+        if rng.random() < 0.3 and len(bs) > 1 and all(byte_id[b] is not None for b in bs):
+            out.extend(byte_id[b] for b in bs)
+        else:
+            out.append(i)
+    return out
