@@ -8,18 +8,31 @@ Python loop disappears; the region and value logic is the streaming parser's own
 may begin with whitespace keep the automaton (a `regex` call per offset of every whitespace run would cost
 more than one linear pass).
 
-`regex` backtracks, so this path is guarded: each match call has a timeout and the number of candidate
-starts is bounded by the text length. If either is exceeded (a pathological pattern such as ``<(?:a|aa)+>``
+`regex` backtracks, so this path is guarded: match calls on patterns that could backtrack badly (quantified
+groups, many unbounded quantifiers) have a timeout, and the number of candidate starts is bounded by the
+text length. If either is exceeded (a pathological pattern such as ``<(?:a|aa)+>``
 on ``"<aaaa..."``, or a long run of candidates), the parse is redone by the automaton, which is linear.
 The result is the same either way; only the time differs.
 """
 
 from __future__ import annotations
 
+import re
+
 from .parser import StreamParser
 from .scanner import Scanner
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
+
+
+_QUANTIFIED_GROUP = re.compile(r"\)(?:[*+]|\{\d*,\d*\})")
+_UNBOUNDED = re.compile(r"(?<!\\)[*+]")
+
+
+def backtracking_risk(source: str) -> bool:
+    """True when `regex` might backtrack badly on `source` (a quantified group, or four or more unbounded
+    quantifiers). Only such calls get a timeout: a timeout costs about a microsecond per call."""
+    return _QUANTIFIED_GROUP.search(source) is not None or len(_UNBOUNDED.findall(source)) >= 4
 
 
 class _Fallback(Exception):
@@ -33,10 +46,11 @@ class WholeTextScanner(Scanner):
         super().__init__(tables)
         self.push(text)
         self.budget = len(text) // 4 + 64
+        self.risky = [backtracking_risk(p.source) for p in tables.patterns]
 
     def decide(self, eos: bool):
         mode = self.mode
-        if mode.wchars or mode.first_re is None:
+        if mode.first_re is None:
             # Delimiters that may start with whitespace (or anywhere) make every offset of a whitespace run a
             # candidate; there one pass of the automaton beats a `regex` call per offset.
             return Scanner.decide(self, eos)
@@ -44,6 +58,7 @@ class WholeTextScanner(Scanner):
         n = len(text)
         patterns = self.t.patterns
         fields = self.t.fields
+        risky = self.risky
         i = self.scan - base
         while True:
             # Offset 0 is always a candidate: `^` can hold there, and the prefilter describes offsets > 0.
@@ -57,10 +72,13 @@ class WholeTextScanner(Scanner):
             best_key = best = None
             for pi in mode.patterns:
                 pat = patterns[pi]
-                try:
-                    m = pat.rx.match(text, p, timeout=MATCH_TIMEOUT)
-                except TimeoutError as e:
-                    raise _Fallback() from e
+                if risky[pi]:
+                    try:
+                        m = pat.rx.match(text, p, timeout=MATCH_TIMEOUT)
+                    except TimeoutError as e:
+                        raise _Fallback() from e
+                else:
+                    m = pat.rx.match(text, p)
                 if m is not None:
                     key = (p - m.end(), 0 if pat.kind == "open" else 1, fields[pat.field]["name"])
                     if best_key is None or key < best_key:

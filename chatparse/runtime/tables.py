@@ -25,7 +25,7 @@ class Mode:
     """One parser mode: the delimiters it watches and their combined DFA."""
 
     __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes",
-                 "anchor_re", "wchars", "jump", "loop", "can_start")
+                 "anchor_re", "wchars", "wdeep_re", "jump", "loop", "can_start")
 
     def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list):
         trans = np.asarray(raw["trans"])
@@ -56,7 +56,7 @@ class Mode:
         ]
         _check_first(raw["first"], where)
         self.first_re = _prefilter(self, class_sources)
-        self.anchor_re, self.wchars = _anchors(self, class_sources)
+        self.anchor_re, self.wchars, self.wdeep_re = _anchors(self, class_sources)
         self.jump, self.loop = _accelerations(self, class_sources)
         nullable = self.acc[self.startN] is not None
         self.can_start = [nullable or bool(self.trans[self.startN * n_classes + c]) for c in range(n_classes)]
@@ -68,7 +68,8 @@ class Mode:
         Otherwise (delimiters such as ``\\s*</think>``, where every space of prose would pass the prefilter):
         search in C for an *anchor* character, one that no match can do without; a match may begin earlier
         only through a run of the mode's leading-whitespace characters, which `rstrip` walks back over.
-        At an anchor not preceded by such a run, the prefilter must agree too.
+        The anchor must also pass a prefilter: from the start state, or after a run from any state a run of
+        whitespace can reach.
         """
         deep = self.first_re
         if deep is None:
@@ -82,7 +83,10 @@ class Mode:
             m = anchor.search(text, i)
             q = m.start() if m is not None else n
             p = i + len(text[i:q].rstrip(w)) if w else q
-            if m is None or p < q or deep.match(text, q):
+            if m is None:
+                return p
+            check = deep if p == q else self.wdeep_re
+            if check is None or check.match(text, q):
                 return p
             i = q + 1
 
@@ -134,7 +138,7 @@ def _anchors(mode: "Mode", class_sources: list):
     s = mode.startN
     trans, n = mode.trans, mode.n_classes
     if s == 0 or mode.acc[s] is not None:
-        return re.compile("(?!)"), ""
+        return re.compile("(?!)"), "", None
     firsts = [c for c in range(n) if trans[s * n + c]]
     w_classes = []
     for c in firsts:
@@ -155,7 +159,9 @@ def _anchors(mode: "Mode", class_sources: list):
     wset = set(w_classes)
     anchors = sorted({c for st in states for c in range(n) if c not in wset and trans[st * n + c]})
     wchars = "".join(chr(cp) for c in w_classes for lo, hi in class_sources[c] for cp in range(lo, hi + 1))
-    return re.compile(_union_source(anchors, class_sources) if anchors else "(?!)"), wchars
+    anchor_re = re.compile(_union_source(anchors, class_sources) if anchors else "(?!)")
+    # At an anchor after a whitespace run, the attempt is in one of `states`: filter on what they survive.
+    return anchor_re, wchars, (_prefilter(mode, class_sources, states) if wchars else None)
 
 
 def _accelerations(mode: "Mode", class_sources: list):
@@ -200,11 +206,11 @@ def _accelerations(mode: "Mode", class_sources: list):
     return jump, loop
 
 
-def _prefilter(mode: "Mode", class_sources: list):
+def _prefilter(mode: "Mode", class_sources: list, states=None):
     """The C-speed search for the next offset where an attempt can matter; None when every offset can.
 
-    It matches at p when the mode's DFA, started at p, survives the next PREFILTER_DEPTH characters (or
-    accepts, or decides, or the text ends first). Offsets it skips would start an attempt that dies without a
+    It matches at p when the mode's DFA, started at p (in `startN`, or in any of `states` when given),
+    survives the next PREFILTER_DEPTH characters (or accepts, or decides, or the text ends first). Offsets it skips would start an attempt that dies without a
     match, so skipping them changes nothing; where a class is too large to spell out, "any character" is
     used, which only makes the filter let more through.
     """
@@ -233,7 +239,7 @@ def _prefilter(mode: "Mode", class_sources: list):
 
     for depth in range(PREFILTER_DEPTH, 0, -1):
         memo.clear()
-        source = node(s, depth)
+        source = "|".join(node(st, depth) for st in sorted(states or [s]))
         if len(source) <= 20_000:
             return re.compile(source)
     return None
