@@ -46,7 +46,10 @@ class WholeTextScanner(Scanner):
         super().__init__(tables)
         self.push(text)
         self.budget = len(text) // 4 + 64
-        self.risky = [backtracking_risk(p.source) for p in tables.patterns]
+        risky = getattr(tables, "oneshot_risky", None)
+        if risky is None:  # computed once per loaded template
+            risky = tables.oneshot_risky = [backtracking_risk(p.source) for p in tables.patterns]
+        self.risky = risky
 
     def decide(self, eos: bool):
         mode = self.mode
