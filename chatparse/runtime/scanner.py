@@ -62,10 +62,6 @@ class Scanner:
         self.attempts = []
         self.eot_fed = False
 
-    def quiet(self) -> bool:
-        """True when everything received is stepped and no attempt is pending (the streaming fast path)."""
-        return not self.attempts and self.scan == self.end
-
     def safe_end(self) -> int:
         return self.attempts[0].start if self.attempts else self.scan
 
