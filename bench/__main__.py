@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> Path:
         ("oneshot", measure.oneshot, plots.oneshot),
         ("compile", measure.compile_times, plots.compile_times),
         ("memory", measure.memory, plots.memory),
-        ("tokens", measure.tokens, None),
+        ("tokens", measure.tokens, plots.tokens),
     ]
     try:
         for key, run, draw in steps:

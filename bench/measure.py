@@ -53,6 +53,18 @@ class Config:
     memory_constant: int = 64 * 1024  # target: retained - bodies <= this, at every length
     compile_templates: tuple | None = None  # None: every bundled template
     compile_reps: int = 5
+    # per-token cost (bench.pertoken): template, generation lengths in tokens, timed tokens per length, ...
+    token_template: str = "qwen3"
+    token_lengths: tuple = (1_024, 4_096, 16_384, 65_536, 131_072)
+    token_window: int = 1024
+    token_kinds: tuple = ("reasoning", "content")
+    token_reps: int = 5
+    token_streams: int = 256
+    token_stream_steps: int = 2048
+    token_stream_reps: int = 3
+    token_build_reps: int = 5
+    token_build_templates: tuple = ("qwen3",) + S.FORMATS
+    token_tekken: bool = True  # tekken (mistral-common) when importable, else a byte-level BPE trained here
     progress: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
     @classmethod
@@ -61,7 +73,8 @@ class Config:
             quick=True, stream_lengths=(4_000, 16_000), window_chars=1024, stream_reps=2,
             oneshot_small=4_000, oneshot_large=64_000, batch_small=8, batch_large=2, oneshot_reps=3,
             min_timed_s=0.005, pair_budget_s=3.0, memory_lengths=(4_000, 8_000, 16_000), compile_templates=S.FORMATS,
-            compile_reps=2,
+            compile_reps=2, token_lengths=(1_024, 4_096), token_window=256, token_reps=2, token_stream_steps=256,
+            token_stream_reps=2, token_build_reps=1,
         )
         base.update(kw)
         return cls(**base)
@@ -516,14 +529,30 @@ def memory(cfg: Config) -> list:
 # -- tokens ------------------------------------------------------------------------------------------------
 
 def tokens(cfg: Config) -> dict:
-    """Per-token cost: a placeholder until chatparse has a token-level API (`ResponseParser.feed_tokens`)."""
-    import chatparse
+    """Per-token cost (issue 3), measured by `bench.pertoken` (shared with ``python bench/bench_tokens.py``):
+    token-table build time, one token per call in one stream against generation length, whole sequences from
+    ids, and `token_streams` streams stepped together; chatparse from token ids against decoding each token with
+    the tokenizer and feeding the text to chatparse and to the reference."""
+    from . import pertoken as P
 
-    has = hasattr(chatparse.ResponseParser, "feed_tokens")
-    try:  # a token module in progress (not yet the public ResponseParser API) is worth a mention
-        from chatparse.runtime import tokens as _tokens
-
-        module = "chatparse.runtime.tokens" if hasattr(_tokens, "TokenParser") else None
-    except Exception:  # noqa: BLE001 - absent or mid-edit: either way nothing to measure
-        module = None
-    return {"available": has, "module": module}
+    vocab = P.load_tokenizer(allow_tekken=cfg.token_tekken, log=cfg.progress)
+    cfg.progress(f"  per-token vocabulary: {vocab.name} ({vocab.load_s:.1f} s to load)")
+    templates = tuple(dict.fromkeys((cfg.token_template,) + tuple(cfg.token_build_templates)))
+    build = P.build_times(vocab.tok, templates, cfg.token_build_reps)
+    sides = P.Sides(vocab, cfg.token_template)
+    one = []
+    for kind in cfg.token_kinds:
+        one += P.one_stream(sides, kind, cfg.token_lengths, cfg.token_window, cfg.token_reps,
+                            budget_s=cfg.pair_budget_s * 4, progress=cfg.progress)
+    whole = P.whole(sides, cfg.token_lengths, cfg.oneshot_reps, cfg.min_timed_s, budget_s=cfg.pair_budget_s,
+                    progress=cfg.progress)
+    streams = [P.streams(sides, cfg.token_streams, cfg.token_stream_steps, plain, cfg.token_stream_reps,
+                         budget_s=cfg.pair_budget_s * 2, progress=cfg.progress) for plain in (False, True)]
+    return {
+        "vocabulary": {"name": vocab.name, "source": vocab.source, "tekken": vocab.tekken, "load_s": vocab.load_s,
+                       "size": build["size"], "not_utf8_alone": build["not_utf8_alone"]},
+        "template": cfg.token_template, "build": build,
+        "delimiters_as_tokens": [d for d in P.SPECIALS if vocab.tok.token_to_id(d) is not None],
+        "one_stream": one, "whole": whole, "streams": streams,
+        "timer_overhead_ns": P.timer_overhead_ns(),
+    }

@@ -170,3 +170,42 @@ def memory(records: list, out: Path) -> list[str]:
     axes[0][0].legend(fontsize=7)
     fig.suptitle("Memory retained per stream")
     return [_save(fig, out, "memory.png")]
+
+
+TOKEN_SIDES = (("cp", "chatparse feed_tokens(id)", "tab:blue", CP_STYLE),
+               ("text", "decode + chatparse feed(text)", "tab:green", REF_STYLE),
+               ("ref", "decode + reference feed(text)", "tab:red", REF_STYLE))
+
+
+def tokens(result: dict, out: Path) -> list[str]:
+    """Per-token cost, one stream: median µs per call against generation length (log-log), one panel per
+    text, one line per side."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+
+    one = result.get("one_stream") or []
+    if not one:
+        return []
+    kinds = list(dict.fromkeys(r["kind"] for r in one))
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 4), squeeze=False, sharey=True)
+    titles = {"reasoning": "prose (one long reasoning region)", "content": "code/HTML answer (dense '<', newlines)"}
+    for ax, kind in zip(axes[0], kinds):
+        rows = sorted((r for r in one if r["kind"] == kind), key=lambda r: r["length"])
+        xs = [r["length"] for r in rows]
+        for col, label, color, style in TOKEN_SIDES:
+            ys = [r[col + "_us"] for r in rows]
+            if all(y == y for y in ys):
+                ax.plot(xs, ys, color=color, label=label, **style)
+        ax.axhline(0.3, color="gray", linestyle=":", label="target 0.3 µs")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator(xs))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1024:.0f}k" if x >= 1024 else f"{x:.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        _plain_y(ax)
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+        ax.set_title(titles.get(kind, kind), fontsize=9)
+        ax.set_xlabel("generation length (tokens)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("median µs per token (one stream)")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle(f"Per-token cost - {result['vocabulary']['name']} ({result['vocabulary']['size']:,} ids)")
+    return [_save(fig, out, "tokens.png")]

@@ -129,7 +129,95 @@ def targets(results: dict, cfg) -> list[dict]:
                         f"reference there: {_kib(worst['ref_excess'])})",
             "ok": worst["cp_excess"] <= cfg.memory_constant,
         })
+    out += _token_targets(results.get("tokens"))
     return out
+
+
+def _token_targets(tk: dict | None) -> list[dict]:
+    """The speed targets of issue 3 (per-token parsing), from the per-token measurements."""
+    if not tk:
+        return []
+    out = []
+    v = tk["vocabulary"]
+    vtag = f"{v['name']}, {v['size']:,} ids"
+    if not v["tekken"]:
+        vtag += "; not the ~150k-token vocabulary the target names"
+    one = tk["one_stream"]
+    if one:
+        kinds = list(dict.fromkeys(r["kind"] for r in one))
+        lengths = sorted({r["length"] for r in one})
+        worst = max(one, key=lambda r: r["cp_us"])
+        per_kind = "; ".join(f"{_TOKEN_KINDS.get(k, k)} max {max(r['cp_us'] for r in one if r['kind'] == k):.2f}"
+                             for k in kinds)
+        flats = [(_flat(one, k), k) for k in kinds]
+        growth, fk = max(flats)
+        out.append({
+            "target": f"One token per call, one stream ({vtag}): median <= 0.3 µs/token at every generation length "
+                      f"({lengths[0]:,} to {lengths[-1]:,} tokens) and flat (chatparse median at the longest length "
+                      "within 1.5x of the shortest)",
+            "measured": f"max median {worst['cp_us']:.2f} µs ({_TOKEN_KINDS.get(worst['kind'], worst['kind'])} at "
+                        f"{worst['length']:,} tokens; {per_kind}); flat: worst {growth:.2f}x "
+                        f"({_TOKEN_KINDS.get(fk, fk)})",
+            "ok": worst["cp_us"] <= 0.3 and growth <= 1.5,
+        })
+    wh = tk["whole"]
+    if wh:
+        top = max(wh, key=lambda r: r["tokens"])
+        low = min(wh, key=lambda r: r["tokens"])
+        out.append({
+            "target": f"Whole sequence from ids (`parse_tokens`, a list of ids, {vtag}): >= 10M tokens/s at "
+                      f"{top['tokens']:,} tokens",
+            "measured": f"{top['ids_tps'] / 1e6:.1f}M tokens/s (numpy ids {top['numpy_tps'] / 1e6:.1f}M; "
+                        f"{low['ids_tps'] / 1e6:.1f}M at {low['tokens']:,} tokens)",
+            "ok": top["ids_tps"] >= 10e6,
+        })
+    st = tk["streams"]
+    if st:
+        worst = min(st, key=lambda r: r["step_tps"])
+        others = "; ".join(f"{_stream_text(r)} {r['step_tps'] / 1e6:.1f}M" for r in st if r is not worst)
+        out.append({
+            "target": f"{worst['streams']} streams stepped together (`TokenStreams.step`, {vtag}): >= 20M tokens/s",
+            "measured": f"{worst['step_tps'] / 1e6:.1f}M tokens/s ({_stream_text(worst)}"
+                        + (f"; {others}" if others else "") + f"); reading every stream's events: "
+                        f"{worst['step_events_tps'] / 1e6:.1f}M",
+            "ok": worst["step_tps"] >= 20e6,
+        })
+    b = tk["build"]
+    if b:
+        slow = max(b["tables_s"], key=b["tables_s"].get)
+        total = b["vocab_s"] + b["tables_s"][slow]
+        out.append({
+            "target": f"Building the token tables for the vocabulary ({vtag}): <= 2 s",
+            "measured": f"{total:.2f} s (vocabulary {b['vocab_s']:.2f} s + tables of `{slow}` "
+                        f"{b['tables_s'][slow]:.2f} s, the slowest of {len(b['tables_s'])} templates)",
+            "ok": total <= 2,
+        })
+    return out
+
+
+_TOKEN_KINDS = {"reasoning": "prose", "content": "code/HTML"}
+
+
+def _flat(one: list, kind: str) -> float:
+    rows = sorted((r for r in one if r["kind"] == kind), key=lambda r: r["length"])
+    return rows[-1]["cp_us"] / rows[0]["cp_us"]
+
+
+def _us_cell(median: float, mean: float) -> str:
+    if median != median:  # nan: not measured
+        return "-"
+    return f"{median:.3f} ({mean:.2f})" if median < 10 else f"{median:.1f} ({mean:.1f})"
+
+
+def _stream_text(r: dict) -> str:
+    return "plain prose" if r["plain"] else "prose"
+
+
+def _mtps(x: float) -> str:
+    if x != x:  # nan: not measured
+        return "-"
+    x /= 1e6
+    return f"{x:.1f}" if x >= 10 else f"{x:.2f}" if x >= 0.1 else f"{x:.3f}"
 
 
 def _key(r: dict) -> tuple:
@@ -184,7 +272,7 @@ def write(out: Path, results: dict, cfg, command: str, plots: list[str], elapsed
     if cfg.quick:
         L += ["> Quick mode: the sizes are far below the targets' sizes, so these verdicts are not meaningful.", ""]
     rows = [[t["target"], t["measured"], "PASS" if t["ok"] else "FAIL"] for t in targets(results, cfg)]
-    L += _table(["target (issues 2 and 5)", "measured", "verdict"], rows) + [""]
+    L += _table(["target (issues 2, 3 and 5)", "measured", "verdict"], rows) + [""]
 
     st = results.get("streaming", [])
     L += [SECTIONS[2], ""]
@@ -279,21 +367,8 @@ def write(out: Path, results: dict, cfg, command: str, plots: list[str], elapsed
     else:
         L += ["(not run)", ""]
 
-    tk = results.get("tokens")
     L += [SECTIONS[6], ""]
-    if tk is None:
-        L += ["(not run)", ""]
-    elif not tk["available"]:
-        L += ["Skipped: chatparse has no token-level API yet (`chatparse.ResponseParser.feed_tokens` does not exist). "
-              "Once token tables exist this section will report the cost per token for one stream and for 256 "
-              "concurrent streams, against the reference fed the decoded text of each token."]
-        if tk.get("module"):
-            L += ["", f"(`{tk['module']}` with a `TokenParser` exists but is not the public `ResponseParser` API "
-                  "this section waits for.)"]
-        L += [""]
-    else:
-        L += ["Skipped: `ResponseParser.feed_tokens` exists, but this benchmark does not measure it yet "
-              "(bench/measure.py `tokens`); add the per-token scenarios (one stream, 256 streams) there.", ""]
+    L += _tokens_section(results.get("tokens"), plots)
 
     L += [SECTIONS[7], "",
           "- Outputs are generated by `bench/scenarios.py` from a seeded RNG following each format's syntax "
@@ -310,10 +385,113 @@ def write(out: Path, results: dict, cfg, command: str, plots: list[str], elapsed
           "collected before and disabled during timed regions, medians are reported; a pair whose single "
           f"repetition takes longer than {cfg.pair_budget_s:.0f} s is not repeated (`reps` column).",
           "- Per-feed times are taken around each `feed()` call with `time.perf_counter_ns` (includes ~50-100 ns "
-          "of timer overhead on both sides).", ""]
+          "of timer overhead on both sides).",
+          "- Per-token figures (`bench/pertoken.py`, shared with `python bench/bench_tokens.py`) use one tokenizer: "
+          "Mistral's tekken vocabulary when mistral-common is importable, else a byte-level BPE trained at bench "
+          "time (the section says which); per-call times there have the timer's own cost subtracted.", ""]
     path = out / "RESULTS.md"
     path.write_text("\n".join(L), encoding="utf-8")
     return path
+
+
+def _tokens_section(tk: dict | None, plots: list[str]) -> list[str]:
+    if not tk:
+        return ["(not run)", ""]
+    L: list[str] = []
+    v = tk["vocabulary"]
+    single = tk.get("delimiters_as_tokens", [])
+    L += [f"Vocabulary: **{v['name']}** - {v['source']}: {v['size']:,} ids, {v['not_utf8_alone']:,} of them not "
+          f"valid UTF-8 on their own (loaded in {v['load_s']:.1f} s, not counted below). Template: "
+          f"`{tk['template']}` (ChatML, `<think>`, `<tool_call>` JSON, `<|im_end|>`); "
+          + (f"its delimiters {', '.join(f'`{d}`' for d in single)} are single tokens of this vocabulary, the others "
+             "are split across ordinary tokens." if single else
+             "none of its delimiters is a single token of this vocabulary: they are split across ordinary tokens."),
+          "", "Measured by `bench/pertoken.py` (also `python bench/bench_tokens.py`). Before timing, the messages of "
+          "`parse_tokens(ids)`, of `feed_tokens` one id at a time (and of `TokenStreams`), of "
+          "`chatparse.parse_response(tokenizer.decode(ids))` and of the reference on the decoded text are "
+          "asserted equal. The decode-each-token sides are the baselines a generation loop would otherwise run; "
+          "they are not always right (a character split across tokens decodes to U+FFFD pieces: see the last "
+          "column of the streams table).", ""]
+
+    b = tk["build"]
+    if b:
+        L += ["### Building the token tables", "",
+              f"From cold caches, median of {b['reps']}: the vocabulary (`chatparse.compiler.tokens.vocab_for`: every "
+              f"token's bytes and text, and the bind-time self-check), once per tokenizer: **{b['vocab_s']:.2f} s**; "
+              "then the per-mode tables (`tables_for`), once per template x tokenizer (transitions of pending "
+              "delimiter attempts are learned lazily while parsing and not included):", ""]
+        rows = [[f"`{n}`", f"{t:.3f}", f"{b['vocab_s'] + t:.2f}", ", ".join(f"{x:,}" for x in b["inert_per_mode"][n])]
+                for n, t in b["tables_s"].items()]
+        L += _table(["template", "tables s", "vocabulary + tables s", "inert tokens per mode"], rows) + [""]
+
+    one = tk["one_stream"]
+    if one:
+        kinds = list(dict.fromkeys(r["kind"] for r in one))
+        lengths = sorted({r["length"] for r in one})
+        L += ["### One token per call, one stream", "",
+              f"One stream per side; a window of the last {one[0]['window']:,} tokens before each generation length "
+              f"is timed call by call (everything before it is fed untimed, {one[0]['prefeed']:,} tokens per call). "
+              "Each cell: median µs per call (mean in brackets: the mean includes the rare tokens that run the "
+              f"character engine), minus the timer's own cost ({tk['timer_overhead_ns']:.0f} ns, the median of "
+              "back-to-back `perf_counter_ns` reads); medians over repetitions with the sides interleaved. Sides: "
+              "chatparse `TokenParser.feed_tokens(id)`; `tokenizer.decode([id])` + "
+              "`chatparse.ResponseParser.feed(text)`; `tokenizer.decode([id])` + the reference "
+              "`ResponseParser.feed(text)`. `flat` = the median at the longest length / at the shortest. Texts: "
+              "*prose*: the generation is one long reasoning region of prose with line breaks (one word in 200 has "
+              "characters split across tokens); *code/HTML*: short reasoning, then one long answer dense with '<' "
+              "and newlines (the suite's code/HTML pieces).", ""]
+        header = ["text", "side"] + [f"{n:,} tokens" for n in lengths] + ["flat"]
+        rows = []
+        for k in kinds:
+            recs = {r["length"]: r for r in one if r["kind"] == k}
+            for ci, (col, label) in enumerate((("cp", "chatparse `feed_tokens(id)`"),
+                                               ("text", "decode + chatparse `feed`"),
+                                               ("ref", "decode + reference `feed`"))):
+                cells = [_us_cell(recs[n][col + "_us"], recs[n][col + "_mean_us"]) for n in lengths]
+                fl = recs[lengths[-1]][col + "_us"] / recs[lengths[0]][col + "_us"]
+                rows.append([_TOKEN_KINDS.get(k, k) if ci == 0 else "", label] + cells + [f"{fl:.2f}x"])
+            rows.append(["", "speed-up vs decode + reference (median)"]
+                        + [_fmt_ratio(recs[n]["ref_us"] / recs[n]["cp_us"]) if recs[n]["ref_us"] == recs[n]["ref_us"]
+                           else "-" for n in lengths] + [""])
+        L += _table(header, rows) + [""]
+        L += [f"![per-token cost]({p})" for p in plots if p.startswith("tokens")] + [""]
+
+    wh = tk["whole"]
+    if wh:
+        L += ["### Whole sequence from ids", "",
+              "One-shot parse of a complete generation (reasoning, then an answer, half the tokens each, then a tool "
+              "call), in M tokens/s (median of repetitions, each looping for at least the one-shot section's "
+              "minimum time): chatparse `parse_tokens` from a list of ids and from a numpy array; "
+              "`tokenizer.decode(ids)` + `chatparse.parse_response` (compiled template); `tokenizer.decode(ids)` + "
+              "the reference `parse_response` (with the `ResponseTemplate` from `load_response_template`).", ""]
+        rows = [[f"{r['tokens']:,}", f"{r['chars']:,}", _mtps(r["ids_tps"]), _mtps(r["numpy_tps"]),
+                 _mtps(r["decode_parse_tps"]), _mtps(r["ref_tps"]),
+                 _fmt_ratio(r["ids_tps"] / r["ref_tps"]) if r["ref_tps"] == r["ref_tps"] else "-", r["reps"]]
+                for r in wh]
+        L += _table(["tokens", "chars", "parse_tokens (list)", "parse_tokens (numpy)", "decode + parse_response",
+                     "decode + reference", "speed-up vs reference", "reps"], rows) + [""]
+
+    st = tk["streams"]
+    if st:
+        B = st[0]["streams"]
+        L += [f"### {B} streams stepped together", "",
+              f"{B} different generations (reasoning, then an answer; no tool call), advanced one token per stream per "
+              "step, in M tokens/s (all streams' tokens / wall time, including creating the parsers and finalizing "
+              "every stream; median of repetitions, sides interleaved). `TokenStreams.step(ids)` (numpy over the "
+              "batch; per-stream events built only when read), the same reading every stream's events "
+              f"(`StepEvents.tolist()`), {B} `TokenParser.feed_tokens` in a Python loop, {B} `tokenizer.decode([id])` "
+              f"+ `chatparse.ResponseParser.feed`, and {B} `decode` + reference `ResponseParser.feed` (first "
+              f"{st[0]['ref_steps']} steps only). *prose*: with line breaks and characters split across tokens; "
+              "*plain prose*: neither. The last column counts the streams whose message from decode-each-token + "
+              "`feed` differs from the message of the whole decode (a character split across tokens decodes to "
+              "U+FFFD pieces).", ""]
+        rows = [[_stream_text(r), f"{r['steps']:,}", _mtps(r["step_tps"]), _mtps(r["step_events_tps"]),
+                 _mtps(r["loop_tps"]), _mtps(r["text_loop_tps"]), _mtps(r["ref_loop_tps"]),
+                 f"{r['decode_each_token_wrong']} of {r['streams']}", r["reps"]] for r in st]
+        L += _table(["text", "steps", "TokenStreams.step", "step + read events", "loop feed_tokens",
+                     "loop decode + chatparse", "loop decode + reference", "wrong messages (decode per token)",
+                     "reps"], rows) + [""]
+    return L
 
 
 def command_line(argv: list[str]) -> str:

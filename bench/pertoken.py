@@ -1,0 +1,633 @@
+"""Per-token benchmark (issue 3): parsing token ids, side by side with decoding each token and feeding text.
+
+One implementation, used by the suite (``python -m bench``, section "Per-token cost", through
+`bench.measure.tokens`) and by the standalone command ``python bench/bench_tokens.py`` (a thin wrapper around
+`main` here).
+
+Vocabulary: Mistral's tekken (131k byte-level tokens, about 1% of them not valid UTF-8 on their own) from the
+mistral-common wheel, converted offline by transformers' ``MistralConverter`` when mistral-common is importable
+(``pip install --no-deps mistral-common==1.13.1 && pip install tiktoken 'pydantic-extra-types[pycountry]'``) -
+the same loading as tests/test_tokens.py - else (or with CHATPARSE_BENCH_NO_TEKKEN=1) a 32k byte-level BPE
+trained at bench time with the `tokenizers` library on the benchmark's own prose, with the template's
+delimiters as special tokens. `load_tokenizer` says which was used.
+
+Generations (`generation`) are qwen3-style (ChatML, ``<think>``, ``<tool_call>``, ``<|im_end|>``) and come in
+three kinds: ``turn`` (reasoning, then an answer, each half of the tokens, then a tool call: whole-sequence and
+many-stream figures), ``reasoning`` (one long reasoning region of prose with line breaks and, one word in 200,
+characters that byte-level BPE splits across tokens) and ``content`` (short reasoning, then one long answer
+dense with code/HTML - '<' and newlines - from `bench.scenarios`). The long-region kinds keep one region open
+over the whole generation, so per-token costs at 1k and at 128k tokens are comparable.
+
+What is measured (chatparse and the baselines in one process, interleaved, medians of repetitions):
+
+* `build_times`: building the token tables from cold caches: the vocabulary (`vocab_for`, one per tokenizer,
+  including its self-check) and the per-mode tables (`tables_for`, one per template x tokenizer);
+* `one_stream`: one token per call, one stream: a window of tokens ending at each generation length is timed
+  call by call (everything before it is fed untimed, many tokens per call): chatparse
+  ``TokenParser.feed_tokens(id)`` vs ``tokenizer.decode([id])`` + ``chatparse.ResponseParser.feed(text)`` vs
+  ``tokenizer.decode([id])`` + the reference ``ResponseParser.feed(text)``; median (and mean) µs per call,
+  minus the timer's own cost;
+* `whole`: one-shot tokens/s from ids: ``parse_tokens`` (a list, and a numpy array, of ids) vs
+  ``tokenizer.decode`` + ``chatparse.parse_response`` vs ``tokenizer.decode`` + the reference
+  ``parse_response`` (compiled templates on both sides);
+* `streams`: B streams stepped together with ``TokenStreams.step`` (numpy), with and without reading every
+  stream's events (``StepEvents.tolist()``), against B ``TokenParser``s fed in a Python loop, B ``decode`` +
+  ``chatparse.ResponseParser`` and B ``decode`` + reference ``ResponseParser`` (the first `ref_steps` steps);
+  figures include creating the parsers and finalizing every stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+TEMPLATE = "qwen3"
+TEKKEN_FILE = "tekken_240911.json"
+
+WORDS = ("the of and to in is that it for on with as was by this be are from at or an have not they which one "
+         "you had all were there been more if will would about their what so can when up out them some other "
+         "into its only then time two these could first may any like now people my over new very after "
+         "weather Paris forecast temperature sunny cloudy rain tomorrow city function result value check").split()
+RARE = "naïve café Zürich résumé 東京 中文 😀 ✓".split()  # one word in 200: characters split across tokens
+SPECIALS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<|im_end|>"]
+TOOL_CALL = '\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+END = "<|im_end|>"
+
+
+# -- the tokenizer ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Vocabulary:
+    tok: object  # a tokenizers.Tokenizer
+    name: str  # short name, e.g. "tekken_240911"
+    source: str  # one sentence: where it comes from
+    tekken: bool
+    load_s: float  # loading / training it (not part of the table build)
+
+
+def tekken_path() -> str | None:
+    """tekken_240911.json inside the installed mistral-common wheel, or None."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("mistral_common")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(spec.submodule_search_locations[0], "data", TEKKEN_FILE)
+    return path if os.path.exists(path) else None
+
+
+def load_tokenizer(allow_tekken: bool = True, log=None) -> Vocabulary:
+    """tekken from mistral-common when available (as tests/test_tokens.py loads it), else a byte-level BPE
+    trained here."""
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    t = time.perf_counter()
+    path = tekken_path() if allow_tekken and not os.environ.get("CHATPARSE_BENCH_NO_TEKKEN") else None
+    why = None
+    if path is not None:
+        try:
+            from transformers.integrations.mistral.tokenizer import MistralConverter
+
+            tok = MistralConverter(path).converted()
+            import mistral_common
+
+            ver = getattr(mistral_common, "__version__", "?")
+            return Vocabulary(tok, "tekken_240911",
+                              f"Mistral's tekken vocabulary ({TEKKEN_FILE} from the mistral-common {ver} wheel, "
+                              "converted offline by transformers' MistralConverter, as tests/test_tokens.py does)",
+                              True, time.perf_counter() - t)
+        except Exception as e:  # noqa: BLE001 - its import chain needs tiktoken and pydantic-extra-types
+            why = f"tekken unavailable ({type(e).__name__}: {e})"
+            log(f"# {why}; training a byte-level BPE instead")
+    elif allow_tekken and not os.environ.get("CHATPARSE_BENCH_NO_TEKKEN"):
+        why = "mistral-common is not installed"
+    elif os.environ.get("CHATPARSE_BENCH_NO_TEKKEN"):
+        why = "CHATPARSE_BENCH_NO_TEKKEN is set"
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=32000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                             special_tokens=SPECIALS, show_progress=False)
+    from . import scenarios as S
+
+    rng = random.Random(0)
+    tok.train_from_iterator([prose(rng, 2000) for _ in range(400)] +
+                            [S.fill(random.Random(k), 4000, "dense") for k in range(40)] + _lexicon_text(rng),
+                            trainer=tr)
+    size = tok.get_vocab_size(with_added_tokens=True)
+    source = (f"a byte-level BPE with a {size:,}-token vocabulary trained at bench time with the `tokenizers` "
+              "library on the benchmark's own prose and code plus a synthetic lexicon (so that the vocabulary "
+              "fills up), with the template's delimiters as special tokens" + (f" ({why})" if why else ""))
+    return Vocabulary(tok, f"byte-level BPE {size / 1000:.0f}k (trained here)", source, False,
+                      time.perf_counter() - t)
+
+
+def _lexicon_text(rng) -> list:
+    """Text over ~50k made-up words (Latin syllables, Cyrillic, CJK), some Zipf-frequent: enough distinct
+    pairs for BPE to learn a 32k vocabulary (the benchmark's prose alone has a few hundred words)."""
+    cons = "b c d f g h j k l m n p r s t v w z ch sh th st tr pl gr".split()
+    vow = "a e i o u ai ea ou io".split()
+    lex = ["".join(rng.choice(cons) + rng.choice(vow) for _ in range(rng.randint(1, 4))) for _ in range(40000)]
+    cjk = [chr(rng.randint(0x4E00, 0x9FFF)) for _ in range(3000)]
+    lex += ["".join(rng.choice(cjk) for _ in range(rng.randint(1, 3))) for _ in range(3000)]
+    lex += ["".join(chr(rng.randint(0x430, 0x44F)) for _ in range(rng.randint(3, 9))) for _ in range(3000)]
+    top = len(lex) - 1
+    return [" ".join(lex[min(int(rng.paretovariate(0.7)) - 1, top)] if rng.random() < 0.5 else rng.choice(lex)
+                     for _ in range(1000)) for _ in range(200)]
+
+
+# -- generations -----------------------------------------------------------------------------------------------
+
+def prose(rng, n_chars: int, plain: bool = False) -> str:
+    """Sentences of common words; unless `plain`, some end a paragraph or line and one word in 200 has
+    characters that byte-level BPE splits across tokens."""
+    out, size = [], 0
+    while size < n_chars:
+        sent = " ".join(rng.choice(RARE) if not plain and rng.random() < 0.005 else rng.choice(WORDS)
+                        for _ in range(rng.randint(6, 18)))
+        sent = sent[0].upper() + sent[1:] + rng.choice([".", ".", "?", "!"]) + (
+            " " if plain else rng.choice([" ", " ", "\n\n", "\n"]))
+        out.append(sent)
+        size += len(sent)
+    return "".join(out)
+
+
+def _text(kind: str, chars: int, seed: int, tool_call: bool, plain: bool) -> str:
+    rng = random.Random(seed)
+    if kind == "turn":
+        text = "<think>\n" + prose(rng, chars // 2, plain) + "\n</think>\n\n" + prose(rng, chars // 2, plain)
+    elif kind == "reasoning":
+        text = "<think>\n" + prose(rng, chars, plain) + "\n</think>\n\n" + prose(rng, 300, plain)
+    elif kind == "content":
+        from . import scenarios as S
+
+        text = "<think>\n" + prose(rng, 300, plain) + "\n</think>\n\n" + S.fill(rng, chars, "dense")
+    else:
+        raise ValueError(kind)
+    if tool_call:
+        text += TOOL_CALL
+    return text + END
+
+
+def generation(tok, n_tokens: int, seed: int = 0, kind: str = "turn", tool_call: bool = True,
+               plain: bool = False, at_least: bool = False) -> list:
+    """A qwen3-style generation of about `n_tokens` tokens (`at_least`: no fewer, and at most
+    30% more), as token ids.
+
+    ``turn``: reasoning and answer, half each; ``reasoning``: one long reasoning region; ``content``: one long
+    answer dense with code/HTML. Each ends in a tool call (unless not `tool_call`) and ``<|im_end|>``."""
+    chars = int(n_tokens * 4.2)
+    for _ in range(12):  # re-aim (deterministically) until n_tokens <= len(ids) <= 1.3 n_tokens
+        ids = tok.encode(_text(kind, chars, seed, tool_call, plain), add_special_tokens=False).ids
+        if not at_least or n_tokens <= len(ids) <= 1.3 * n_tokens:
+            break
+        chars = int(chars * n_tokens * (1.05 if len(ids) < n_tokens else 1.15) / max(1, len(ids))) + 16
+    assert not at_least or len(ids) >= n_tokens, "could not aim the generation length"
+    return ids
+
+
+# -- timing helpers --------------------------------------------------------------------------------------------
+
+clock = time.perf_counter_ns
+_overhead: list = []
+
+
+def timer_overhead_ns() -> float:
+    """The timer's own cost: the median of back-to-back `perf_counter_ns` reads (measured once)."""
+    if not _overhead:
+        _overhead.append(statistics.median([-(clock() - clock()) for _ in range(20001)]))
+    return _overhead[0]
+
+
+class NoGC:
+    """Collect, then keep the cyclic GC off inside the block."""
+
+    def __enter__(self):
+        gc.collect()
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc):
+        if self.was:
+            gc.enable()
+
+
+def per_call(feed, ids) -> list:
+    """Nanoseconds of each `feed(id)` call (timer included; see `timer_overhead_ns`)."""
+    times = [0] * len(ids)
+    k = 0
+    for i in ids:
+        t = clock()
+        feed(i)
+        times[k] = clock() - t
+        k += 1
+    return times
+
+
+def rotated(fns: list, reps: int, budget_s: float = float("inf")) -> list:
+    """Run every fn `reps` times, rotating which goes first each repetition (the suite's interleaving for
+    more than two sides); returns one list of results per fn. Stops early when the next repetition would
+    overrun `budget_s`."""
+    out = [[] for _ in fns]
+    t0 = time.perf_counter()
+    n = len(fns)
+    for r in range(reps):
+        for j in range(n):
+            k = (j + r) % n
+            out[k].append(fns[k]())
+        spent = time.perf_counter() - t0
+        if spent * (r + 2) / (r + 1) > budget_s:
+            break
+    return out
+
+
+def timed(fn, min_s: float):
+    """A sampler: seconds per call of `fn`, looping until at least `min_s` elapsed (loop count fixed at the
+    first sample, so every sample of one side runs the same count); GC off."""
+    state = {"n": None}
+
+    def sample():
+        with NoGC():
+            if state["n"] is None:
+                t = time.perf_counter()
+                fn()
+                one = time.perf_counter() - t
+                state["n"] = max(1, int(min_s / max(one, 1e-9)))
+                if state["n"] == 1:
+                    return one
+            n = state["n"]
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            return (time.perf_counter() - t) / n
+
+    return sample
+
+
+# -- the sides -------------------------------------------------------------------------------------------------
+
+class Sides:
+    """The template and tokenizer every measurement here uses, with chatparse's binding and the reference."""
+
+    def __init__(self, vocab: Vocabulary, template_name: str = TEMPLATE, reference: bool = True):
+        import chatparse
+        from chatparse import templates
+        from chatparse.compiler.tokens import bind
+
+        self.vocab = vocab
+        self.tok = vocab.tok
+        self.template_name = template_name
+        self.template = templates.get(template_name)
+        self.compiled = chatparse.compile_template(self.template)
+        self.binding = bind(self.compiled, self.tok)
+        self.ref_parser = self.ref_parse = self.rt = None
+        if reference:
+            try:
+                from transformers.utils.chat_parsing import ResponseParser, parse_response
+                from transformers.utils.chat_parsing.response_templates import load_response_template
+
+                self.rt = load_response_template(self.template)
+                self.ref_parser = lambda prefix="": ResponseParser(self.rt, prefix)
+                self.ref_parse = lambda text, prefix="": parse_response(text, self.rt, prefix=prefix)
+            except Exception:  # noqa: BLE001 - no reference installed: its columns stay empty
+                pass
+
+    def decode(self, ids) -> str:
+        return self.tok.decode(list(ids), skip_special_tokens=False)
+
+    def cp_text_parser(self, prefix: str = ""):
+        import chatparse
+
+        return chatparse.ResponseParser(self.compiled, prefix=prefix)
+
+    def reference_message(self, text: str, step: int = 4096) -> dict | None:
+        """The reference's message, fed in pieces (its one-shot parse of one long region is quadratic)."""
+        if self.ref_parser is None:
+            return None
+        p = self.ref_parser("")
+        for i in range(0, len(text), step):
+            p.feed(text[i:i + step])
+        return p.finalize()[0]
+
+
+# -- building the tables ---------------------------------------------------------------------------------------
+
+def _cold() -> None:
+    """Forget every cached vocabulary, token table and binding (chatparse.compiler.tokens caches them per
+    tokenizer and template), so the next `vocab_for` / `tables_for` builds from scratch."""
+    from chatparse.compiler import tokens as ctok
+
+    with ctok._lock:
+        ctok._vocab_cache.clear()
+        ctok._tables_cache.clear()
+        ctok._bindings.clear()
+
+
+def build_times(tok, template_names, reps: int) -> dict:
+    """Median seconds of a cold `vocab_for(tok)` (the per-tokenizer part, self-check included) and of a cold
+    `tables_for(compiled, vocab)` for each template (the per-template part); the compiled templates are built
+    beforehand (their compile time is the compile section's)."""
+    import chatparse
+    from chatparse import templates
+    from chatparse.compiler.tokens import tables_for, vocab_for
+
+    compiled = {n: chatparse.compile_template(templates.get(n)) for n in template_names}
+    t_vocab: list = []
+    t_tables: dict = {n: [] for n in template_names}
+    vocab = None
+    for _ in range(reps):
+        _cold()
+        with NoGC():
+            t = time.perf_counter()
+            vocab = vocab_for(tok)
+            t_vocab.append(time.perf_counter() - t)
+        for n in template_names:
+            with NoGC():
+                t = time.perf_counter()
+                tables = tables_for(compiled[n], vocab)
+                t_tables[n].append(time.perf_counter() - t)
+    _cold()
+    inert = {}
+    for n in template_names:
+        tables = tables_for(compiled[n], vocab)
+        inert[n] = [int(tables.flat[k * vocab.size:(k + 1) * vocab.size].sum()) for k in range(tables.n_modes)]
+    tables_s = {n: statistics.median(v) for n, v in t_tables.items()}
+    return {"size": vocab.size, "not_utf8_alone": vocab.n_partial, "vocab_s": statistics.median(t_vocab),
+            "tables_s": tables_s, "inert_per_mode": inert, "reps": reps}
+
+
+# -- one token per call ----------------------------------------------------------------------------------------
+
+COLUMNS = ("chatparse feed_tokens", "decode + chatparse feed", "decode + reference feed")
+
+
+def _window_pass(feed_many, feed_one, ids, lengths, window: int, prefeed: int) -> list:
+    """One stream: feed untimed (`feed_many(list of ids)`, `prefeed` ids per call) up to each window, then
+    time every `feed_one(id)` of the window. Returns, per length, the window's per-call ns."""
+    pos = 0
+    res = []
+    for L in lengths:
+        start = L - window
+        while pos < start:
+            nxt = min(pos + prefeed, start)
+            feed_many(ids[pos:nxt])
+            pos = nxt
+        with NoGC():
+            res.append(per_call(feed_one, ids[start:L]))
+        pos = L
+    return res
+
+
+def one_stream(sides: Sides, kind: str, lengths, window: int, reps: int, prefeed: int = 4096,
+               budget_s: float = 120.0, reference: bool = True, progress=None) -> list:
+    """Per-token cost for one stream of a `kind` generation, at windows ending at each length (one record per
+    length), chatparse ids vs decode + chatparse text vs decode + reference text."""
+    lengths = sorted(lengths)
+    window = min(window, lengths[0])
+    ids = generation(sides.tok, max(lengths) + 64, seed=7, kind=kind, at_least=True)
+    text = sides.decode(ids)
+    b, decode = sides.binding, sides.tok.decode
+
+    # correctness first: ids parsed one-shot, per token, and the reference on the decoded text agree
+    import chatparse
+
+    want = chatparse.parse_response(text, sides.compiled, prefix="")
+    assert b.parse(ids, prefix="") == want, f"{kind}: parse_tokens differs from parse_response(decode(ids))"
+    ref_msg = sides.reference_message(text) if reference else None
+    if ref_msg is not None and ref_msg != want:
+        diff = sorted(k for k in set(want) | set(ref_msg) if want.get(k) != ref_msg.get(k))
+        raise AssertionError(f"{kind}: chatparse and the reference disagree on {diff}")
+
+    def cp_pass(lens):
+        p = b.parser(prefix="")
+        res = _window_pass(p.feed_tokens, p.feed_tokens, ids, lens, window, prefeed)
+        p.feed_tokens(ids[lens[-1]:])
+        assert p.finalize()[0] == want, f"{kind}: feed_tokens gave another message"
+        return res
+
+    def text_pass(make):
+        def run(lens):
+            p = make("")
+            feed = p.feed
+            return _window_pass(lambda chunk: feed(decode(chunk, skip_special_tokens=False)),
+                                lambda i: feed(decode([i], skip_special_tokens=False)), ids, lens, window,
+                                prefeed)
+        return run
+
+    passes = [cp_pass, text_pass(sides.cp_text_parser)]
+    if reference and sides.ref_parser is not None:
+        passes.append(text_pass(sides.ref_parser))
+    for run in passes:  # warm-up: first-use caches (token transitions are learned lazily), lazy imports
+        run(lengths[:1])
+    if progress:
+        progress(f"  per-token one stream ({kind}, {len(ids):,} tokens, windows of {window} ending at "
+                 f"{', '.join(f'{L:,}' for L in lengths)})")
+    fns = [lambda run=run: run(lengths) for run in passes]
+    runs = rotated(fns, reps, budget_s)
+    over = timer_overhead_ns()
+    records = []
+    for li, L in enumerate(lengths):
+        rec = {"kind": kind, "length": L, "window": window, "prefeed": prefeed, "reps": len(runs[0]),
+               "generation_tokens": len(ids), "generation_chars": len(text)}
+        for col, col_runs in zip(("cp", "text", "ref"), runs):
+            meds = [max(statistics.median(r[li]) - over, 0.0) / 1e3 for r in col_runs]
+            means = [max(sum(r[li]) / len(r[li]) - over, 0.0) / 1e3 for r in col_runs]
+            rec[f"{col}_us"] = statistics.median(meds)
+            rec[f"{col}_mean_us"] = statistics.median(means)
+        for col in ("text", "ref"):
+            rec.setdefault(f"{col}_us", float("nan"))
+            rec.setdefault(f"{col}_mean_us", float("nan"))
+        records.append(rec)
+    return records
+
+
+# -- whole sequences -------------------------------------------------------------------------------------------
+
+def whole(sides: Sides, lengths, reps: int, min_s: float, budget_s: float = 30.0, reference: bool = True,
+          progress=None) -> list:
+    """One-shot tokens/s from ids for a `turn` generation of each length."""
+    import chatparse
+
+    b, compiled = sides.binding, sides.compiled
+    records = []
+    for n in lengths:
+        ids = generation(sides.tok, n, seed=n, kind="turn")
+        arr = np.asarray(ids, dtype=np.int64)
+        text = sides.decode(ids)
+        if progress:
+            progress(f"  per-token whole sequence ({len(ids):,} tokens)")
+        want = b.parse(ids, prefix="")
+        assert b.parse(arr, prefix="") == want == chatparse.parse_response(text, compiled, prefix="")
+        fns = [
+            timed(lambda: b.parse(ids, prefix=""), min_s),
+            timed(lambda: b.parse(arr, prefix=""), min_s),
+            timed(lambda: chatparse.parse_response(sides.decode(ids), compiled, prefix=""), min_s),
+        ]
+        if reference and sides.ref_parse is not None:
+            assert sides.ref_parse(text) == want, f"whole {n}: chatparse and the reference disagree"
+            fns.append(timed(lambda: sides.ref_parse(sides.decode(ids)), min_s))
+        runs = rotated(fns, reps, budget_s)
+        t = [statistics.median(r) for r in runs] + [float("nan")] * (4 - len(runs))
+        records.append({"tokens": len(ids), "chars": len(text), "reps": len(runs[0]),
+                        "ids_tps": len(ids) / t[0], "numpy_tps": len(ids) / t[1],
+                        "decode_parse_tps": len(ids) / t[2], "ref_tps": len(ids) / t[3]})
+    return records
+
+
+# -- many streams ----------------------------------------------------------------------------------------------
+
+def streams(sides: Sides, B: int, steps: int, plain: bool, reps: int, ref_steps: int = 128,
+            budget_s: float = 60.0, reference: bool = True, progress=None) -> dict:
+    """B `turn` generations (one per seed, no tool call) stepped together, `steps` tokens each."""
+    import chatparse
+
+    b, tok, compiled = sides.binding, sides.tok, sides.compiled
+    seqs = [generation(tok, steps + 64, seed=1000 + k, tool_call=False, plain=plain, at_least=True)[:steps]
+            for k in range(B)]
+    steps = min(map(len, seqs))
+    mat = np.array([s[:steps] for s in seqs], dtype=np.int64).T.copy()  # (steps, B)
+    rows = mat.tolist()
+    if progress:
+        progress(f"  per-token {B} streams x {steps} steps ({'plain prose' if plain else 'prose'})")
+
+    def run_streams(read_events: bool):
+        s = b.streams(B, prefix="")
+        step = s.step
+        if read_events:
+            for k in range(steps):
+                step(mat[k]).tolist()
+        else:
+            for k in range(steps):
+                step(mat[k])
+        return [m for m, _ in s.finalize_all()]
+
+    def run_loop():
+        ps = [b.parser(prefix="") for _ in range(B)]
+        feeds = [p.feed_tokens for p in ps]
+        for k in range(steps):
+            row = rows[k]
+            for j in range(B):
+                feeds[j](row[j])
+        return [p.finalize()[0] for p in ps]
+
+    def run_text_loop(make, n_steps: int):
+        def run():
+            rs = [make("") for _ in range(B)]
+            feeds = [r.feed for r in rs]
+            dec = tok.decode
+            for k in range(n_steps):
+                row = rows[k]
+                for j in range(B):
+                    feeds[j](dec([row[j]], skip_special_tokens=False))
+            return rs
+        return run
+
+    want = run_loop()
+    assert run_streams(False) == run_streams(True) == want
+    assert want == [chatparse.parse_response(sides.decode(mat[:, j]), compiled, prefix="") for j in range(B)]
+    # decoding each token on its own is wrong for characters split across tokens: count the damage
+    wrong = sum(r.finalize()[0] != w for r, w in zip(run_text_loop(sides.cp_text_parser, steps)(), want))
+
+    def clocked(fn):
+        def sample():
+            with NoGC():
+                t = time.perf_counter()
+                fn()
+                return time.perf_counter() - t
+        return sample
+
+    fns = [clocked(lambda: run_streams(False)), clocked(lambda: run_streams(True)), clocked(run_loop),
+           clocked(run_text_loop(sides.cp_text_parser, steps))]
+    ref_steps = min(steps, ref_steps)
+    if reference and sides.ref_parser is not None:
+        fns.append(clocked(run_text_loop(sides.ref_parser, ref_steps)))
+    runs = rotated(fns, reps, budget_s)
+    t = [statistics.median(r) for r in runs] + [float("nan")] * (5 - len(runs))
+    total = B * steps
+    return {"streams": B, "steps": steps, "plain": plain, "reps": len(runs[0]),
+            "step_tps": total / t[0], "step_events_tps": total / t[1], "loop_tps": total / t[2],
+            "text_loop_tps": total / t[3], "ref_loop_tps": B * ref_steps / t[4], "ref_steps": ref_steps,
+            "decode_each_token_wrong": wrong}
+
+
+# -- the standalone command ------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    """``python bench/bench_tokens.py``: the same measurements as the suite's per-token section, printed."""
+    ap = argparse.ArgumentParser(prog="python bench/bench_tokens.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--template", default=TEMPLATE)
+    ap.add_argument("--lengths", default="1024,4096,16384,65536,131072", help="generation lengths (tokens)")
+    ap.add_argument("--window", type=int, default=512, help="timed tokens per length (one stream)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--streams", type=int, default=256)
+    ap.add_argument("--stream-steps", type=int, default=2048)
+    ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--no-tekken", action="store_true", help="train a byte-level BPE instead of loading tekken")
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args(argv)
+    lengths = [int(x) for x in args.lengths.split(",")]
+    ref = not args.no_reference
+    logging_off()
+    progress = (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    vocab = load_tokenizer(allow_tekken=not args.no_tekken)
+    print(f"vocabulary: {vocab.name}: {vocab.source} (loaded in {vocab.load_s:.1f} s)")
+    build = build_times(vocab.tok, [args.template], max(1, args.reps))
+    sides = Sides(vocab, args.template, reference=ref)
+    results: dict = {"vocabulary": {"name": vocab.name, "source": vocab.source}, "build": build}
+    print(f"{build['size']:,} ids ({build['not_utf8_alone']:,} not valid UTF-8 alone); token tables: vocabulary "
+          f"{build['vocab_s']:.2f} s + {args.template} tables {build['tables_s'][args.template]:.2f} s "
+          f"(target <= 2 s)")
+
+    print(f"\none token per call, µs/token: median (mean), template {args.template}")
+    results["per_token"] = []
+    for kind in ("reasoning", "content"):
+        recs = one_stream(sides, kind, lengths, args.window, args.reps, reference=ref, progress=progress)
+        results["per_token"] += recs
+        print(f"{kind:>10} {'tokens':>8} " + " ".join(f"{c:>24}" for c in COLUMNS))
+        for r in recs:
+            print(f"{'':>10} {r['length']:>8} " + " ".join(
+                f"{r[c + '_us']:>13.3f} ({r[c + '_mean_us']:.3f})".rjust(24) for c in ("cp", "text", "ref")))
+        print(f"{'':>10} flat (longest / shortest, chatparse median): {recs[-1]['cp_us'] / recs[0]['cp_us']:.2f}x")
+
+    print("\nwhole sequence from ids, M tokens/s (median)")
+    print(f"{'tokens':>8} {'parse_tokens':>13} {'(numpy ids)':>12} {'decode+parse':>13} {'decode+reference':>17}")
+    results["whole"] = whole(sides, lengths, max(3, args.reps), 0.02, reference=ref, progress=progress)
+    for r in results["whole"]:
+        print(f"{r['tokens']:>8} {r['ids_tps'] / 1e6:>13.2f} {r['numpy_tps'] / 1e6:>12.2f} "
+              f"{r['decode_parse_tps'] / 1e6:>13.2f} {r['ref_tps'] / 1e6:>17.3f}")
+
+    results["streams"] = []
+    for plain in (False, True):
+        r = streams(sides, args.streams, args.stream_steps, plain, args.reps, reference=ref, progress=progress)
+        results["streams"].append(r)
+        print(f"\n{r['streams']} streams x {r['steps']} steps, {'plain prose' if plain else 'prose'}: M tokens/s "
+              "(median)")
+        for k in ("step_tps", "step_events_tps", "loop_tps", "text_loop_tps", "ref_loop_tps"):
+            print(f"  {k:>16}: {r[k] / 1e6:.3f}")
+        print(f"  decode-each-token wrong messages: {r['decode_each_token_wrong']} of {r['streams']}")
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2, default=str)
+    return 0
+
+
+def logging_off() -> None:
+    import logging
+
+    logging.getLogger("transformers").setLevel(logging.ERROR)
