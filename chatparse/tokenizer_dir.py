@@ -9,11 +9,18 @@ tokenizer_config.json*, so its header hash is the hash of exactly that template.
 * `save_dir(directory, template)`: write the template into tokenizer_config.json (keeping every other key)
   and the tables beside it.
 * `compile_dir(directory)`: (re)compile the template already in tokenizer_config.json and write the tables.
+  When the directory has a ``tokenizer.json`` (or a `tokenizer` is passed) that chatparse can derive token
+  bytes for, the file also gets the *token section* (FORMAT.md section 8): the vocabulary's token bytes and
+  the per-mode token tables, so that token ids can be parsed without the compiler or the tokenizer.
 * `load_dir(directory)`: a `CompiledTemplate` for the directory - from the tables file when its template hash
   matches the config's template (no compilation; the automaton is not rebuilt), else compiled from the config,
-  with a logged warning saying why the tables were not used.
+  with a logged warning saying why the tables were not used. When the file has a token section (and, if a
+  `tokenizer` is passed, its vocabulary hash is that tokenizer's; if not, the directory's tokenizer.json is
+  the one it was built from), the result carries it: ``TokenParser(ct, prefix=...)`` or
+  ``chatparse.runtime.tokens.token_binding(ct)`` parse token ids. Otherwise, with a tokenizer at hand, the
+  token tables are rebuilt with a warning saying why.
 * `check_dir(directory)`: `(ok, message)`; the tables must load, match the template, and equal what this
-  chatparse compiles now.
+  chatparse compiles now (token section included).
 
 Importing this module also registers `CompiledTemplate` with `copyreg`, so compiled templates pickle through
 the table format (`chatparse.compiler.writer.compiled_reduce`).
@@ -22,6 +29,7 @@ the table format (`chatparse.compiler.writer.compiled_reduce`).
 from __future__ import annotations
 
 import copyreg
+import hashlib
 import json
 import logging
 import os
@@ -30,13 +38,14 @@ from typing import Any
 
 from .compiled import CompiledTemplate
 
-__all__ = ["CONFIG_NAME", "TABLES_NAME", "save_dir", "compile_dir", "load_dir", "check_dir", "register",
-           "main_compile"]
+__all__ = ["CONFIG_NAME", "TABLES_NAME", "TOKENIZER_NAME", "save_dir", "compile_dir", "load_dir", "check_dir",
+           "register", "main_compile"]
 
 logger = logging.getLogger("chatparse")
 
 CONFIG_NAME = "tokenizer_config.json"
 TABLES_NAME = "response_template.cpt"
+TOKENIZER_NAME = "tokenizer.json"
 
 
 def _reduce(ct):
@@ -74,6 +83,65 @@ def _config_template(directory) -> Any:
     return cfg["response_template"]
 
 
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _dir_tokenizer(directory):
+    """`(tokenizer, sha256 of tokenizer.json)` of a directory with a tokenizer.json, else `(None, None)`.
+
+    A `tokenizers.Tokenizer` read from the file; wrapped in transformers' `PreTrainedTokenizerFast` only when
+    tokenizer_config.json turns on ``clean_up_tokenization_spaces`` for a non-BPE model (then transformers'
+    decode differs from the raw tokenizer's, and the token tables must follow transformers)."""
+    path = Path(directory) / TOKENIZER_NAME
+    if not path.exists():
+        return None, None
+    from tokenizers import Tokenizer
+
+    sha = _file_sha256(path)
+    tok = Tokenizer.from_file(str(path))
+    try:
+        cfg = _read_config(directory)
+    except (OSError, ValueError):
+        cfg = {}
+    if cfg.get("clean_up_tokenization_spaces") and type(tok.model).__name__ != "BPE":
+        from transformers import PreTrainedTokenizerFast
+
+        tok = PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=True)
+    return tok, sha
+
+
+def _bind_dir(compiled, directory, tokenizer=None, *, quiet: bool = False):
+    """`(binding or None, tokenizer_sha256 or None)`: `compiled` bound to `tokenizer`, else to the
+    directory's tokenizer.json (a tokenizer chatparse cannot derive token bytes for gives None, logged)."""
+    from .compiler.tokens import bind
+
+    if tokenizer is not None:
+        return bind(compiled, tokenizer), None
+    try:
+        tok, sha = _dir_tokenizer(directory)
+    except ImportError as e:  # tokenizers (or transformers, for a cleanup tokenizer) is not installed
+        if not quiet:
+            logger.warning("chatparse: no token tables for %s: %s", Path(directory) / TOKENIZER_NAME, e)
+        return None, None
+    except Exception as e:  # a tokenizer.json the tokenizers library cannot read
+        if not quiet:
+            logger.warning("chatparse: no token tables: %s cannot be read (%s)", Path(directory) / TOKENIZER_NAME, e)
+        return None, _file_sha256(Path(directory) / TOKENIZER_NAME)
+    if tok is None:
+        return None, None
+    try:
+        return bind(compiled, tok), sha
+    except (ValueError, TypeError) as e:
+        if not quiet:
+            logger.warning("chatparse: no token tables for %s: %s", Path(directory) / TOKENIZER_NAME, e)
+        return None, sha
+
+
 def _write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -83,11 +151,13 @@ def _write_json(path: Path, obj: Any) -> None:
 # ------------------------------------------------------------------------------------------------ API
 
 
-def save_dir(directory, template: Any, *, vocab_hash: bytes | str | None = None) -> Path:
+def save_dir(directory, template: Any, *, vocab_hash: bytes | str | None = None, tokenizer=None,
+             tokens: bool = True) -> Path:
     """Write `template` into `directory`/tokenizer_config.json and its tables beside it; returns the tables path.
 
     Other keys of an existing tokenizer_config.json are kept; the file is written the way transformers'
-    ``save_pretrained`` writes it (so ``AutoTokenizer.from_pretrained`` sees the same template)."""
+    ``save_pretrained`` writes it (so ``AutoTokenizer.from_pretrained`` sees the same template). `tokenizer`
+    and `tokens`: see `compile_dir`."""
     from .compiler.validate import load_template
 
     load_template(template)  # refuse an invalid template before touching the directory
@@ -97,26 +167,38 @@ def save_dir(directory, template: Any, *, vocab_hash: bytes | str | None = None)
     cfg = _read_config(directory) if path.exists() else {}
     cfg["response_template"] = template
     _write_json(path, cfg)
-    return compile_dir(directory, vocab_hash=vocab_hash)
+    return compile_dir(directory, vocab_hash=vocab_hash, tokenizer=tokenizer, tokens=tokens)
 
 
-def compile_dir(directory, *, vocab_hash: bytes | str | None = None) -> Path:
-    """Compile the response_template of `directory`/tokenizer_config.json into `directory`/response_template.cpt."""
+def compile_dir(directory, *, vocab_hash: bytes | str | None = None, tokenizer=None, tokens: bool = True) -> Path:
+    """Compile the response_template of `directory`/tokenizer_config.json into `directory`/response_template.cpt.
+
+    With `tokens` (the default), the file also holds the token tables for `tokenizer` (a `tokenizers.Tokenizer`
+    or a transformers tokenizer) or, when none is passed, for the directory's tokenizer.json (skipped, with a
+    warning, when chatparse cannot derive that tokenizer's token bytes)."""
     from .compiled import compile_template
     from .compiler.writer import save
 
     compiled = compile_template(_config_template(directory))
+    binding, sha = _bind_dir(compiled, directory, tokenizer) if tokens else (None, None)
     out = Path(directory) / TABLES_NAME
-    save(compiled, out, vocab_hash=vocab_hash)
+    save(compiled, out, vocab_hash=vocab_hash, tokens=binding if binding is not None else False,
+         tokenizer_sha256=sha)
     return out
 
 
-def load_dir(directory) -> CompiledTemplate:
+def load_dir(directory, *, tokenizer=None) -> CompiledTemplate:
     """The compiled response template of a tokenizer directory, from its tables when they match.
 
     When the tables file is missing, unreadable, corrupted, or was compiled for a different template, the
     template is compiled from tokenizer_config.json instead and a warning says so (the directory is not
-    modified; run ``chatparse compile DIR`` to refresh it)."""
+    modified; run ``chatparse compile DIR`` to refresh it).
+
+    Token tables: when the file has a token section it comes with the result (``TokenParser(ct, ...)``,
+    `chatparse.runtime.tokens.token_binding`) - if `tokenizer` is given, only when the section's vocabulary
+    hash is that tokenizer's (computing it derives the tokenizer's vocabulary); if not, only when the
+    directory's tokenizer.json is still the one the section was built from. Otherwise, when there is a
+    tokenizer (given, or a tokenizer.json beside the tables), the token tables are rebuilt with a warning."""
     from .compiler.validate import load_template
     from .runtime.loader import load, template_hash
 
@@ -144,12 +226,49 @@ def load_dir(directory) -> CompiledTemplate:
                                 tables, raw["header"]["chatparse_version"], __version__)
                 # Same template up to key order; the config's order is the one a fresh compile would use.
                 raw["template"] = spec
-                return CompiledTemplate(spec, raw)
+                ct = CompiledTemplate(spec, raw)
+                return _load_tokens(ct, directory, tables, tokenizer)
     logger.warning("chatparse: %s; recompiling response_template from %s (run `chatparse compile %s` to "
                    "refresh the tables)", why, CONFIG_NAME, directory)
     from .compiled import compile_template
 
-    return compile_template(template)
+    compiled = compile_template(template)
+    if tokenizer is None and not (directory / TOKENIZER_NAME).exists():
+        return compiled
+    ct = CompiledTemplate(compiled.spec, compiled.raw_tables)  # not the shared cached object: it gets tokens
+    binding, _ = _bind_dir(ct, directory, tokenizer)
+    if binding is not None:
+        ct._token_binding = binding
+    return ct
+
+
+def _load_tokens(ct: CompiledTemplate, directory: Path, tables: Path, tokenizer) -> CompiledTemplate:
+    """Keep the token section of a loaded table file when it is for the tokenizer at hand, else rebuild."""
+    data = ct.raw_tables.get("tokens")
+    why = None
+    if tokenizer is not None:
+        from .compiler.writer import vocab_hash
+
+        if data is None:
+            why = f"{tables} has no token tables"
+        elif ct.raw_tables["header"]["vocab_sha256"] != vocab_hash(tokenizer):
+            why = f"{tables} has token tables for a different tokenizer vocabulary (vocabulary hash mismatch)"
+    elif data is not None:
+        recorded = data["meta"]["tokenizer_sha256"]
+        path = directory / TOKENIZER_NAME
+        if recorded is not None and path.exists() and _file_sha256(path) != recorded:
+            why = f"{path} changed since the token tables in {tables} were built"
+    if why is None:
+        return ct
+    if data is None and tokenizer is None:
+        return ct
+    ct.raw_tables.pop("tokens", None)
+    logger.warning("chatparse: %s; rebuilding the token tables (run `chatparse compile %s` to refresh them)",
+                   why, directory)
+    binding, _ = _bind_dir(ct, directory, tokenizer)
+    if binding is not None:
+        ct._token_binding = binding
+    return ct
 
 
 def check_dir(directory) -> tuple[bool, str]:
@@ -174,13 +293,58 @@ def check_dir(directory) -> tuple[bool, str]:
         return False, str(e)
     if raw["header"]["template_sha256"] != template_hash(spec):
         return False, f"{tables} was compiled for a different response_template (template hash mismatch)"
-    fresh = compile_template(template).raw_tables
+    compiled = compile_template(template)
+    fresh = compiled.raw_tables
     diff = tables_differ(raw, fresh)
     if diff:
         return False, f"{tables} differs from what chatparse {__version__} compiles ({diff}); recompile it"
+    diff = _check_tokens(directory, tables, raw, compiled)
+    if diff:
+        return False, diff
     note = "" if raw["header"]["chatparse_version"] == __version__ else \
         f" (written by chatparse {raw['header']['chatparse_version']})"
     return True, f"{tables} is up to date{note}"
+
+
+def _check_tokens(directory: Path, tables: Path, raw: dict, compiled) -> str | None:
+    """None when the token section (or its absence) is what `compile_dir` writes now, else why not."""
+    from . import __version__
+    from .compiler.tokens import bind
+    from .compiler.writer import token_data
+    from .runtime.tokens import LoadedVocab
+
+    have = raw.get("tokens")
+    binding, sha = _bind_dir(compiled, directory, quiet=True)
+    if binding is None:
+        if have is None:
+            return None
+        if sha is None:  # no tokenizer.json: the vocabulary cannot be checked, the per-mode tables can
+            binding = bind(compiled, LoadedVocab(have))
+        else:
+            return f"{tables} has token tables but chatparse cannot derive the token bytes of its tokenizer.json"
+    elif have is None:
+        return f"{tables} has no token tables for {TOKENIZER_NAME} (run `chatparse compile {directory}`)"
+    diff = token_tables_differ(have, token_data(binding))
+    if diff:
+        return (f"{tables}: token tables differ from what chatparse {__version__} builds for "
+                f"{TOKENIZER_NAME if sha else 'their vocabulary'} ({diff}); recompile it")
+    return None
+
+
+def token_tables_differ(a: dict, b: dict) -> str | None:
+    """None when two token sections hold the same vocabulary and per-mode tables, else the first difference."""
+    import numpy as np
+
+    from .runtime.loader import TOKEN_ARRAYS
+
+    for k in ("size", "kind", "strip_char", "strip_start", "cleanup"):
+        if a["meta"][k] != b["meta"][k]:
+            return f"vocabulary {k}"
+    for k in TOKEN_ARRAYS:
+        x, y = np.asarray(a[k]), np.asarray(b[k])
+        if x.shape != y.shape or not np.array_equal(x.astype(np.int64), y.astype(np.int64)):
+            return f"token array {k}"
+    return None
 
 
 def tables_differ(a: dict, b: dict) -> str | None:
@@ -219,8 +383,9 @@ def register(subparsers) -> None:
         "compile",
         help="precompile a tokenizer directory's response_template into response_template.cpt",
         description="Compile the response_template in DIR/tokenizer_config.json into DIR/response_template.cpt "
-                    "(the table format of FORMAT.md). With --check, write nothing: verify that the tables exist, "
-                    "are intact, belong to the template, and equal what this chatparse compiles.",
+                    "(the table format of FORMAT.md), with token tables for DIR/tokenizer.json when there is one. "
+                    "With --check, write nothing: verify that the tables exist, are intact, belong to the "
+                    "template and the tokenizer, and equal what this chatparse compiles.",
     )
     p.add_argument("directory", metavar="DIR", help="tokenizer directory (holds tokenizer_config.json)")
     p.add_argument("--check", action="store_true", help="verify instead of writing; exit status 1 if stale")
@@ -239,5 +404,9 @@ def main_compile(args) -> int:
     except (OSError, ValueError, TypeError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {out} ({out.stat().st_size} bytes)")
+    from .runtime.loader import load
+
+    raw = load(out)
+    note = f", token tables for {raw['tokens']['meta']['size']} tokens" if "tokens" in raw else ""
+    print(f"wrote {out} ({out.stat().st_size} bytes{note})")
     return 0

@@ -211,7 +211,10 @@ export function loadTables(input) {
   if (!bytesEqual(sha256(bytes.subarray(0, n - TRAILER_SIZE)), bytes.subarray(n - TRAILER_SIZE))) fail("checksum mismatch: the file is corrupted");
   const [tOff, tLen, mOff, mLen, dOff, dLen] = [24, 32, 40, 48, 56, 64].map(u64);
   const flags = u32(72);
-  if (flags & ~1) fail(`unknown header flags ${flags}`);
+  // bit 0: vocabulary hash; bit 1: token section (token tables for parsing token ids: not used by this runtime,
+  // which parses text; its arrays are bounds-checked like every array and otherwise ignored).
+  if (flags & ~3) fail(`unknown header flags ${flags}`);
+  if ((flags & 2) && !(flags & 1)) fail("token section without its vocabulary hash");
   if (u32(76) !== 0) fail("reserved header field is not zero");
   const align8 = (x) => Math.ceil(x / 8) * 8;
   if (tOff !== HEADER_SIZE || mOff !== tOff + tLen || dOff !== align8(mOff + mLen) || dLen % 8 || dOff + dLen !== n - TRAILER_SIZE) {
@@ -242,7 +245,7 @@ export function loadTables(input) {
   } catch (e) {
     fail(`metadata section is not valid UTF-8 JSON (${e.message})`);
   }
-  const header = { formatVersion: version, chatparseVersion, templateSha256: hex(bytes.subarray(80, 112)), vocabSha256: flags & 1 ? hex(vocab) : null };
+  const header = { formatVersion: version, chatparseVersion, templateSha256: hex(bytes.subarray(80, 112)), vocabSha256: flags & 1 ? hex(vocab) : null, tokens: Boolean(flags & 2) };
   const data = bytes.subarray(dOff, dOff + dLen);
   return new Tables(spec, meta, data, header, fail);
 }
@@ -523,11 +526,16 @@ function expectedPatterns(spec) {
   return out;
 }
 
+/** The arrays of the token section (FORMAT.md section 8); this runtime parses text and skips them. */
+const TOKEN_ARRAYS = ["offsets", "bytes", "flags", "first_ids", "first_offsets", "first_bytes", "inert", "delims"];
+
 /** Everything one compiled template needs at run time (the JavaScript twin of runtime/tables.py). */
 export class Tables {
   constructor(spec, meta, data, header, fail) {
     checkTemplate(spec, fail);
-    checkKeys(meta, ["chatparse_version", "n_classes", "patterns", "modes", "arrays"], ["js"], "metadata", fail);
+    checkKeys(meta, ["chatparse_version", "n_classes", "patterns", "modes", "arrays"], ["js", "tokens"], "metadata", fail);
+    if (hasOwn(meta, "tokens") !== header.tokens) fail("the token-section flag and the metadata's 'tokens' entry disagree");
+    if (header.tokens && !isDict(meta.tokens)) fail("tokens: expected an object");
     if (meta.chatparse_version !== header.chatparseVersion) fail("metadata chatparse_version differs from the header's");
     this.header = header;
     this.template = spec;
@@ -580,6 +588,7 @@ export class Tables {
     this.modes = meta.modes.map((m, mi) => new Mode(m, mi, arrays, this.nClasses, watch[mi], fail));
     const known = new Set(["class_starts", "class_ids"]);
     this.modes.forEach((_, mi) => ["trans", "eot", "acc", "term"].forEach((k) => known.add(`mode${mi}.${k}`)));
+    if (header.tokens) TOKEN_ARRAYS.forEach((k) => known.add(`tokens.${k}`)); // the token section: ignored here
     for (const name of arrays.keys()) if (!known.has(name)) fail(`unknown array '${name}'`);
     this.history = Math.max(1, ...this.patterns.map((p) => p.history));
     this.dirty = this.fields.map((f) => !STREAMABLE.has(f.content));

@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 import regex
 
-from ..runtime.scanner import Attempt, Scanner
-from ..runtime.tokens import CLEANUP_RULES, TokenBinding, decode_run
+from ..runtime.tokens import (TokenBinding, TokenTablesBase, VocabBase, _whole_delimiter,  # noqa: F401
+                              clean_up_tokenization, decode_run)
 
 __all__ = ["TokenVocab", "TokenTables", "bind", "vocab_for", "tables_for", "bytes_to_unicode"]
 
@@ -80,7 +80,7 @@ def _byte_level_bytes(token: str) -> bytes:
 # --------------------------------------------------------------------------------------------------------------
 # The vocabulary
 # --------------------------------------------------------------------------------------------------------------
-class TokenVocab:
+class TokenVocab(VocabBase):
     """Every token's contribution to the decoded text, for one tokenizer (see the module docstring).
 
     Attributes used by the runtime:
@@ -131,46 +131,7 @@ class TokenVocab:
         # Tokens whose text is not available on its own (incomplete UTF-8, byte tokens).
         self.n_partial = sum(1 for t in texts if t is None)
 
-    # -- whole-sequence decoding (the reference for the incremental decoders in runtime/tokens.py) -----------
-    def decode(self, ids) -> str:
-        """Decode a sequence of ids exactly like the tokenizer does (ids must be in range)."""
-        ids = [i for i in ids if not self.skip[i]]
-        if self.kind == "bytes":
-            text = b"".join([self.tok_bytes[i] for i in ids]).decode("utf-8", "replace")
-        else:
-            out = []
-            run = bytearray()
-            bv = self.byte_val_list
-            for k, i in enumerate(ids):
-                b = bv[i]
-                if b >= 0:
-                    run.append(b)
-                    continue
-                if run:
-                    out.append(decode_run(run))
-                    run = bytearray()
-                if k == 0 and i in self.first_text:
-                    out.append(self.first_text[i])
-                else:
-                    out.append(self.tok_text[i])
-            if run:
-                out.append(decode_run(run))
-            text = "".join(out)
-        if self.strip_start:
-            n = 0
-            while n < self.strip_start and n < len(text) and text[n] == self.strip_char:
-                n += 1
-            text = text[n:]
-        if self.cleanup:
-            text = clean_up_tokenization(text)
-        return text
-
-
-def clean_up_tokenization(text: str) -> str:
-    """transformers' `clean_up_tokenization` (the same chain of replaces)."""
-    for old, new in CLEANUP_RULES:
-        text = text.replace(old, new)
-    return text
+    # `decode(ids)` (the reference for the incremental decoders) is `VocabBase.decode` in runtime/tokens.py.
 
 
 # -- building a vocab from a tokenizer ----------------------------------------------------------------------------
@@ -404,8 +365,9 @@ def _size_key(tokenizer) -> Any:
 
 
 def vocab_for(tokenizer, *, skip_special_tokens: bool = False) -> TokenVocab:
-    """The (cached) `TokenVocab` of a tokenizer; a `TokenVocab` is returned as is."""
-    if isinstance(tokenizer, TokenVocab):
+    """The (cached) `TokenVocab` of a tokenizer; a `TokenVocab` (or a vocab read from a table file,
+    `chatparse.runtime.tokens.LoadedVocab`) is returned as is."""
+    if isinstance(tokenizer, VocabBase):
         return tokenizer
     key = (id(tokenizer), bool(skip_special_tokens), _size_key(tokenizer))
     with _lock:
@@ -426,166 +388,39 @@ def vocab_for(tokenizer, *, skip_special_tokens: bool = False) -> TokenVocab:
 # --------------------------------------------------------------------------------------------------------------
 # Per-mode token tables
 # --------------------------------------------------------------------------------------------------------------
-_TRANSITION_CACHE = 65536
-
-
-class _Bail(Exception):
-    pass
-
-
-class _Probe(Scanner):
-    """A scanner that stops as soon as any match end is recorded (the transition probe refuses then: the
-    placeholder characters must never reach a decision)."""
-
-    def _record(self, a, hit, at):  # overrides the static method of Scanner
-        raise _Bail()
-
-
-class _Captures:
-    """Stands in for a match object: the parser only calls `groupdict()`."""
-
-    __slots__ = ("d",)
-
-    def __init__(self, d: dict):
-        self.d = d
-
-    def groupdict(self) -> dict:
-        return dict(self.d)
-
-
-class TokenTables:
-    """Per-mode token tables of one compiled template bound to one vocab.
-
-    * ``fast[m]``: a list of ``2 * size`` entries: the token's text when the token is inert in mode ``m``
-      (non-empty, complete text, no character passes the mode's prefilter), else None. The second half is all
-      None, so a negative id never finds an entry (Python lists wrap negative indexes).
-    * ``never``: the same shape, all None (the table in use while the parser is not in its fast state).
-    * ``flat``: ``(n_modes + 1) * size`` uint8: 1 where inert; the last row is all 0. For batched stepping.
-    * ``delims[m]``: token id -> (pattern index, captures-or-None) for a token whose text is, on its own, a
-      whole delimiter decided within the token in mode ``m`` (a quiet scanner, not at offset 0).
-    * ``mode_index``: id(Mode) -> its index.
-    * ``transition(mode, states, text)``: what a text does to undecided attempts (lazily cached, see there).
-    * ``batch_rows(...)``: the row tables `TokenStreams` shares between all its streams (built on first use).
+class TokenTables(TokenTablesBase):
+    """Per-mode token tables of one compiled template bound to one vocab: computes which tokens are inert in
+    each mode (non-empty, complete text, no character passes the mode's prefilter) and which are a whole
+    delimiter on their own; the attributes and methods the runtime uses are `TokenTablesBase`'s (the same
+    object a table file's token section gives, see `chatparse.runtime.tokens.binding_from_data`).
     """
 
     def __init__(self, compiled, vocab: TokenVocab):
         t = compiled.tables
-        self.compiled = compiled
-        self.vocab = vocab
-        self.size = size = vocab.size
-        self.n_modes = n_modes = len(t.modes)
-        self.mode_index = {id(m): k for k, m in enumerate(t.modes)}
-        # Field shown by a region_chunk in mode m's fast state: the implicit field in mode 0, field i in 1+i.
-        self.mode_field = [t.implicit] + list(range(len(t.fields)))
+        size = vocab.size
         texts = vocab.tok_text
-        pad = [None] * size
-        self.never = [None] * (2 * size)
-        self.fast: list = []
-        flat = np.zeros((n_modes + 1) * size, dtype=np.uint8)
-        self.delims: list = []
+        inert = np.zeros((len(t.modes), size), dtype=np.uint8)
+        delims: list = []
         exact_modes = [all(t.patterns[p].exact for p in m.patterns) for m in t.modes]
         for k, mode in enumerate(t.modes):
             first = mode.first_re
             if first is None:
-                self.fast.append(self.never)
-                self.delims.append({})
+                delims.append({})
                 continue
             search = first.search
             row = [s if (s and search(s) is None) else None for s in texts]
-            inert = np.fromiter((s is not None for s in row), dtype=np.uint8, count=size)
-            flat[k * size:(k + 1) * size] = inert
-            self.fast.append(row + pad)
+            inert[k] = np.fromiter((s is not None for s in row), dtype=np.uint8, count=size)
             # Whole-delimiter tokens: candidates must be able to start an attempt at their first character.
-            delims = {}
+            found = {}
             if exact_modes[k]:
                 match0 = first.match
                 for i, s in enumerate(texts):
                     if s and row[i] is None and len(s) <= 256 and match0(s) is not None:
                         d = _whole_delimiter(t, k, s)
                         if d is not None:
-                            delims[i] = d
-            self.delims.append(delims)
-        self.flat = flat
-        self.none_row = n_modes
-        self.field_names = [f["name"] for f in t.fields]
-        self.exact_modes = exact_modes
-        self._trans: list = [{} for _ in t.modes]
-        self._lock = threading.Lock()
-
-    def transition(self, mode: int, states: tuple, text: str):
-        """What feeding `text` does to a scanner in `mode` whose live attempts are undecided, match-free
-        attempts in `states` (oldest first; ``()`` = quiet), when nothing gets decided or matched within it.
-
-        Returns None when something would (then the character engine runs), else a tuple of the surviving
-        attempts in scanner order: ``(old_index, -1, new_state)`` for an attempt that was live before, and
-        ``(-1, offset_in_text, state)`` for one that starts inside the text. Cached lazily per mode (the
-        texts are token texts, so the variety is bounded by the vocabulary).
-        The probe runs the real `Scanner` on the text after placeholder characters (the attempts' states do
-        not depend on the characters they already consumed), and refuses as soon as any match end is
-        recorded, so regex-decided patterns (lookaround) never enter.
-        """
-        cache = self._trans[mode]
-        key = (states, text)
-        try:
-            return cache[key]
-        except KeyError:
-            pass
-        if len(cache) >= _TRANSITION_CACHE:
-            return None
-        eff = None
-        if text and len(text) <= 256:
-            n = len(states)
-            sc = _Probe(self.compiled.tables)
-            sc.push("\x00" * (1 + n))
-            sc.restart(mode, 1 + n)
-            old = [Attempt(1 + k, st) for k, st in enumerate(states)]
-            sc.attempts = list(old)
-            if old:
-                sc.pos = 1
-            sc.push(text)
-            try:
-                d = sc.decide(False)
-            except _Bail:
-                d = True
-            if (d is None and sc.scan == sc.end
-                    and all(a.fin < 0 and a.ends is None for a in sc.attempts)):
-                ident = {id(a): k for k, a in enumerate(old)}
-                eff = tuple((ident[id(a)], -1, a.state) if id(a) in ident else (-1, a.start - 1 - n, a.state)
-                            for a in sc.attempts)
-        with self._lock:
-            cache[key] = eff
-        return eff
-
-    def kill_flags(self, mode: int, states: frozenset) -> list:
-        """Per character class: does that class kill every attempt in `states` (all transitions dead)?"""
-        m = self.compiled.tables.modes[mode]
-        trans, ncls = m.trans, m.n_classes
-        return [all(trans[s * ncls + c] == 0 for s in states) for c in range(ncls)]
-
-    def batch_rows(self, factory):
-        """The shared row tables of `TokenStreams` for this binding (built on first use)."""
-        with self._lock:
-            rows = getattr(self, "_rows", None)
-            if rows is None:
-                rows = self._rows = factory(self)
-        return rows
-
-
-def _whole_delimiter(tables, mode: int, text: str):
-    sc = Scanner(tables)
-    sc.push("\x00")
-    sc.restart(mode, 1)
-    sc.push(text)
-    d = sc.decide(False)
-    if d is None:
-        return None
-    s, e, pi, m = d
-    if s != 1 or e != 1 + len(text):
-        return None
-    caps = None
-    if m is not None:
-        caps = _Captures({k: v for k, v in m.groupdict().items()})
-    return pi, caps
+                            found[i] = d
+            delims.append(found)
+        super().__init__(compiled, vocab, inert, delims)
 
 
 def tables_for(compiled, vocab: TokenVocab) -> TokenTables:

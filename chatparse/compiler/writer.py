@@ -37,10 +37,12 @@ import regex
 from .charsets import class_ranges, complement, literal_ranges, normalize
 from .regex_ast import _REGEX_ONLY, PatternError, _in_source
 
-__all__ = ["dumps", "save", "compiled_reduce", "translate_js", "MAGIC", "FORMAT_VERSION", "HEADER_SIZE"]
+__all__ = ["dumps", "save", "compiled_reduce", "translate_js", "token_data", "vocab_hash", "MAGIC",
+           "FORMAT_VERSION", "HEADER_SIZE"]
 
 # The layout constants live with the reader (the runtime never imports the compiler; the reverse is fine).
-from ..runtime.loader import _HEADER, FLAG_VOCAB_HASH, FORMAT_VERSION, HEADER_SIZE, MAGIC, TRAILER_SIZE  # noqa: E402
+from ..runtime.loader import (_HEADER, FLAG_TOKENS, FLAG_VOCAB_HASH, FORMAT_VERSION, HEADER_SIZE,  # noqa: E402
+                              MAGIC, TOKEN_ARRAYS, TOKEN_META_KEYS, TRAILER_SIZE, vocab_digest)
 
 assert _HEADER.size == HEADER_SIZE
 
@@ -87,6 +89,74 @@ def _arrays(raw: dict) -> list[tuple[str, np.ndarray]]:
     return out
 
 
+# ------------------------------------------------------------------------------------------------ token section
+
+
+def _vocab_arrays(vocab) -> tuple[dict, dict]:
+    """The vocabulary part of a token section: (metadata, arrays) of a `TokenVocab` (or a loaded vocab)."""
+    size = int(vocab.size)
+    tb = vocab.tok_bytes
+    lens = np.fromiter(map(len, tb), dtype=np.int64, count=size)
+    offsets = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    skip = np.asarray(vocab.skip, dtype=bool)
+    has_text = np.fromiter((t is not None for t in vocab.tok_text), dtype=bool, count=size) & ~skip
+    byte = np.asarray(vocab.byte_val) >= 0
+    flags = (skip.astype(np.uint8) | (has_text.astype(np.uint8) << 1) | (byte.astype(np.uint8) << 2))
+    first = sorted(vocab.first_text.items())
+    fenc = [t.encode("utf-8") for _, t in first]
+    flens = np.fromiter(map(len, fenc), dtype=np.int64, count=len(fenc))
+    foffsets = np.zeros(len(fenc) + 1, dtype=np.int64)
+    np.cumsum(flens, out=foffsets[1:])
+    if offsets[-1] >= 2**32 or foffsets[-1] >= 2**32:
+        raise ValueError("token bytes do not fit the table format (4 GiB)")
+    meta = {"size": size, "kind": vocab.kind, "strip_char": vocab.strip_char,
+            "strip_start": int(vocab.strip_start), "cleanup": bool(vocab.cleanup),
+            "name": str(getattr(vocab, "name", "tokenizer")), "tokenizer_sha256": None}
+    arrays = {
+        "offsets": offsets.astype("<u4"),
+        "bytes": np.frombuffer(b"".join(tb), dtype=np.uint8),
+        "flags": flags.astype("<u1"),
+        "first_ids": np.array([i for i, _ in first], dtype="<u4"),
+        "first_offsets": foffsets.astype("<u4"),
+        "first_bytes": np.frombuffer(b"".join(fenc), dtype=np.uint8),
+    }
+    return meta, arrays
+
+
+def token_data(binding, *, tokenizer_sha256: str | None = None) -> dict:
+    """The token section (FORMAT.md section 8) of a `TokenBinding` (`chatparse.compiler.tokens.bind`), as the
+    dict `dumps(..., tokens=...)` writes and `loads` returns under ``"tokens"``.
+
+    `tokenizer_sha256`: hex SHA-256 of the tokenizer.json the vocabulary was derived from (informative: lets
+    `chatparse.tokenizer_dir.load_dir` notice a changed tokenizer without deriving it)."""
+    vocab, tables = binding.vocab, binding.tables
+    meta, arrays = _vocab_arrays(vocab)
+    if tokenizer_sha256 is not None:
+        if not re.fullmatch(r"[0-9a-f]{64}", tokenizer_sha256):
+            raise ValueError("tokenizer_sha256 must be 64 lowercase hex digits")
+        meta["tokenizer_sha256"] = tokenizer_sha256
+    n, size = tables.n_modes, vocab.size
+    arrays["inert"] = np.ascontiguousarray(np.asarray(tables.flat)[:n * size].reshape(n, size), dtype="<u1")
+    rows = sorted((m, i, pi) for m, d in enumerate(tables.delims) for i, (pi, _) in d.items())
+    arrays["delims"] = np.array(rows, dtype="<u4").reshape(-1, 3)
+    return {"meta": meta, **arrays}
+
+
+def vocab_hash(tokenizer, *, skip_special_tokens: bool = False) -> str:
+    """Hex vocabulary hash (the header field) of a tokenizer (`tokenizers.Tokenizer`, a transformers tokenizer
+    or a vocab): what `loads(..., vocab_hash=...)` and `tokenizer_dir.load_dir(..., tokenizer=...)` compare."""
+    from .tokens import vocab_for
+
+    meta, arrays = _vocab_arrays(vocab_for(tokenizer, skip_special_tokens=skip_special_tokens))
+    return vocab_digest(meta, arrays).hex()
+
+
+def _token_arrays(data: dict) -> list[tuple[str, np.ndarray]]:
+    return [(f"tokens.{k}", np.ascontiguousarray(np.asarray(data[k]), dtype="<" + dt))
+            for k, (dt, _) in TOKEN_ARRAYS.items()]
+
+
 _DTYPE_CODES = {np.dtype("<u1"): "u1", np.dtype("<i1"): "i1", np.dtype("<u2"): "u2", np.dtype("<i2"): "i2",
                 np.dtype("<u4"): "u4", np.dtype("<i4"): "i4"}
 
@@ -94,12 +164,19 @@ _DTYPE_CODES = {np.dtype("<u1"): "u1", np.dtype("<i1"): "i1", np.dtype("<u2"): "
 # ------------------------------------------------------------------------------------------------ dumps
 
 
-def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool = True) -> bytes:
+def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool = True, tokens=None,
+          tokenizer_sha256: str | None = None) -> bytes:
     """The table-format bytes of `raw_tables` (see FORMAT.md).
 
     `vocab_hash` (32 bytes or 64 hex digits) binds the file to a tokenizer vocabulary; by default it is kept
     from a dict that `loads` returned. With ``js=False`` the port section is left out (pickles do this);
     otherwise a dict that already carries one (read from a file) keeps it, else it is computed.
+
+    `tokens`: the token section (FORMAT.md section 8): a `TokenBinding` of this template (``bind(template,
+    tokenizer)``) or a token-section dict (`token_data`, or ``loads(...)["tokens"]``); None keeps the one of
+    a dict that `loads` returned; False leaves it out. With a token section the vocabulary hash is the
+    section's (a different `vocab_hash` is refused). `tokenizer_sha256` goes with a binding (see
+    `token_data`).
     """
     raw = raw_tables
     if raw.get("format", FORMAT_VERSION) != FORMAT_VERSION:
@@ -114,6 +191,20 @@ def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool =
     except (TypeError, ValueError) as e:
         raise ValueError(f"response_template is not JSON-serializable: {e}") from e
 
+    tok = raw.get("tokens") if tokens is None else (tokens or None)
+    if tok is not None and not isinstance(tok, dict):
+        if getattr(tok, "compiled", None) is not None and tok.compiled.spec != spec:
+            raise ValueError("the token tables were bound to a different response template")
+        tok = token_data(tok, tokenizer_sha256=tokenizer_sha256)
+    if tok is not None:
+        if len(tok["inert"]) != len(raw["modes"]):
+            raise ValueError("the token tables do not have one row per mode of these tables")
+        digest = vocab_digest(tok["meta"], tok)
+        if vocab_hash is not None and tokens is not None:
+            given = bytes.fromhex(vocab_hash) if isinstance(vocab_hash, str) else bytes(vocab_hash)
+            if given != digest:
+                raise ValueError("vocab_hash differs from the vocabulary hash of the token tables")
+        vocab_hash = digest
     if vocab_hash is None:
         vocab_hash = (raw.get("header") or {}).get("vocab_sha256")
     flags = 0
@@ -123,6 +214,8 @@ def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool =
         if len(vocab) != 32:
             raise ValueError("vocab_hash must be a SHA-256 digest (32 bytes or 64 hex digits)")
         flags |= FLAG_VOCAB_HASH
+    if tok is not None:
+        flags |= FLAG_TOKENS
 
     from chatparse import __version__ as version
 
@@ -131,6 +224,8 @@ def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool =
         raise ValueError(f"chatparse version {version!r} does not fit the 16-byte header field")
 
     arrays = _arrays(raw)
+    if tok is not None:
+        arrays += _token_arrays(tok)
     directory = []
     offset = 0
     for name, arr in arrays:
@@ -152,6 +247,8 @@ def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool =
         port = raw.get("js") or js_section(raw)
     if port is not None:
         meta["js"] = port
+    if tok is not None:
+        meta["tokens"] = {k: tok["meta"][k] for k in TOKEN_META_KEYS}
     meta_bytes = json.dumps(meta, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
     template_offset = HEADER_SIZE
@@ -192,12 +289,14 @@ def _first_meta(first):
             for c1, c2 in first]
 
 
-def save(compiled, path, *, vocab_hash: bytes | str | None = None, js: bool = True) -> None:
+def save(compiled, path, *, vocab_hash: bytes | str | None = None, js: bool = True, tokens=None,
+         tokenizer_sha256: str | None = None) -> None:
     """Write `compiled` (a `CompiledTemplate` or a table dict) to `path`, atomically (temp file + rename).
+    `tokens`: see `dumps` (a `TokenBinding` writes its token tables into the file).
 
     The rename means a process that has the old file memory-mapped keeps seeing the old bytes."""
     raw = compiled if isinstance(compiled, dict) else compiled.raw_tables
-    data = dumps(raw, vocab_hash=vocab_hash, js=js)
+    data = dumps(raw, vocab_hash=vocab_hash, js=js, tokens=tokens, tokenizer_sha256=tokenizer_sha256)
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".cpt-", dir=directory)
@@ -225,7 +324,7 @@ def compiled_reduce(ct):
     data = _pickled.get(ct)
     if data is None:
         try:
-            data = dumps(ct.raw_tables, js=False)
+            data = dumps(ct.raw_tables, js=False, tokens=False)  # token tables stay out of pickles
         except ValueError:  # a template the format cannot hold (a lone surrogate): pickle the parts instead
             return type(ct), (ct.spec, ct.raw_tables)
         try:

@@ -15,6 +15,10 @@ defines. A file that passes can then only describe a well-formed automaton, so `
 index out of range or loop. (What a file cannot prove is that its automaton is the one the compiler would
 build today; `chatparse compile --check DIR` recompiles and compares for that.)
 
+A file with a token section (FORMAT.md section 8) also gets every check of 8.4 - offsets, flags, strict UTF-8
+of every token text, indices, the vocabulary hash recomputed - with numpy over whole arrays (no per-token
+Python loop), and comes back with ``raw["tokens"]``.
+
 Only the standard library, numpy and `regex` are imported: not chatparse.compiler, interegular or
 transformers.
 """
@@ -31,13 +35,15 @@ from typing import Any
 import numpy as np
 import regex
 
-__all__ = ["loads", "load", "compiled_from_bytes", "template_hash", "canonical_json", "FORMAT_VERSION", "MAGIC"]
+__all__ = ["loads", "load", "compiled_from_bytes", "template_hash", "canonical_json", "vocab_digest", "token_texts",
+           "FORMAT_VERSION", "MAGIC", "FLAG_VOCAB_HASH", "FLAG_TOKENS", "TOKEN_ARRAYS", "VOCAB_ARRAYS"]
 
 MAGIC = b"\x89CPT\r\n\x1a\n"
 FORMAT_VERSION = 1
 HEADER_SIZE = 160
 TRAILER_SIZE = 32
 FLAG_VOCAB_HASH = 1
+FLAG_TOKENS = 2
 _HEADER = struct.Struct("<8sII7Q2I32s32s16s")
 N_CODEPOINTS = 0x110000
 MAX_INT = 2**31 - 1
@@ -50,6 +56,14 @@ _FIELD_KEYS = {"name", "open", "close", "content", "content_args", "repeats", "j
 _PATTERN_KEYS = {"kind", "field", "key", "source", "exact", "reasons", "named_groups", "history", "horizon"}
 _MODE_KEYS = {"patterns", "start0", "startN", "first"}
 _ARRAY_KEYS = {"name", "dtype", "shape", "offset", "nbytes"}
+# The token section (FORMAT.md section 8): metadata keys, and its arrays (``tokens.<name>``) with dtype and rank.
+TOKEN_META_KEYS = ("size", "kind", "strip_char", "strip_start", "cleanup", "name", "tokenizer_sha256")
+TOKEN_ARRAYS = {"offsets": ("u4", 1), "bytes": ("u1", 1), "flags": ("u1", 1), "first_ids": ("u4", 1),
+                "first_offsets": ("u4", 1), "first_bytes": ("u1", 1), "inert": ("u1", 2), "delims": ("u4", 2)}
+# The arrays that describe the vocabulary (not the template): the vocabulary hash covers exactly these.
+VOCAB_ARRAYS = ("offsets", "bytes", "flags", "first_ids", "first_offsets", "first_bytes")
+_T_SKIP, _T_TEXT, _T_BYTE = 1, 2, 4
+_MAX_DELIM_CHARS = 256
 
 
 def canonical_json(spec: Any) -> str:
@@ -75,7 +89,7 @@ def _fail(msg: str):
 # --------------------------------------------------------------------------------------------- entry points
 
 
-def load(path, *, use_mmap: bool = True) -> dict:
+def load(path, *, use_mmap: bool = True, vocab_hash: bytes | str | None = None) -> dict:
     """`loads` of the file at `path`, memory-mapped (read-only) unless `use_mmap` is False."""
     path = os.fspath(path)
     with open(path, "rb") as f:
@@ -83,10 +97,10 @@ def load(path, *, use_mmap: bool = True) -> dict:
         if size < HEADER_SIZE + TRAILER_SIZE:
             _fail(f"{path}: {size} bytes is too short to be a table file (truncated?)")
         if not use_mmap:
-            return loads(f.read())
+            return loads(f.read(), vocab_hash=vocab_hash)
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     try:
-        return loads(mm)
+        return loads(mm, vocab_hash=vocab_hash)
     except ValueError as e:
         try:
             mm.close()
@@ -103,10 +117,20 @@ def compiled_from_bytes(data: bytes):
     return CompiledTemplate(raw["template"], raw)
 
 
-def loads(data) -> dict:
-    """Validate and decode one table file held in `data`. Raises ValueError (only) on any defect."""
+def loads(data, *, vocab_hash: bytes | str | None = None) -> dict:
+    """Validate and decode one table file held in `data`. Raises ValueError (only) on any defect.
+
+    `vocab_hash` (32 bytes or 64 hex digits, e.g. ``chatparse.compiler.writer.vocab_hash(tokenizer)``): the
+    file must have been built for exactly that vocabulary (its header's vocabulary hash must be this one).
+    A file with a token section comes back with ``raw["tokens"]`` (see `chatparse.runtime.tokens.
+    binding_from_data`)."""
+    expected = None
+    if vocab_hash is not None:
+        expected = bytes.fromhex(vocab_hash) if isinstance(vocab_hash, str) else bytes(vocab_hash)
+        if len(expected) != 32:
+            raise ValueError("vocab_hash must be a SHA-256 digest (32 bytes or 64 hex digits)")
     try:
-        return _loads(data)
+        raw = _loads(data)
     except ValueError:
         raise
     except RecursionError:
@@ -114,6 +138,13 @@ def loads(data) -> dict:
     except (TypeError, KeyError, IndexError, AttributeError, OverflowError, MemoryError, struct.error,
             UnicodeError, regex.error) as e:  # defensive: every defect must surface as ValueError
         _fail(f"malformed ({type(e).__name__}: {e})")
+    if expected is not None:
+        have = raw["header"]["vocab_sha256"]
+        if have is None:
+            _fail("the file has no vocabulary hash (no token tables), but one was required")
+        if have != expected.hex():
+            _fail("the tables were built for a different tokenizer vocabulary (vocabulary hash mismatch)")
+    return raw
 
 
 # --------------------------------------------------------------------------------------------- header
@@ -141,8 +172,10 @@ def _loads(data) -> dict:
     digest = hashlib.sha256(view[:n - TRAILER_SIZE]).digest()
     if digest != bytes(view[n - TRAILER_SIZE:]):
         _fail("checksum mismatch: the file is corrupted")
-    if flags & ~FLAG_VOCAB_HASH:
+    if flags & ~(FLAG_VOCAB_HASH | FLAG_TOKENS):
         _fail(f"unknown header flags {flags:#x}")
+    if flags & FLAG_TOKENS and not flags & FLAG_VOCAB_HASH:
+        _fail("token section without its vocabulary hash")
     if reserved != 0:
         _fail("reserved header field is not zero")
     if t_off != HEADER_SIZE or m_off != t_off + t_len or d_off != _align8(m_off + m_len) \
@@ -165,7 +198,9 @@ def _loads(data) -> dict:
     meta = _json(bytes(view[m_off:m_off + m_len]), "metadata")
     if not isinstance(meta, dict):
         _fail("metadata is not a JSON object")
-    _keys(meta, {"chatparse_version", "n_classes", "patterns", "modes", "arrays"}, {"js"}, "metadata")
+    _keys(meta, {"chatparse_version", "n_classes", "patterns", "modes", "arrays"}, {"js", "tokens"}, "metadata")
+    if ("tokens" in meta) != bool(flags & FLAG_TOKENS):
+        _fail("the token-section flag and the metadata's 'tokens' entry disagree")
     if meta["chatparse_version"] != version_str:
         _fail("metadata chatparse_version differs from the header's")
     n_classes = _int(meta["n_classes"], "n_classes", 1, 65535)
@@ -176,6 +211,8 @@ def _loads(data) -> dict:
     starts, ids = _class_map(arrays, n_classes)
     known = {"class_starts", "class_ids"} | {f"mode{i}.{k}" for i in range(len(modes))
                                              for k in ("trans", "eot", "acc", "term")}
+    if "tokens" in meta:
+        known |= {f"tokens.{k}" for k in TOKEN_ARRAYS}
     extra = set(arrays) - known
     if extra:
         _fail(f"unknown arrays {sorted(extra)}")
@@ -196,6 +233,8 @@ def _loads(data) -> dict:
     }
     if "js" in meta:
         raw["js"] = _js_section(meta["js"], patterns, spec)
+    if "tokens" in meta:
+        raw["tokens"] = _token_section(meta["tokens"], arrays, modes, v_hash)
     return raw
 
 
@@ -548,3 +587,152 @@ def _js_section(js, patterns: list, spec: dict) -> dict:
     if js["word"] is not None:
         _str(js["word"], "js.word")
     return js
+
+
+# --------------------------------------------------------------------------------------------- token section
+
+
+def vocab_digest(meta: dict, arrays: dict) -> bytes:
+    """The vocabulary hash (FORMAT.md 8.3): SHA-256 over a tag, the canonical JSON of the vocabulary's scalar
+    parameters, and each vocabulary array (`VOCAB_ARRAYS`, in that order) as its little-endian bytes preceded
+    by its byte length (u64). `arrays` maps the short names (``offsets``...) to arrays of the format's dtypes."""
+    h = hashlib.sha256(b"chatparse vocabulary v1\n")
+    scalars = {k: meta[k] for k in ("kind", "size", "strip_char", "strip_start", "cleanup")}
+    h.update(canonical_json(scalars).encode("utf-8") + b"\n")
+    for name in VOCAB_ARRAYS:
+        arr = np.ascontiguousarray(arrays[name], dtype=_DTYPES[TOKEN_ARRAYS[name][0]])
+        h.update(struct.pack("<Q", arr.nbytes))
+        h.update(memoryview(arr).cast("B"))
+    return h.digest()
+
+
+def _utf8_segments(buf: np.ndarray, seg_lens: np.ndarray, what: str):
+    """Decode `buf` (uint8) as strict UTF-8 whose segments of `seg_lens` bytes each start at a character
+    boundary (so each segment is valid UTF-8 on its own); returns (text, character offset of every segment
+    boundary)."""
+    try:
+        text = buf.tobytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        _fail(f"token section: {what} is not valid UTF-8 ({e.reason} at byte {e.start})")
+    starts = np.zeros(len(seg_lens) + 1, dtype=np.int64)
+    np.cumsum(seg_lens, out=starts[1:])
+    lead = (buf & 0xC0) != 0x80
+    nz = starts[:-1][seg_lens > 0]
+    if nz.size and not lead[nz].all():
+        _fail(f"token section: {what}: a token's bytes do not start at a character boundary")
+    cum = np.zeros(len(buf) + 1, dtype=np.int32 if len(buf) < 2**31 else np.int64)
+    np.cumsum(lead, out=cum[1:])
+    return text, cum[starts]
+
+
+def token_texts(data: dict):
+    """``(text, char_offsets, first_text, first_offsets)``: the texts of the token section in two strings
+    with the character offsets of each token's text (tokens without the TEXT flag have none: zero length) and
+    of each Metaspace first-token text. Validates the UTF-8; cached in the dict."""
+    cached = data.get("_texts")
+    if cached is not None:
+        return cached
+    offsets = np.asarray(data["offsets"], dtype=np.int64)
+    lens = np.diff(offsets)
+    has = (np.asarray(data["flags"]) & _T_TEXT) != 0
+    blob = np.asarray(data["bytes"], dtype=np.uint8)
+    text, co = _utf8_segments(blob[np.repeat(has, lens)], np.where(has, lens, 0), "token text")
+    fo = np.asarray(data["first_offsets"], dtype=np.int64)
+    ftext, fco = _utf8_segments(np.asarray(data["first_bytes"], dtype=np.uint8), np.diff(fo), "first-token text")
+    out = (text, co, ftext, fco)
+    data["_texts"] = out
+    return out
+
+
+def _offsets(arr: np.ndarray, n: int, total: int, what: str) -> np.ndarray:
+    if arr.shape != (n + 1,):
+        _fail(f"token section: {what} has shape {arr.shape}, expected ({n + 1},)")
+    o = arr.astype(np.int64)
+    if o[0] != 0 or o[-1] != total or (np.diff(o) < 0).any():
+        _fail(f"token section: {what} must rise from 0 to {total} without decreasing")
+    return o
+
+
+def _token_section(tm, arrays: dict, modes: list, v_hash: bytes) -> dict:
+    if type(tm) is not dict:
+        _fail("tokens: expected an object")
+    _keys(tm, set(TOKEN_META_KEYS), set(), "tokens")
+    size = _int(tm["size"], "tokens.size", 1)
+    if tm["kind"] not in ("bytes", "pieces"):
+        _fail("tokens.kind: expected 'bytes' or 'pieces'")
+    if type(tm["strip_char"]) is not str or len(tm["strip_char"]) != 1:
+        _fail("tokens.strip_char: expected one character")
+    tsha = tm["tokenizer_sha256"]
+    if tsha is not None and (type(tsha) is not str or not regex.fullmatch(r"[0-9a-f]{64}", tsha)):
+        _fail("tokens.tokenizer_sha256: expected null or 64 lowercase hex digits")
+    meta = {"size": size, "kind": tm["kind"], "strip_char": tm["strip_char"],
+            "strip_start": _int(tm["strip_start"], "tokens.strip_start"),
+            "cleanup": _bool(tm["cleanup"], "tokens.cleanup"), "name": _str(tm["name"], "tokens.name"),
+            "tokenizer_sha256": tsha}
+    arrs = {k: _get(arrays, f"tokens.{k}", (dt,), nd) for k, (dt, nd) in TOKEN_ARRAYS.items()}
+
+    offsets = _offsets(arrs["offsets"], size, len(arrs["bytes"]), "offsets")
+    lens = np.diff(offsets)
+    flags = arrs["flags"]
+    if flags.shape != (size,):
+        _fail(f"token section: flags has shape {flags.shape}, expected ({size},)")
+    if (flags & ~np.uint8(_T_SKIP | _T_TEXT | _T_BYTE)).any():
+        _fail("token section: unknown token flags")
+    skip = (flags & _T_SKIP) != 0
+    text = (flags & _T_TEXT) != 0
+    byte = (flags & _T_BYTE) != 0
+    if (skip & text).any():
+        _fail("token section: a skipped token cannot have text")
+    if (byte & text).any() or (byte & (lens != 1)).any():
+        _fail("token section: a byte token holds exactly one byte and has no text of its own")
+    if meta["kind"] == "bytes" and byte.any():
+        _fail("token section: byte tokens only exist in the 'pieces' kind")
+    if meta["kind"] == "pieces" and (~skip & (text == byte)).any():
+        _fail("token section: every piece that is not skipped is either text or a byte token")
+
+    first_ids = arrs["first_ids"]
+    n_first = len(first_ids)
+    _offsets(arrs["first_offsets"], n_first, len(arrs["first_bytes"]), "first_offsets")
+    if n_first:
+        if meta["kind"] != "pieces":
+            _fail("token section: first-token texts only exist in the 'pieces' kind")
+        ids = first_ids.astype(np.int64)
+        if (np.diff(ids) <= 0).any() or ids[-1] >= size:
+            _fail("token section: first_ids must be increasing token ids")
+        if skip[ids].any():
+            _fail("token section: a skipped token has a first-token text")
+
+    inert = arrs["inert"]
+    if inert.shape != (len(modes), size):
+        _fail(f"token section: inert has shape {inert.shape}, expected ({len(modes)}, {size})")
+    if inert.size and int(inert.max()) > 1:
+        _fail("token section: inert flags must be 0 or 1")
+    usable = text & (lens > 0)
+    if (inert.astype(bool) & ~usable).any():
+        _fail("token section: only tokens with non-empty text of their own can be inert")
+
+    data = {"meta": meta, **arrs}
+    _, char_offsets, _, _ = token_texts(data)  # strict UTF-8 of every text token and first-token text
+
+    delims = arrs["delims"]
+    if delims.ndim != 2 or delims.shape[1] != 3:
+        _fail(f"token section: delims has shape {delims.shape}, expected (n, 3)")
+    if len(delims):
+        d = delims.astype(np.int64)
+        m, i, pi = d[:, 0], d[:, 1], d[:, 2]
+        if int(m.max()) >= len(modes) or int(i.max()) >= size:
+            _fail("token section: a whole-delimiter entry names a mode or token out of range")
+        if (np.diff(m * size + i) <= 0).any():
+            _fail("token section: whole-delimiter entries must be sorted by (mode, token) without repeats")
+        for mm, pp in set(zip(m.tolist(), pi.tolist())):
+            if pp not in modes[mm]["patterns"]:
+                _fail(f"token section: pattern {pp} is not watched in mode {mm}")
+        nchars = np.diff(char_offsets)[i]
+        if not usable[i].all() or (nchars > _MAX_DELIM_CHARS).any():
+            _fail(f"token section: a whole-delimiter token must have text of 1..{_MAX_DELIM_CHARS} characters")
+        if inert[m, i].any():
+            _fail("token section: a whole-delimiter token cannot be inert in its mode")
+
+    if vocab_digest(meta, arrs) != v_hash:
+        _fail("vocabulary hash does not match the token section")
+    return data
