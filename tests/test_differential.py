@@ -215,3 +215,37 @@ def test_long_random_texts_streamed_equal_one_shot(seed):
     for _ in range(3):
         cuts = [rng.randint(1, len(text)) for _ in range(rng.randint(1, 200))]
         assert run_chatparse(template, split(text, cuts)) == ref
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_one_shot_paths_agree_with_reference(data):
+    """parse_response decides with `regex` at candidates, or with the automaton (long texts, whitespace-led
+    modes) or after a fallback: force each path and compare with the reference."""
+    from chatparse.runtime import oneshot
+
+    template = data.draw(templates())
+    assume(compiles(template))
+    text = data.draw(texts_for(template))
+    try:
+        ref = run_reference(template, text)
+    except RefTimeout:
+        assume(False)
+    saved = oneshot.SCAN_PRONE_LIMIT, oneshot.WholeTextScanner.__init__
+    try:
+        for limit, budget in ((0, None), (10**9, None), (10**9, 0)):
+            oneshot.SCAN_PRONE_LIMIT = limit
+
+            def init(self, tables, text, _orig=saved[1], _budget=budget):
+                _orig(self, tables, text)
+                if _budget is not None:
+                    self.budget = _budget  # exhausted at once: the automaton redoes the parse
+
+            oneshot.WholeTextScanner.__init__ = init
+            try:
+                got = ("ok", chatparse.parse_response(text, template, prefix=""))
+            except (ValueError, KeyError, TypeError, RuntimeError) as e:
+                got = ("error", type(e).__name__)
+            assert got == ref[:2], (limit, budget)
+    finally:
+        oneshot.SCAN_PRONE_LIMIT, oneshot.WholeTextScanner.__init__ = saved

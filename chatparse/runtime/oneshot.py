@@ -5,8 +5,8 @@ A one-shot parse (`parse_response`, `CompiledTemplate.parse`, batches) has the c
 candidate start every watched pattern's match is simply `regex`'s match there - exactly the reference's
 decision (earliest start first; the tables' prefilter proves no earlier start can match). The per-character
 Python loop disappears; the region and value logic is the streaming parser's own. Modes whose delimiters
-may begin with whitespace keep the automaton (a `regex` call per offset of every whitespace run would cost
-more than one linear pass).
+may begin with whitespace use it only while little text is left: for such patterns each `regex` call costs
+time proportional to the rest of the string, so on long texts they keep the linear automaton.
 
 `regex` backtracks, so this path is guarded: match calls on patterns that could backtrack badly (quantified
 groups, many unbounded quantifiers) have a timeout, and the number of candidate starts is bounded by the
@@ -23,6 +23,7 @@ from .parser import StreamParser
 from .scanner import Scanner
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
+SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
 
 
 _QUANTIFIED_GROUP = re.compile(r"\)(?:[*+]|\{\d*,\d*\})")
@@ -53,9 +54,10 @@ class WholeTextScanner(Scanner):
 
     def decide(self, eos: bool):
         mode = self.mode
-        if mode.first_re is None:
-            # Delimiters that may start with whitespace (or anywhere) make every offset of a whitespace run a
-            # candidate; there one pass of the automaton beats a `regex` call per offset.
+        if mode.first_re is None or (mode.wchars and self.end - self.scan > SCAN_PRONE_LIMIT):
+            # `regex` checks a whitespace-led pattern (\s*</think>) for its required literal over the whole
+            # rest of the string on every call, so on long texts those modes use the linear automaton (as do
+            # modes where an attempt can start anywhere).
             return Scanner.decide(self, eos)
         text, base = self.text, self.base
         n = len(text)
