@@ -17,6 +17,7 @@ uses it.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any, Callable
 
 import regex
@@ -72,9 +73,16 @@ def _extract_delimited(working: str, string_delims: Any, captured: list[str]) ->
 
     for pair in string_delims:
         open_d, close_d = pair
-        span = regex.escape(open_d) + "(.*?)" + regex.escape(close_d)
-        working = regex.sub(span, _stash, working, flags=regex.DOTALL)
+        working = _delimited_span(open_d, close_d).sub(_stash, working)
     return working
+
+
+@lru_cache(maxsize=256)
+def _delimited_span(open_d: str, close_d: str):
+    return regex.compile(regex.escape(open_d) + "(.*?)" + regex.escape(close_d), regex.DOTALL)
+
+
+_SENTINEL_TOKEN = regex.compile("\x01(\\d+)\x02")
 
 
 def _parse_json(text: str, args: dict) -> Any:
@@ -97,8 +105,10 @@ def _parse_json(text: str, args: dict) -> Any:
     working = _extract_delimited(text, string_delims, captured)
     if args.get("unquoted_keys", False):
         working = _BARE_KEY.sub(r'"\1":', working)
-    for index, inner in enumerate(captured):
-        working = working.replace(f"{_SENTINEL_OPEN}{index}{_SENTINEL_CLOSE}", json.dumps(inner))
+    if captured:
+        # One pass instead of one `replace` per string: the sentinels are unique and `json.dumps` output
+        # never contains a raw \x01/\x02, so this is the reference's sequential replacement.
+        working = _SENTINEL_TOKEN.sub(lambda m: json.dumps(captured[int(m.group(1))]), working)
     try:
         return json.loads(working)
     except json.JSONDecodeError as err:
