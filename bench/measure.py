@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import scenarios as S
+from .pertoken import NoGC as _NoGC  # one definition of the GC guard and the sampler
+from .pertoken import timed as _timed
 
 ns = time.perf_counter_ns
 
@@ -185,17 +187,6 @@ def release() -> None:
     gc.unfreeze()
 
 
-class _NoGC:
-    def __enter__(self):
-        gc.collect()
-        self.was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc):
-        if self.was:
-            gc.enable()
-
-
 def _interleaved(cp_fn, ref_fn, reps: int, budget_s: float):
     """Run the pair `reps` times, alternating which goes first; medians of both and the count used."""
     a, b = [], []
@@ -291,27 +282,6 @@ def _stream_records(cfg: Config, cp: Impl, ref: Impl, sc: S.Scenario, chunk: int
 
 # -- one-shot ----------------------------------------------------------------------------------------------
 
-def _timed(fn, min_s: float) -> Callable[[], float]:
-    """A sampler: seconds per call of `fn`, looping until at least `min_s` elapsed (loop count fixed at the
-    first sample so both sides of a pair keep their own constant count)."""
-    state = {"n": None}
-
-    def sample():
-        with _NoGC():
-            if state["n"] is None:
-                t = time.perf_counter()
-                fn()
-                one = time.perf_counter() - t
-                state["n"] = max(1, int(min_s / max(one, 1e-9)))
-                if state["n"] == 1:
-                    return one
-            n = state["n"]
-            t = time.perf_counter()
-            for _ in range(n):
-                fn()
-            return (time.perf_counter() - t) / n
-
-    return sample
 
 
 def oneshot(cfg: Config) -> list:
