@@ -7,9 +7,9 @@ reference's search once over the complete text: the match with the earliest star
 then an open over a close, then the smaller field name; each pattern's own match is its leftmost-first
 (`regex`) match at that start.
 
-How: every position whose character can begin a delimiter (found by a C-speed character-class search, so
+How: every position where a delimiter can begin (found by a C-speed prefilter search, `Mode.skip_to`, so
 plain text is skipped without a Python loop) starts an *attempt*, which steps the mode's combined DFA one
-character at a time. An attempt records, per pattern, where that pattern's match ends, and is decided when
+character at a time (a lone attempt crosses literal runs and self-loops in C: `Mode.jump`, `Mode.loop`). An attempt records, per pattern, where that pattern's match ends, and is decided when
 its state is terminal or dead. The earliest attempt decides first; text before the earliest live attempt can
 never be part of a delimiter. Regex-decided patterns ask `regex` for the exact match on the short window
 around the attempt once the window is wide enough (`history`/`horizon`). Nothing is re-scanned except the
