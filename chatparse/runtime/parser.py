@@ -9,6 +9,9 @@ on an implicit region that holds nothing stops the parse (the reference stops th
 Events are the reference's three dicts. Text for one region that arrives within one `feed` call is merged
 into a single `region_chunk`, and a region's chunks always concatenate to its raw body.
 
+`apply_delimiter` is the same delimiter step for a caller that decided the delimiter itself (the token parser,
+for a token that is a whole delimiter on its own): one code path switches regions, whoever decided.
+
 An exception raised while closing a region (a bad JSON body, a failing transform) propagates to the caller
 and leaves the parser *failed*: later calls raise RuntimeError instead of continuing from a half-updated
 state.
@@ -114,6 +117,33 @@ class StreamParser:
             self.usable = False
         return self.output, events
 
+    def apply_delimiter(self, text: str, pattern_index: int, match=None) -> list[dict]:
+        """Feed `text` that is known to be exactly one whole delimiter of pattern `pattern_index` (`match`: its
+        match object, or anything with ``groupdict()``, for the captures; None for none), and return the events.
+
+        For a caller that decided the delimiter without the scanner (`chatparse.runtime.token_parser`: a token
+        that is a whole delimiter on its own). The scanner must be quiet: everything fed so far handed out, no
+        attempt pending. Then the events and the state afterwards are those of ``feed(text)``: the same step
+        `_process` takes for a delimiter the scanner decides (`_delimiter`), then a flush. An exception leaves
+        the parser failed, as in `feed`."""
+        if not self.usable:
+            self._check_usable()
+        if not text or self.stalled:
+            return []
+        sc = self.scanner
+        events: list[dict] = []
+        try:
+            s = sc.end
+            sc.push(text)
+            sc.scan = e = sc.end
+            self._delimiter(events, s, e, pattern_index, match, eos=False)
+            self._flush(events)
+        except BaseException as ex:
+            self.failed = ex
+            self.usable = False
+            raise
+        return events
+
     def _check_usable(self) -> None:
         if self.finished:
             raise RuntimeError("ResponseParser already finalized")
@@ -124,34 +154,43 @@ class StreamParser:
     # -- the loop --------------------------------------------------------------------------------------------
     def _process(self, events: list, eos: bool) -> None:
         sc = self.scanner
-        t = self.t
         while True:
             d = sc.decide(eos)
             if d is None:
                 break
             s, e, pi, m = d
-            self._text(sc.take(s), events)
-            sc.take(e)
-            p = t.patterns[pi]
-            if p.kind == "open":
-                self._close(events)
-                self._open(p.field, m, events)
-                sc.restart(1 + p.field, e)
-            else:
-                had = self.opened
-                self._close(events)
-                if not had and s == e:
-                    self.stalled = True
-                    if e < sc.end or not eos:
-                        logger.warning("chatparse: zero-width close of the empty implicit field at offset %d; "
-                                       "the reference stops parsing here, so the rest of the text is ignored", s)
-                    return
-                sc.restart(0, e)
+            if not self._delimiter(events, s, e, pi, m, eos):
+                return
         if eos:
             self._text(sc.take(sc.end), events)
             self._close(events)
         else:
             self._text(sc.take(sc.safe_end()), events)
+
+    def _delimiter(self, events: list, s: int, e: int, pi: int, m, eos: bool) -> bool:
+        """One decided delimiter ``[s, e)`` of pattern `pi` (match `m`): the text before it goes to the current
+        region, then the delimiter closes that region (and an open delimiter opens its field), and the scanner
+        restarts after it in the new region's mode. Returns False when the parse stalls here (a zero-width
+        close of the empty implicit field)."""
+        sc = self.scanner
+        self._text(sc.take(s), events)
+        sc.take(e)
+        p = self.t.patterns[pi]
+        if p.kind == "open":
+            self._close(events)
+            self._open(p.field, m, events)
+            sc.restart(1 + p.field, e)
+        else:
+            had = self.opened
+            self._close(events)
+            if not had and s == e:
+                self.stalled = True
+                if e < sc.end or not eos:
+                    logger.warning("chatparse: zero-width close of the empty implicit field at offset %d; "
+                                   "the reference stops parsing here, so the rest of the text is ignored", s)
+                return False
+            sc.restart(0, e)
+        return True
 
     # -- regions ---------------------------------------------------------------------------------------------
     def _text(self, text: str, events: list) -> None:

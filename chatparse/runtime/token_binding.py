@@ -1,0 +1,255 @@
+"""`TokenBinding`: a compiled template tied to a tokenizer's token tables, and the entry points built on it.
+
+A binding is made (once, cached) by ``chatparse.compiler.tokens.bind(template, tokenizer)``, or read from a
+table file with a token section: `token_binding(compiled)` for a `CompiledTemplate` loaded from such a file
+(`binding_from_data` does the work: `LoadedVocab` and `TokenTablesBase` from the file's arrays, no
+tokenizer, no re-derivation).
+
+Guarantees:
+
+* `binding_from_data` checks everything that needs the compiled tables before trusting the file: table
+  shapes, no inert or whole-delimiter tokens in a mode without a prefilter, whole-delimiter tokens only in
+  modes whose patterns are all exact, and every listed whole-delimiter token re-run through the scanner
+  (its captures come from that run). A bad section raises ValueError naming the problem.
+* ``binding.parse`` / `parse_tokens` / `parse_tokens_batch` give the same message as
+  ``chatparse.parse_response`` on the decoded text (the one-shot path decodes the whole sequence and runs
+  the plain `StreamParser`); the prefix (text or ids) is required, or explicitly empty, because chat
+  templates often pre-write part of the assistant message.
+* ``binding.parser(...)`` / ``binding.streams(...)`` build `TokenParser` / `TokenStreams` (imported when
+  called, since those modules import this one).
+
+Like the rest of the runtime this never imports the compiler, interegular or transformers: Python tools
+are converted by the ``convert_tools`` the binder supplies.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .coerce import tool_params
+from .parser import StreamParser
+from .token_decode import _decode_all, _ids_list
+from .token_tables import LoadedVocab, TokenTablesBase, _whole_delimiter
+
+if TYPE_CHECKING:
+    from .token_parser import TokenParser
+    from .token_streams import TokenStreams
+
+__all__ = ["TokenBinding", "binding_from_data", "token_binding", "parse_tokens", "parse_tokens_batch"]
+
+_PREFIX_REQUIRED = (
+    "`TokenParser`/`parse_tokens` requires `prefix` or `prefix_ids` (the chat prompt sent to the model before "
+    "generation), because chat templates often pre-write part of the assistant message (e.g. an opening "
+    "`<think>` tag) that the parser must see to parse the output correctly. If the generation already contains "
+    'the complete message, pass `prefix=""` or `prefix_ids=[]` to opt out explicitly.'
+)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The binding
+# --------------------------------------------------------------------------------------------------------------
+class TokenBinding:
+    """A compiled template bound to a tokenizer's token tables (`chatparse.compiler.tokens.TokenVocab` and
+    `TokenTables`). Build with ``chatparse.compiler.tokens.bind(template, tokenizer)``.
+
+    `convert_tools` turns the ``tools`` argument into JSON schemas (Python functions included); the binder
+    supplies transformers' conversion, so the runtime itself never imports it.
+    """
+
+    def __init__(self, compiled, vocab, tables, convert_tools=None):
+        self.compiled = compiled
+        self.vocab = vocab
+        self.tables = tables
+        self.convert_tools = convert_tools
+
+    def tool_params(self, tools) -> dict:
+        tools = list(tools or [])
+        if self.convert_tools is not None:
+            tools = self.convert_tools(tools)
+        elif any(not isinstance(t, dict) for t in tools):
+            raise TypeError("this binding takes tools as JSON schemas (dicts); bind with "
+                            "chatparse.compiler.tokens.bind to pass Python functions")
+        return tool_params(tools)
+
+    @property
+    def size(self) -> int:
+        return self.vocab.size
+
+    def decode(self, ids) -> str:
+        """The tokenizer's decode of `ids` (the text the parser sees)."""
+        return _decode_all(self.vocab, _ids_list(ids, self.vocab.size))
+
+    def parser(self, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False) -> "TokenParser":
+        from .token_parser import TokenParser  # imports this module
+
+        return TokenParser(self, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+
+    def parse(self, ids, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False):
+        """One-shot: the message for a complete generation given as ids ((message, spans) with spans=True)."""
+        prefix = self._prefix_text(prefix, prefix_ids)
+        if spans:
+            from .token_parser import TokenParser
+
+            p = TokenParser(self, prefix=prefix, tools=tools, spans=True)
+            p.feed_tokens(ids)
+            message, _ = p.finalize()
+            return message, p.spans
+        text = _decode_all(self.vocab, _ids_list(ids, self.vocab.size))
+        tables = self.compiled.tables
+        core = StreamParser(tables, self.tool_params(tools))  # what chatparse.parse_response does
+        cut = tables.cut_prefix(prefix) if prefix else ""
+        if cut:
+            core.feed(cut)
+        core.feed(text)
+        message, _ = core.finish()
+        return message
+
+    def parse_batch(self, batch, *, prefix: Any = None, prefix_ids: Any = None, tools=None, spans: bool = False) -> list:
+        """Parse many generations (a list of id sequences or a 2-D array). The prefix (text or ids) is one for
+        all items or one per item."""
+        items = _batch_items(batch)
+        prefixes = self._batch_prefixes(len(items), prefix, prefix_ids)
+        return [self.parse(ids, prefix=p, tools=tools, spans=spans) for ids, p in zip(items, prefixes)]
+
+    def streams(self, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
+                spans: bool = False, capacity: int = 1024) -> "TokenStreams":
+        """`TokenStreams` for `n` generations (prefix: one for all or one per stream)."""
+        from .token_streams import TokenStreams  # imports this module
+
+        return TokenStreams(self, n, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans,
+                            capacity=capacity)
+
+    # -- prefixes ---------------------------------------------------------------------------------------------
+    def _prefix_text(self, prefix, prefix_ids) -> str:
+        if prefix_ids is not None:
+            if prefix is not None:
+                raise ValueError("pass either `prefix` (text) or `prefix_ids` (token ids), not both")
+            return _decode_all(self.vocab, _ids_list(prefix_ids, self.vocab.size))
+        if prefix is None:
+            raise ValueError(_PREFIX_REQUIRED)
+        if not isinstance(prefix, str):
+            raise TypeError(f"`prefix` must be a string (use `prefix_ids=` for token ids), got {type(prefix).__name__}")
+        return prefix
+
+    def _batch_prefixes(self, n: int, prefix, prefix_ids) -> list:
+        if prefix_ids is not None:
+            if prefix is not None:
+                raise ValueError("pass either `prefix` (text) or `prefix_ids` (token ids), not both")
+            if _is_single_ids(prefix_ids):
+                return [self._prefix_text(None, prefix_ids)] * n
+            texts = [self._prefix_text(None, p) for p in _batch_items(prefix_ids)]
+        elif prefix is None:
+            raise ValueError(_PREFIX_REQUIRED)
+        elif isinstance(prefix, str):
+            return [prefix] * n
+        else:
+            texts = list(prefix)
+            for p in texts:
+                if not isinstance(p, str):
+                    raise TypeError("`prefix` must be a string or a list of strings (use `prefix_ids=` for ids)")
+        if len(texts) != n:
+            raise ValueError(f"Got {n} sequence(s) but {len(texts)} prefix(es); the prefix must be one for all "
+                             "sequences or one per sequence.")
+        return texts
+
+
+def _is_single_ids(x) -> bool:
+    if isinstance(x, (list, tuple)):
+        return not x or not isinstance(x[0], (list, tuple, np.ndarray)) and not hasattr(x[0], "__len__")
+    arr = np.asarray(x)
+    return arr.ndim <= 1
+
+
+def _batch_items(batch) -> list:
+    if isinstance(batch, (list, tuple)):
+        return list(batch)
+    arr = np.asarray(batch)
+    if arr.ndim != 2:
+        raise ValueError(f"a batch of token ids must be 2-D (or a list of sequences), got shape {arr.shape}")
+    return list(arr)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A binding from a table file's token section
+# --------------------------------------------------------------------------------------------------------------
+def _bad_tokens(msg: str):
+    raise ValueError(f"chatparse table file: token section: {msg}")
+
+
+def binding_from_data(compiled, data: dict, convert_tools=None) -> "TokenBinding":
+    """A `TokenBinding` from the token section of a table file (``loads(...)["tokens"]``) and the
+    `CompiledTemplate` of the same file: no compiler, no tokenizer, no re-derivation of the vocabulary.
+
+    Checks what needs the compiled tables (the loader checked everything else): no inert tokens and no
+    whole-delimiter tokens in a mode without a prefilter, whole-delimiter tokens only in modes whose patterns
+    are all exact, and every listed whole-delimiter token really is that delimiter on its own (the scanner
+    runs each one; its captures come from that run)."""
+    t = compiled.tables
+    n_modes = len(t.modes)
+    size = int(data["meta"]["size"])
+    inert = np.asarray(data["inert"])
+    if inert.shape != (n_modes, size):
+        _bad_tokens(f"inert table has shape {inert.shape}, expected ({n_modes}, {size}) for this template")
+    vocab = LoadedVocab(data)
+    exact_modes = [all(t.patterns[p].exact for p in m.patterns) for m in t.modes]
+    delims: list = [{} for _ in range(n_modes)]
+    texts = vocab.tok_text
+    for m, i, pi in np.asarray(data["delims"]).reshape(-1, 3).tolist():
+        if m >= n_modes or i >= size:
+            _bad_tokens(f"whole-delimiter entry ({m}, {i}) out of range")
+        if t.modes[m].first_re is None or not exact_modes[m]:
+            _bad_tokens(f"mode {m} cannot have whole-delimiter tokens")
+        d = _whole_delimiter(t, m, texts[i]) if texts[i] else None
+        if d is None or d[0] != pi:
+            _bad_tokens(f"token {i} is not a whole delimiter (pattern {pi}) in mode {m}")
+        delims[m][i] = d
+    for m, mode in enumerate(t.modes):
+        if mode.first_re is None and inert[m].any():
+            _bad_tokens(f"mode {m} has no prefilter, so no token can be inert in it")
+    tables = TokenTablesBase(compiled, vocab, inert, delims)
+    return TokenBinding(compiled, vocab, tables, convert_tools=convert_tools)
+
+
+_binding_lock = threading.Lock()
+
+
+def token_binding(compiled) -> "TokenBinding":
+    """The `TokenBinding` of a `CompiledTemplate` that carries token tables: one loaded from a table file with
+    a token section (``chatparse.tokenizer_dir.load_dir``, or ``CompiledTemplate(raw["template"], raw)`` of
+    ``loads``), or one `load_dir` bound to a tokenizer. Built once per object (20-30 ms per 100k tokens).
+    `TokenParser(compiled, ...)` calls this."""
+    b = getattr(compiled, "_token_binding", None)
+    if b is not None:
+        return b
+    data = (getattr(compiled, "raw_tables", None) or {}).get("tokens")
+    if data is None:
+        raise ValueError("this compiled template carries no token tables: bind it to a tokenizer with "
+                         "chatparse.compiler.tokens.bind(template, tokenizer), or load a table file written "
+                         "with token tables (`chatparse compile DIR` with a tokenizer.json)")
+    with _binding_lock:
+        b = getattr(compiled, "_token_binding", None)
+        if b is None:
+            from ..response_parser import _tool_schemas  # transformers' conversion of Python tools, lazily
+
+            b = binding_from_data(compiled, data, convert_tools=_tool_schemas)
+            compiled._token_binding = b
+    return b
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One-shot helpers
+# --------------------------------------------------------------------------------------------------------------
+def parse_tokens(ids, binding: TokenBinding, *, prefix: str | None = None, prefix_ids=None, tools=None,
+                 spans: bool = False):
+    """Parse a complete generation given as token ids. Returns the message, or `(message, spans)`."""
+    return binding.parse(ids, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+
+
+def parse_tokens_batch(batch, binding: TokenBinding, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
+                       spans: bool = False) -> list:
+    """Parse many generations (list of id sequences or a 2-D array); prefix one for all or one per item."""
+    return binding.parse_batch(batch, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+

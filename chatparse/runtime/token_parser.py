@@ -1,0 +1,430 @@
+"""`TokenParser`: one generation parsed from token ids, with per-token fast paths and optional token spans.
+
+Guarantees:
+
+* ``feed_tokens(ids)`` with one id or many returns exactly the events that feeding the newly decoded text to
+  `chatparse.ResponseParser` returns, and ``finalize()`` the same ``(message, final_events)``. The text is
+  what the tokenizer's own ``decode`` gives for the ids so far (see `token_decode`).
+* The parser core (`StreamParser`) always ends in the state that feeding the decoded text gives: every fast
+  path either hands the core the same text later (its events already returned) or, for a token that is a
+  whole delimiter, goes through the core's public `StreamParser.apply_delimiter`.
+* With ``spans=True`` (opt-in, so that default events stay identical to the reference) every region and
+  delimiter carries its character offsets in the decoded generation and the range of token indexes that
+  produced them (``[first, last + 1)``), on ``region_open`` / ``region_close`` events and as ``parser.spans``.
+
+Why the fast paths exist (cost per token): while the scanner is quiet (no delimiter attempt pending), the
+decoder holds nothing and a region is open, a token that cannot start a delimiter in the current mode
+(*inert*, from the per-mode token table) is one list lookup and one event. A token whose effect on the
+pending attempts is known (a token ending in whitespace before a ``\\s*</think>`` close, the token after it, a
+character completed across tokens) is a cached table entry and a little bookkeeping, without the character
+engine. A token that is a whole delimiter by itself (a special token ``<think>``, ``<|im_end|>``...) switches
+region in one step. Any other token runs through the character engine for that token's text alone.
+"""
+
+from __future__ import annotations
+
+from .parser import StreamParser
+from .scanner import Scanner
+from .token_binding import TokenBinding, token_binding
+from .token_decode import _Decoder, _ids_list, _out_of_range
+
+__all__ = ["TokenParser"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The parser core with span hooks
+# --------------------------------------------------------------------------------------------------------------
+class _SpanScanner(Scanner):
+    """Remembers the delimiter `decide()` handed out last, for span bookkeeping."""
+
+    def __init__(self, tables):
+        super().__init__(tables)
+        self.decided = None
+
+    def decide(self, eos: bool):
+        d = super().decide(eos)
+        if d is not None:
+            self.decided = d
+        return d
+
+
+class _SpanCore(StreamParser):
+    """StreamParser that records the offsets of every region and delimiter (absolute scanner offsets)."""
+
+    def __init__(self, tables, tool_params_, owner):
+        super().__init__(tables, tool_params_)
+        self.scanner = _SpanScanner(tables)
+        self.owner = owner
+        self.region_start = None
+        self.open_span = None
+
+    def feed(self, text: str) -> list[dict]:
+        start = self.scanner.end
+        events = super().feed(text)
+        for ev in events:
+            if ev["type"] == "region_open" and "open" not in ev:
+                # opened lazily by a fast path that did not go through `_text`: the text starts there
+                self.region_start = start
+                self.open_span = None
+                self.owner._on_open(ev, None)
+        return events
+
+    def _text(self, text: str, events: list) -> None:
+        if text and self.current is not None and not self.opened:
+            n = len(events)
+            super()._text(text, events)
+            self.region_start = self.scanner.pos - len(text)
+            self.open_span = None
+            if len(events) > n:
+                self.owner._on_open(events[-1], None)
+            return
+        super()._text(text, events)
+
+    def _open(self, fi: int, m, events: list) -> None:
+        d = self.scanner.decided
+        self.scanner.decided = None
+        super()._open(fi, m, events)
+        s, e = (d[0], d[1]) if d is not None else (self.scanner.pos, self.scanner.pos)
+        self.region_start = e
+        self.open_span = (s, e)
+        self.owner._on_open(events[-1], (s, e))
+
+    def _close(self, events: list) -> None:
+        fi, opened = self.current, self.opened
+        d = self.scanner.decided
+        close = None
+        if d is not None:
+            end = d[0]
+            if self.t.patterns[d[2]].kind == "close":
+                close = (d[0], d[1])
+                self.scanner.decided = None
+        else:
+            end = self.scanner.end
+        n = len(events)
+        super()._close(events)
+        if fi is not None and opened:
+            rec = {"field": self.t.fields[fi]["name"], "open": self.open_span, "body": (self.region_start, end),
+                   "close": close}
+            ev = events[-1] if len(events) > n and events[-1]["type"] == "region_close" else None
+            self.owner._on_close(ev, rec)
+        self.region_start = None
+        self.open_span = None
+
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One stream
+# --------------------------------------------------------------------------------------------------------------
+class TokenParser:
+    """Streaming parser for one generation, fed token ids. See the module docstring.
+
+    ``TokenParser(binding, prefix=... | prefix_ids=..., tools=None, spans=False)``, or
+    ``binding.parser(...)``.
+
+    How the work is split: the parser core (`StreamParser`) receives text through ``feed`` only (whole-
+    delimiter tokens excepted, see `StreamParser.apply_delimiter`); the token paths below hand out the events themselves
+    and keep the text they handed out in ``_tail``, which reaches the core (as one ``feed``, whose events are
+    dropped: they are the ones already handed out) the next time the core is needed. So the core's state is
+    always exactly what feeding the decoded text gives, whatever the core does inside.
+
+    * fast: quiet scanner, open region, nothing held: an inert token is one table lookup (`feed_tokens`);
+    * lazy transitions: text whose effect on the undecided attempts is known (`TokenTables.transition`, e.g. a
+      token ending in whitespace before a ``\\s*</think>`` close, the token after it, or the text a token
+      completes after bytes of a split character) is handled from ``_pend`` = (attempts as (characters back
+      from the end, DFA state), the text they hold), without the core;
+    * a token that is a whole delimiter switches region in one step (`StreamParser.apply_delimiter`);
+    * everything else: decoded text to the core's ``feed``.
+    """
+
+    def __init__(self, binding: TokenBinding, *, prefix: str | None = None, prefix_ids=None, tools=None,
+                 spans: bool = False):
+        if not isinstance(binding, TokenBinding):
+            if getattr(binding, "_token_binding", None) is not None or "tokens" in (
+                    getattr(binding, "raw_tables", None) or {}):
+                binding = token_binding(binding)  # a CompiledTemplate loaded with token tables
+            else:
+                raise TypeError("TokenParser takes a TokenBinding: chatparse.compiler.tokens.bind(template, "
+                                "tokenizer), or a compiled template loaded with token tables")
+        b = binding
+        self._b = b
+        tt = b.tables
+        vocab = b.vocab
+        self._size = vocab.size
+        prefix = b._prefix_text(prefix, prefix_ids)
+        if spans and vocab.cleanup:
+            raise ValueError("spans=True is not supported for a tokenizer with clean_up_tokenization_spaces on")
+        self._spans_on = bool(spans)
+        tp = b.tool_params(tools)
+        tables = b.compiled.tables
+        core = _SpanCore(tables, tp, self) if spans else StreamParser(tables, tp)
+        self._core = core
+        self._records: list = []
+        self._dec = _Decoder(vocab, track=spans)
+        self.initial_events: list[dict] = []
+        cut = tables.cut_prefix(prefix) if prefix else ""
+        self._pbase = len(cut)
+        if cut:
+            self.initial_events = core.feed(cut)
+        self._tt = tt
+        self._never = tt.never
+        self._fast = tt.fast
+        self._delims = tt.delims
+        self._mode_index = tt.mode_index
+        self._names = tt.field_names
+        self._dirty = tables.dirty
+        self._first_re = [m.first_re for m in tables.modes]
+        self._tok_text = vocab.tok_text
+        self._bytes_kind = vocab.kind == "bytes"
+        self._tail: list = []
+        self._tail_append = self._tail.append
+        self._tab = self._never
+        self._row = tt.none_row
+        self._mode = 0
+        self._pend = None  # lazy pending attempts: (((chars back from the end, state), ...), held text)
+        self._sink = False  # the current "region" is the null sink (no implicit field)
+        self._opening = False  # the implicit field opens with the next text
+        self._lazy_ok = False  # the transition table applies (quiet or `_pend`, open region, decoder clean)
+        self._fname = None
+        self._fdirty = False
+        self._refresh()
+
+    # -- the hot path ------------------------------------------------------------------------------------------
+    def feed_tokens(self, ids) -> list[dict]:
+        """Feed the next token id (an int) or ids (a sequence, numpy array or tensor); returns the events."""
+        try:
+            s = self._tab[ids]
+        except (TypeError, IndexError):
+            return self._feed_general(ids)
+        if s is None:
+            return self._feed_general(ids)
+        self._tail_append(s)
+        return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
+
+    def feed(self, text: str) -> list[dict]:
+        """Feed decoded text instead of ids (as `chatparse.ResponseParser.feed`), e.g. text a tool inserted.
+        Refused while bytes of a split character are held (the text would land inside that character)."""
+        core = self._core
+        core._check_usable()
+        if self._spans_on:
+            raise ValueError("feed(text) has no token indexes for spans; feed token ids with spans=True")
+        dec = self._dec
+        if dec.held or dec.run:
+            raise ValueError("feed(text) while the bytes of a character split across tokens are held; feed the "
+                             "token ids that complete it first")
+        if not text:
+            return []
+        self._sync()
+        try:
+            events = core.feed(text)
+        finally:
+            self._refresh()
+        return events
+
+    def finalize(self) -> tuple[dict, list[dict]]:
+        """End of generation: release held bytes, close what is open; returns `(message, final_events)`."""
+        core = self._core
+        core._check_usable()
+        self._sync()
+        self._tab = self._never
+        self._row = self._tt.none_row
+        self._lazy_ok = False
+        self._pend = None
+        rest = self._dec.finish()
+        events = core.feed(rest) if rest else []
+        message, final = core.finish()
+        return message, events + final
+
+    # -- state -------------------------------------------------------------------------------------------------
+    @property
+    def spans(self) -> list[dict]:
+        """With spans=True: one record per closed region, in order (field, open, body, close)."""
+        if not self._spans_on:
+            raise ValueError("token spans are off; create the parser with spans=True")
+        return list(self._records)
+
+    @property
+    def _output(self) -> dict:
+        self._sync()
+        return self._core.output
+
+    def _refresh(self) -> None:
+        """Recompute the token paths from the core's state (after the core has run)."""
+        core = self._core
+        sc = core.scanner
+        self._mode = m = self._mode_index[id(sc.mode)]
+        self._tab = self._never
+        self._row = self._tt.none_row
+        self._pend = None
+        self._lazy_ok = False
+        dec = self._dec
+        mode = sc.mode
+        if (self._spans_on or core.stalled or core.failed is not None or core.finished
+                or sc.scan != sc.end or getattr(core, "pending", None) or dec.first or dec.strip_left
+                or dec.cleanup is not None or self._first_re[m] is None
+                or not (sc.end or mode.start0 == mode.startN)):  # the transition probe starts past offset 0
+            return
+        f = core.current
+        self._sink = f is None  # no implicit field: text outside regions is dropped
+        self._opening = f is not None and not core.opened  # the implicit region opens on its first text
+        if f is not None:
+            self._fname = self._names[f]
+            self._fdirty = self._dirty[f]
+        attempts = sc.attempts
+        if attempts:
+            for a in attempts:
+                if a.fin >= 0 or a.ends is not None:
+                    return
+            if sc.pos != attempts[0].start:
+                return
+            end = sc.end
+            self._pend = (tuple([(end - a.start, a.state) for a in attempts]), sc.text[sc.pos - sc.base:])
+            self._lazy_ok = True
+            return
+        self._lazy_ok = True
+        if not dec.held and not dec.run and core.opened and f is not None:
+            self._tab = self._fast[m]
+            self._row = m
+
+    def _sync(self) -> None:
+        """Give the core the text the token paths handed out (its events were already returned)."""
+        tail = self._tail
+        if tail:
+            text = tail[0] if len(tail) == 1 else "".join(tail)
+            tail.clear()
+            self._core.feed(text)
+
+    # -- the general path ----------------------------------------------------------------------------------------
+    def _feed_general(self, ids) -> list[dict]:
+        try:
+            return self._general(ids)
+        except BaseException:
+            # the core failed (or the ids were bad): no fast path may hand out events any more until the
+            # state is recomputed
+            self._tab = self._never
+            self._row = self._tt.none_row
+            self._lazy_ok = False
+            self._pend = None
+            if self._core.failed is None and not self._core.finished:
+                self._refresh()
+            raise
+
+    def _general(self, ids) -> list[dict]:
+        core = self._core
+        core._check_usable()
+        if type(ids) is int:
+            if not 0 <= ids < self._size:
+                raise _out_of_range(ids, self._size)
+            ids = [ids]
+        else:
+            ids = _ids_list(ids, self._size)
+            if not ids:
+                return []
+        tab = self._tab
+        if len(ids) > 1:
+            if tab is not self._never:
+                parts = [tab[i] for i in ids]
+                if None not in parts:
+                    s = "".join(parts)
+                    self._tail_append(s)
+                    return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
+        elif self._lazy_ok:
+            i = ids[0]
+            dec = self._dec
+            if (self._pend is None and not dec.held and not dec.run and self._delims[self._mode].get(i)
+                    is not None):
+                pass  # a whole delimiter: one step below
+            else:
+                text = dec.feed(ids)
+                if dec.held or dec.run:
+                    self._tab = self._never
+                    self._row = self._tt.none_row
+                if not text:
+                    return []
+                pend = self._pend
+                eff = self._tt.transition(self._mode, tuple([st for _, st in pend[0]]) if pend else (), text)
+                if eff is not None:
+                    return self._lazy_transition(text, eff)
+                self._sync()
+                events = core.feed(text)
+                self._refresh()
+                return events
+        self._sync()
+        if core.stalled:
+            self._dec.feed(ids)
+            return []
+        sc = core.scanner
+        if (len(ids) == 1 and not self._spans_on and sc.end and not sc.attempts and sc.scan == sc.end
+                and self._dec.clean()):
+            d = self._delims[self._mode].get(ids[0])
+            if d is not None:
+                events = core.apply_delimiter(self._tok_text[ids[0]], *d)  # d: (pattern index, captures)
+                self._refresh()
+                return events
+        text = self._dec.feed(ids)
+        events = core.feed(text) if text else []
+        self._refresh()
+        return events
+
+    def _lazy_transition(self, text: str, eff) -> list[dict]:
+        """Apply a known transition (see `TokenTables.transition`) without the core: the release point is the
+        start of the first surviving attempt."""
+        pend = self._pend
+        L = len(text)
+        if pend is not None:
+            old, held = pend
+            S = tuple([(old[j][0] + L, st) if j >= 0 else (L - off, st) for j, off, st in eff])
+            text_all = held + text
+        else:
+            S = tuple([(L - off, st) for _, off, st in eff])
+            text_all = text
+        self._tail_append(text)
+        m = self._mode
+        if S:
+            keep = len(text_all) - S[0][0]
+            out = text_all[:keep]
+            self._pend = (S, text_all[keep:])
+            self._tab = self._never
+            self._row = self._tt.none_row
+        else:
+            out = text_all
+            self._pend = None
+        if not out or self._sink:
+            return []
+        events = [{"type": "region_chunk", "field": self._fname, "text": out, "dirty": self._fdirty}]
+        if self._opening:
+            self._opening = False
+            events.insert(0, {"type": "region_open", "field": self._fname})
+        if not S and not self._dec.held and not self._dec.run:
+            self._tab = self._fast[m]
+            self._row = m
+        return events
+
+    # -- spans -------------------------------------------------------------------------------------------------
+    def _span(self, s: int, e: int) -> dict | None:
+        """Absolute scanner offsets -> generation char offsets and token index range (None: in the prefix)."""
+        base = self._pbase
+        if e < base or (e == base and s < base):
+            return None
+        cs, ce = max(s - base, 0), e - base
+        dec = self._dec
+        cf, cl = dec.cfirst, dec.clast
+        n = len(cf)
+        if ce > cs:
+            ts = cf[cs] if cs < n else dec.ntok
+            te = (cl[ce - 1] + 1) if ce - 1 < n else dec.ntok
+        else:
+            ts = te = cf[cs] if cs < n else dec.ntok
+        return {"chars": (cs, ce), "tokens": (ts, te)}
+
+    def _on_open(self, event: dict, delim) -> None:
+        event["open"] = None if delim is None else self._span(*delim)
+
+    def _on_close(self, event, rec: dict) -> None:
+        out = {"field": rec["field"],
+               "open": None if rec["open"] is None else self._span(*rec["open"]),
+               "body": self._span(*rec["body"]),
+               "close": None if rec["close"] is None else self._span(*rec["close"])}
+        self._records.append(out)
+        if event is not None:
+            event["span"] = out
+

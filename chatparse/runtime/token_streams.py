@@ -1,0 +1,418 @@
+"""`TokenStreams`: many generations advanced one token each per ``step(ids)``, vectorised with numpy.
+
+Guarantees:
+
+* Each stream's events (``StepEvents[b]``) and final message are exactly those of its own `TokenParser` fed
+  the same ids, and so those of `chatparse.ResponseParser` fed the decoded text. One stream's exception is
+  kept for that stream (reading its events re-raises it) and does not stop the others.
+* Out-of-range ids raise ValueError naming the id and the stream, before any stream advances.
+
+Why it is built this way: every stream has an abstract row (`_Rows`, shared by all streams of one binding).
+One numpy gather finds every stream's next row, and the known transitions (inert tokens, tokens ending in
+whitespace before a ``\\s*`` delimiter and the tokens after them) need no Python work per stream: the token
+id goes to a ring buffer, the events are built only when read, and the text reaches the stream's parser the
+next time that stream needs the character engine (or the buffer wraps). Only the other tokens run through
+the stream's own `TokenParser`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .token_binding import TokenBinding
+from .token_decode import _out_of_range
+from .token_parser import TokenParser
+
+__all__ = ["TokenStreams", "StepEvents"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Many streams
+# --------------------------------------------------------------------------------------------------------------
+class _Rows:
+    """Abstract per-stream states for `TokenStreams`, shared by all streams of one (template, tokenizer):
+
+    * rows ``0..n_modes-1``: Q(m), quiet in mode m with its region open (the parser's fast state);
+    * row ``n_modes``: NONE (the stream needs the character engine for its next token);
+    * further rows: P(m, S), mode m with undecided, match-free attempts ``S = ((chars back from the end,
+      DFA state), ...)`` (e.g. after a token ending in "\\n" before a ``\\s*</think>`` delimiter).
+
+    ``next[row * V + token]`` is (the offset ``row * V`` of) the row a token leads to when that is known
+    without the engine: Q(m)->Q(m)
+    for inert tokens, Q(m)->P(m, S) for a token whose effect from a quiet scanner is S (filled in the first
+    time the engine has handled that token), P(m, S)->Q(m) for an inert token whose first character kills
+    every attempt in S; -1 otherwise.
+    """
+
+    MAX_ROWS = 128
+
+    def __init__(self, tt):
+        self.tt = tt
+        self.V = V = tt.size
+        self.n_modes = tt.n_modes
+        self.none = tt.none_row
+        base = tt.flat.reshape(tt.n_modes + 1, V)
+        # int32 offsets: MAX_ROWS * V stays below 2**31 for any vocabulary under 16M tokens
+        self.dtype = np.int32 if self.MAX_ROWS * V < 2 ** 31 else np.int64
+        nxt = np.full((tt.n_modes + 1, V), -1, dtype=self.dtype)
+        for m in range(tt.n_modes):
+            nxt[m][base[m] == 1] = m * V
+        self.next = nxt.reshape(-1)  # entries are row offsets (row * V): a gather gives the next offsets
+        self.info: list = [("Q", m, (), 0) for m in range(tt.n_modes)] + [("NONE", -1, (), 0)]
+        self.keys: dict = {}
+        cmap = tt.compiled.tables.cmap
+        self.first_cls = np.array([cmap[ord(t[0])] if t else 0 for t in tt.vocab.tok_text], dtype=np.int64)
+        # Every token's UTF-8 in one array, to turn long runs of complete tokens into text with numpy.
+        enc = [t.encode("utf-8") if t else b"" for t in tt.vocab.tok_text]
+        self.lens = np.fromiter((len(x) for x in enc), dtype=np.int64, count=len(enc))
+        self.starts = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(self.lens)[:-1]])
+        self.flat = np.frombuffer(b"".join(enc), dtype=np.uint8)
+        self.lock = threading.Lock()
+
+    def text_of(self, ids: np.ndarray) -> str:
+        """The concatenated text of complete tokens (a gather of their UTF-8, decoded once)."""
+        L = self.lens[ids]
+        ends = np.cumsum(L)
+        total = int(ends[-1])
+        if not total:
+            return ""
+        idx = np.repeat(self.starts[ids] - (ends - L), L) + np.arange(total)
+        return self.flat[idx].tobytes().decode("utf-8")
+
+    def pending_row(self, mode: int, S: tuple) -> int:
+        """The row of P(mode, S), created on first use (NONE when there are too many)."""
+        key = (mode, S)
+        r = self.keys.get(key)
+        if r is not None:
+            return r
+        with self.lock:
+            r = self.keys.get(key)
+            if r is not None:
+                return r
+            if len(self.info) >= self.MAX_ROWS:
+                return self.none
+            tt = self.tt
+            kill = np.array(tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
+            V = self.V
+            inert = tt.flat[mode * V:(mode + 1) * V].astype(bool)
+            row = np.where(inert & kill[self.first_cls], mode * V, -1).astype(self.dtype)
+            r = len(self.info)
+            self.next = np.concatenate([self.next, row])  # readers keep the old array until they reload
+            self.info.append(("P", mode, S, S[0][0]))
+            self.keys[key] = r
+            return r
+
+    def learn(self, mode: int, token: int, row: int) -> None:
+        self.next[mode * self.V + token] = row * self.V
+
+
+class StepEvents(Sequence):
+    """The per-stream events of one `TokenStreams.step`: ``events[b]`` is stream b's list of events.
+
+    Events of streams whose token was handled by the row tables (no character engine) are built when read;
+    ``slow`` lists the streams that ran their parser's engine in this step; ``errors`` maps a stream to the
+    exception its parser raised (reading that stream's events re-raises it).
+    """
+
+    __slots__ = ("_owner", "_ids", "_old", "_new", "_held_tok", "_held_str", "_slow", "errors")
+
+    def __init__(self, owner, ids, old, new, held_tok, held_str, slow, errors):
+        self._owner = owner
+        self._ids = ids
+        self._old = old  # row offsets before the step
+        self._new = new  # row offsets after (None: unchanged)
+        self._held_tok = held_tok
+        self._held_str = held_str
+        self._slow = slow
+        self.errors = errors
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @property
+    def slow(self) -> list:
+        return sorted(self._slow) if self._slow else []
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def tolist(self) -> list:
+        """Every stream's events (the same as ``[events[b] for b in range(len(events))]``, faster)."""
+        o = self._owner
+        V = o._size
+        ids = self._ids.tolist()
+        old = (self._old // V).tolist()
+        new = old if self._new is None else (self._new // V).tolist()
+        info, mf, names, dirty, tt = o._R.info, o._mode_field, o._names, o._dirty, o._tok_text
+        slow = self._slow or {}
+        errors = self.errors or {}
+        out = []
+        append = out.append
+        for b, i in enumerate(ids):
+            if i < 0:
+                append([])
+            elif old[b] == new[b] and b not in slow and b not in errors:
+                f = mf[info[old[b]][1]]
+                append([{"type": "region_chunk", "field": names[f], "text": tt[i], "dirty": dirty[f]}])
+            else:
+                append(self[b])
+        return out
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self[k] for k in range(*b.indices(len(self)))]
+        if b < 0:
+            b += len(self._ids)
+        if self.errors and b in self.errors:
+            raise self.errors[b]
+        if self._slow and b in self._slow:
+            return self._slow[b]
+        i = int(self._ids[b])
+        if i < 0:
+            return []
+        o = self._owner
+        V = o._size
+        old = int(self._old[b]) // V
+        text = o._tok_text[i]
+        info = o._R.info
+        if self._new is not None:
+            new = int(self._new[b]) // V
+            if new != old:
+                kind, m, S, back = info[new]
+                if kind == "P":  # Q(m) -> P(m, S): the attempts hold the last `back` characters
+                    text = text[:len(text) - back]
+                    if not text:
+                        return []
+                else:  # P(m, S) -> Q(m): the held characters and the token are region text
+                    back = info[old][3]
+                    h = int(self._held_tok[b])
+                    held = o._tok_text[h][len(o._tok_text[h]) - back:] if h >= 0 else self._held_str[b]
+                    text = held + text
+                old = new
+        f = o._mode_field[info[old][1]]
+        return [{"type": "region_chunk", "field": o._names[f], "text": text, "dirty": o._dirty[f]}]
+
+
+class TokenStreams:
+    """B independent generations advanced together: ``step(ids)`` takes one token id per stream.
+
+    ``step(ids, active=None)``: `ids` has shape (B,); `active` (optional bool array) marks the streams that
+    take a token in this step (the others are left alone). Returns `StepEvents`. ``finalize(b)`` ends one
+    stream (``(message, final_events)``); ``finalize_all()`` ends every stream still open.
+
+    Each stream has a row (see `_Rows`); one numpy gather finds every stream's next row, and the known
+    transitions (inert tokens, tokens ending in whitespace before a ``\\s*`` delimiter and the tokens after
+    them) are applied with numpy too, so those streams cost no Python work per stream: the token id goes to a
+    ring buffer, the events are built when read, and the text reaches the stream's parser the next time that
+    stream needs the character engine (or the buffer wraps). Only the other tokens run through the stream's
+    own `TokenParser`.
+    """
+
+    def __init__(self, binding: TokenBinding, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
+                 spans: bool = False, capacity: int = 1024):
+        if n < 1:
+            raise ValueError("TokenStreams needs at least one stream")
+        prefixes = binding._batch_prefixes(n, prefix, prefix_ids)
+        self.binding = binding
+        self.n = n
+        self.parsers = [TokenParser(binding, prefix=p, tools=tools, spans=spans) for p in prefixes]
+        tt = binding.tables
+        self._tt = tt
+        self._R = tt.batch_rows(_Rows)
+        self._size = V = binding.vocab.size
+        self._nm = tt.n_modes
+        self._none = tt.none_row
+        self._mode_field = tt.mode_field
+        self._names = tt.field_names
+        self._dirty = binding.compiled.tables.dirty
+        self._tok_text = binding.vocab.tok_text
+        self._held_str = [""] * n  # P rows entered by the engine: the text the pending attempts hold
+        self._held_tok = np.full(n, -1, dtype=np.int64)  # P rows entered by a token: that token
+        rows = np.array([self._row_of(b, p) for b, p in enumerate(self.parsers)], dtype=np.int64)
+        self._rowoff = rows * V
+        self._cap = capacity
+        self._buf = np.empty((capacity, n), dtype=np.int64)
+        self._since = [0] * n
+        self._r = 0
+        self.done = [False] * n
+
+    @property
+    def initial_events(self) -> list:
+        return [p.initial_events for p in self.parsers]
+
+    def _row_of(self, b: int, p: TokenParser) -> int:
+        """The row for parser `p`'s current state (and the text its pending attempts hold)."""
+        if p._tab is not p._never:
+            return p._mode
+        if (p._pend is not None and p._lazy_ok and not p._dec.held and not p._dec.run and not p._sink
+                and not p._opening):
+            S, held = p._pend
+            r = self._R.pending_row(p._mode, S)
+            if r != self._none:
+                self._held_str[b] = held
+                if self._held_tok[b] >= 0:
+                    ht = self._held_tok.copy()
+                    ht[b] = -1
+                    self._held_tok = ht
+            return r
+        return self._none
+
+    def step(self, ids, active=None) -> StepEvents:
+        n, V = self.n, self._size
+        a = np.asarray(ids)
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"token ids must be integers, got dtype {a.dtype}")
+        ids = a.astype(np.int64).reshape(-1)  # always a copy: the lazy events of this step keep it
+        if ids.shape != (n,):
+            raise ValueError(f"step() takes one token id per stream ({n}), got shape {a.shape}")
+        rowoff = self._rowoff
+        u = ids.view(np.uint64)
+        R = self._R
+        if active is None:
+            if u.max() >= V:
+                bad = np.flatnonzero(u >= V)[0]
+                raise _out_of_range(int(ids[bad]), V, f" (stream {bad})")
+            nxt = R.next[rowoff + ids]
+            same = nxt == rowoff
+        else:
+            act = np.asarray(active, dtype=bool).reshape(-1)
+            if act.shape != (n,):
+                raise ValueError(f"`active` must have one flag per stream ({n})")
+            badm = act & (u >= V)
+            if badm.any():
+                bad = np.flatnonzero(badm)[0]
+                raise _out_of_range(int(ids[bad]), V, f" (stream {bad})")
+            ids[~act] = -1
+            nxt = R.next[rowoff + np.where(act, ids, 0)]
+            same = (nxt == rowoff) | ~act
+        r = self._r
+        self._buf[r] = ids
+        self._r = r + 1
+        if same.all():
+            out = StepEvents(self, ids, rowoff, None, None, None, None, None)
+        else:
+            out = self._changes(ids, nxt, same, r)
+        if self._r == self._cap:
+            self._wrap()
+        return out
+
+    def _changes(self, ids, nxt, same, r) -> StepEvents:
+        V = self._size
+        old = self._rowoff
+        new = old.copy()
+        idx = np.flatnonzero(~same)
+        nx = nxt[idx]
+        ok = nx >= 0
+        held_tok = self._held_tok
+        held_str = None
+        if ok.any():
+            kidx = idx[ok]
+            knx = nx[ok]
+            new[kidx] = knx
+            p_first = (self._none + 1) * V
+            into_p = knx >= p_first
+            from_p = old[kidx] >= p_first
+            if from_p.any():  # P -> Q from an engine-entered P: keep the held text for the lazy events
+                eng = kidx[from_p & (held_tok[kidx] < 0)]
+                if eng.size:
+                    held_str = {b: self._held_str[b] for b in eng.tolist()}
+            if into_p.any():
+                ht = held_tok.copy()
+                ht[kidx[into_p]] = ids[kidx[into_p]]
+                self._held_tok = ht
+        slow: dict = {}
+        errors: dict = {}
+        if not ok.all():
+            self._rowoff = new  # _catch_up reads the rows the deferred tokens ended in (unchanged for these)
+            info = self._R.info
+            tok_text = self._tok_text
+            for b in idx[~ok].tolist():
+                p = self.parsers[b]
+                i = int(ids[b])
+                prev = int(old[b]) // V
+                try:
+                    self._catch_up(b, r)
+                    slow[b] = p.feed_tokens(i)
+                except Exception as e:  # one stream's failure does not stop the others
+                    errors[b] = e
+                    slow[b] = []
+                self._since[b] = r + 1
+                nr = self._row_of(b, p)
+                text = tok_text[i]
+                if prev < self._nm and info[nr][0] == "P" and info[nr][1] == prev and text:
+                    eff = self._tt.transition(prev, (), text)
+                    if eff is not None and tuple((len(text) - off, st) for _, off, st in eff) == info[nr][2]:
+                        self._R.learn(prev, i, nr)
+                new[b] = nr * V
+        self._rowoff = new
+        return StepEvents(self, ids, old, new, held_tok, held_str, slow or None, errors or None)
+
+    def _catch_up(self, b: int, upto: int | None = None) -> None:
+        """Hand stream b's parser the tokens its rows handled since its last own step: their text joins the
+        parser's deferred text (the core sees it on the parser's next engine step) and the parser's token
+        state becomes the row's."""
+        r = self._r if upto is None else upto
+        s0 = self._since[b]
+        self._since[b] = r
+        if s0 >= r:
+            return
+        col = self._buf[s0:r, b]
+        if r - s0 >= 64:  # long runs: numpy is faster than a join per token
+            if (col < 0).any():
+                col = col[col >= 0]
+            if not len(col):
+                return
+            p = self.parsers[b]
+            p._tail_append(self._R.text_of(col))
+        else:
+            lst = col.tolist()
+            if -1 in lst:
+                lst = [i for i in lst if i >= 0]
+            if not lst:
+                return
+            p = self.parsers[b]
+            p._tail_append("".join(map(self._tok_text.__getitem__, lst)))
+        tt = self._tok_text
+        kind, m, S, back = self._R.info[int(self._rowoff[b]) // self._size]
+        p._mode = m
+        p._lazy_ok = True
+        if kind == "P":
+            h = int(self._held_tok[b])
+            held = tt[h][len(tt[h]) - back:] if h >= 0 else self._held_str[b]
+            p._pend = (S, held)
+            p._tab = p._never
+            p._row = self._none
+        else:
+            p._pend = None
+            p._tab = p._fast[m]
+            p._row = m
+
+    def _wrap(self) -> None:
+        r = self._r
+        for b in range(self.n):
+            if not self.done[b]:
+                self._catch_up(b, r)
+            self._since[b] = 0
+        self._r = 0
+
+    def finalize(self, b: int) -> tuple[dict, list[dict]]:
+        """End stream `b`; returns its `(message, final_events)`. Later steps must mark it inactive."""
+        self._catch_up(b)
+        self.done[b] = True
+        rowoff = self._rowoff.copy()
+        rowoff[b] = self._none * self._size
+        self._rowoff = rowoff
+        return self.parsers[b].finalize()
+
+    def finalize_all(self) -> list:
+        """End every stream not yet finalized; returns their `(message, final_events)` (None for ended ones)."""
+        return [None if self.done[b] else self.finalize(b) for b in range(self.n)]
+
+    def parser(self, b: int) -> TokenParser:
+        """Stream b's TokenParser, brought up to date (e.g. to read `_output`)."""
+        self._catch_up(b)
+        return self.parsers[b]

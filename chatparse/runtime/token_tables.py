@@ -1,0 +1,332 @@
+"""The runtime side of a tokenizer vocabulary and of the per-mode token tables of one binding.
+
+Guarantees:
+
+* `VocabBase` is everything the runtime reads from a vocabulary, and ``VocabBase.decode`` is the reference
+  decode (the tokenizer's ``decode``) that every faster decoder must equal. `LoadedVocab` builds it from the
+  token section of a table file (FORMAT.md section 8) with no tokenizer and no per-token decoding.
+* `TokenTablesBase` holds, per scanner mode, which tokens are *inert* (can never start a delimiter, so their
+  text is region text) and which tokens are a *whole delimiter* on their own (`_whole_delimiter`: the real
+  scanner decides exactly that delimiter within the token), plus a lazily cached `transition` probe that says
+  what a text does to undecided delimiter attempts when nothing gets decided within it. Every entry is
+  derived by running the same `Scanner` the parser runs, so a table entry never disagrees with the engine.
+* Tables are shared between parsers and threads: rows and caches are built on first use under a lock.
+
+Why a module of its own: these are plain data plus lookups, computed once per (template, tokenizer) by
+``chatparse.compiler.tokens`` or read from a file, and read by the token parser and the batched streams.
+Like the rest of the runtime it never imports the compiler, interegular or transformers.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .scanner import Attempt, Scanner
+from .token_decode import clean_up_tokenization, decode_run
+
+__all__ = ["VocabBase", "LoadedVocab", "TokenTablesBase", "TOKEN_SKIP", "TOKEN_TEXT", "TOKEN_BYTE"]
+
+
+# Per-token flags of the token section of a table file (FORMAT.md section 8).
+TOKEN_SKIP = 1  # dropped before decoding (no token for the id, or a skipped special token)
+TOKEN_TEXT = 2  # not skipped, and its bytes are its text on their own (complete UTF-8, not a byte token)
+TOKEN_BYTE = 4  # a ByteFallback ``<0xXX>`` token (``pieces`` kind): its one byte is its value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Vocabulary: the parts the runtime reads (derived by chatparse.compiler.tokens, or read from a table file)
+# --------------------------------------------------------------------------------------------------------------
+class VocabBase:
+    """What the runtime reads from a tokenizer vocabulary. `chatparse.compiler.tokens.TokenVocab` derives it
+    from a tokenizer; `LoadedVocab` reads it from a table file. Attributes:
+
+    ``kind`` (``"bytes"`` / ``"pieces"``), ``size``, ``tok_bytes[id]``, ``tok_text[id]`` (None: no text on its
+    own), ``byte_val`` (int16 array, -1 or the byte of a ``<0xXX>`` token) and ``byte_val_list``, ``skip``
+    (bool array), ``first_text`` (Metaspace: id -> text as the first token), ``strip_char`` / ``strip_start``,
+    ``cleanup``, ``name``, ``has_bytes_tokens``, ``n_partial``.
+    """
+
+    kind: str
+    size: int
+
+    def decode(self, ids) -> str:
+        """Decode a sequence of ids exactly like the tokenizer does (ids must be in range)."""
+        ids = [i for i in ids if not self.skip[i]]
+        if self.kind == "bytes":
+            text = b"".join([self.tok_bytes[i] for i in ids]).decode("utf-8", "replace")
+        else:
+            out = []
+            run = bytearray()
+            bv = self.byte_val_list
+            for k, i in enumerate(ids):
+                b = bv[i]
+                if b >= 0:
+                    run.append(b)
+                    continue
+                if run:
+                    out.append(decode_run(run))
+                    run = bytearray()
+                if k == 0 and i in self.first_text:
+                    out.append(self.first_text[i])
+                else:
+                    out.append(self.tok_text[i])
+            if run:
+                out.append(decode_run(run))
+            text = "".join(out)
+        if self.strip_start:
+            n = 0
+            while n < self.strip_start and n < len(text) and text[n] == self.strip_char:
+                n += 1
+            text = text[n:]
+        if self.cleanup:
+            text = clean_up_tokenization(text)
+        return text
+
+
+def _slices(s, offsets: list) -> list:
+    """``[s[offsets[i]:offsets[i + 1]] for i ...]`` (the cheapest way to cut many pieces; ~50 ns each)."""
+    return [s[a:b] for a, b in zip(offsets, offsets[1:])]
+
+
+class LoadedVocab(VocabBase):
+    """A vocabulary read from the token section of a table file (`chatparse.runtime.loader.loads` validated it).
+
+    Builds the per-token Python lists the hot paths index (bytes, text) with slicing at C speed; no
+    tokenizer, no decoder analysis, no per-token decoding."""
+
+    def __init__(self, data: dict):
+        from .loader import token_texts
+
+        meta = data["meta"]
+        self.kind = meta["kind"]
+        self.size = size = int(meta["size"])
+        self.strip_char = meta["strip_char"]
+        self.strip_start = int(meta["strip_start"])
+        self.cleanup = bool(meta["cleanup"])
+        self.name = meta["name"]
+        offsets = np.asarray(data["offsets"], dtype=np.int64)
+        blob = bytes(np.asarray(data["bytes"], dtype=np.uint8))
+        self.tok_bytes = _slices(blob, offsets.tolist())
+        flags = np.asarray(data["flags"], dtype=np.uint8)
+        skip = (flags & TOKEN_SKIP) != 0
+        self.skip = skip
+        byte_val = np.full(size, -1, dtype=np.int16)
+        bidx = np.flatnonzero(flags & TOKEN_BYTE)
+        if bidx.size:
+            byte_val[bidx] = np.asarray(data["bytes"], dtype=np.uint8)[offsets[bidx]]
+        self.byte_val = byte_val
+        self.byte_val_list = byte_val.tolist()
+        text, char_offsets, first_text, first_offsets = token_texts(data)
+        texts = _slices(text, char_offsets.tolist())
+        has_text = (flags & TOKEN_TEXT) != 0
+        for i in np.flatnonzero(~has_text).tolist():  # byte tokens, incomplete UTF-8, skipped: a few percent
+            texts[i] = None
+        for i in np.flatnonzero(skip).tolist():
+            texts[i] = ""
+        self.tok_text = texts
+        ids = np.asarray(data["first_ids"]).tolist()
+        self.first_text = dict(zip(ids, _slices(first_text, first_offsets.tolist()))) if ids else {}
+        self.has_bytes_tokens = bool(bidx.size)
+        self.n_partial = int((~has_text & ~skip).sum())
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Per-mode token tables
+# --------------------------------------------------------------------------------------------------------------
+class _Bail(Exception):
+    pass
+
+
+class _Probe(Scanner):
+    """A scanner that stops as soon as any match end is recorded (the transition probe refuses then: the
+    placeholder characters must never reach a decision)."""
+
+    def _record(self, a, hit, at):  # overrides the static method of Scanner
+        raise _Bail()
+
+
+class _Captures:
+    """Stands in for a match object: the parser only calls `groupdict()`."""
+
+    __slots__ = ("d",)
+
+    def __init__(self, d: dict):
+        self.d = d
+
+    def groupdict(self) -> dict:
+        return dict(self.d)
+
+
+def _whole_delimiter(tables, mode: int, text: str):
+    """``(pattern index, captures or None)`` when `text`, fed on its own to a quiet scanner in `mode` (not at
+    offset 0), is decided as exactly one whole delimiter; else None."""
+    sc = Scanner(tables)
+    sc.push("\x00")
+    sc.restart(mode, 1)
+    sc.push(text)
+    d = sc.decide(False)
+    if d is None:
+        return None
+    s, e, pi, m = d
+    if s != 1 or e != 1 + len(text):
+        return None
+    caps = None
+    if m is not None:
+        caps = _Captures({k: v for k, v in m.groupdict().items()})
+    return pi, caps
+
+
+_TRANSITION_CACHE = 65536
+
+
+class TokenTablesBase:
+    """Per-mode token tables of one compiled template bound to one vocab (the runtime part; see
+    `chatparse.compiler.tokens.TokenTables` for how they are computed).
+
+    Made from ``inert`` (uint8, one row per mode: 1 where the token is inert in that mode) and ``delims`` (per
+    mode, token id -> (pattern index, captures or None)):
+
+    * ``fast[m]``: a list of ``2 * size`` entries: the token's text when the token is inert in mode ``m``
+      (non-empty, complete text, no character passes the mode's prefilter), else None. The second half is all
+      None, so a negative id never finds an entry (Python lists wrap negative indexes).
+    * ``never``: the same shape, all None (the table in use while the parser is not in its fast state).
+    * ``flat``: ``(n_modes + 1) * size`` uint8: 1 where inert; the last row is all 0. For batched stepping.
+    * ``delims[m]``: token id -> (pattern index, captures-or-None) for a token whose text is, on its own, a
+      whole delimiter decided within the token in mode ``m`` (a quiet scanner, not at offset 0).
+    * ``mode_index``: id(Mode) -> its index.
+    * ``transition(mode, states, text)``: what a text does to undecided attempts (lazily cached, see there).
+    * ``batch_rows(...)``: the row tables `TokenStreams` shares between all its streams (built on first use).
+    """
+
+    def __init__(self, compiled, vocab, inert: np.ndarray, delims: list):
+        t = compiled.tables
+        self.compiled = compiled
+        self.vocab = vocab
+        self.size = size = vocab.size
+        self.n_modes = n_modes = len(t.modes)
+        self.mode_index = {id(m): k for k, m in enumerate(t.modes)}
+        # Field shown by a region_chunk in mode m's fast state: the implicit field in mode 0, field i in 1+i.
+        self.mode_field = [t.implicit] + list(range(len(t.fields)))
+        inert = np.asarray(inert, dtype=np.uint8).reshape(n_modes, size)
+        self.never = [None] * (2 * size)
+        self._texts = None
+        self._inert = inert
+        self.fast = _FastRows(self, [mode.first_re is None for mode in t.modes])
+        flat = np.zeros((n_modes + 1) * size, dtype=np.uint8)
+        flat[:n_modes * size] = inert.reshape(-1)
+        self.flat = flat
+        self.delims: list = list(delims)
+        self.none_row = n_modes
+        self.field_names = [f["name"] for f in t.fields]
+        self.exact_modes = [all(t.patterns[p].exact for p in m.patterns) for m in t.modes]
+        self._trans: list = [{} for _ in t.modes]
+        self._lock = threading.Lock()
+
+    def _fast_row(self, k: int) -> list:
+        """Mode k's row of `fast` (built on first use: a few ms per 100k tokens)."""
+        size = self.size
+        dead = np.flatnonzero(self._inert[k] == 0)
+        if len(dead) * 4 < size:  # mostly inert: copy the texts, blank the others
+            row = list(self.vocab.tok_text)
+            for i in dead.tolist():
+                row[i] = None
+            row += [None] * size
+            return row
+        texts = self._texts
+        if texts is None:
+            texts = np.empty(self.size, dtype=object)
+            texts[:] = self.vocab.tok_text
+            self._texts = texts
+        row = np.empty(2 * self.size, dtype=object)  # all None
+        sel = self._inert[k] != 0
+        row[:self.size][sel] = texts[sel]
+        return row.tolist()
+
+    def transition(self, mode: int, states: tuple, text: str):
+        """What feeding `text` does to a scanner in `mode` whose live attempts are undecided, match-free
+        attempts in `states` (oldest first; ``()`` = quiet), when nothing gets decided or matched within it.
+
+        Returns None when something would (then the character engine runs), else a tuple of the surviving
+        attempts in scanner order: ``(old_index, -1, new_state)`` for an attempt that was live before, and
+        ``(-1, offset_in_text, state)`` for one that starts inside the text. Cached lazily per mode (the
+        texts are token texts, so the variety is bounded by the vocabulary).
+        The probe runs the real `Scanner` on the text after placeholder characters (the attempts' states do
+        not depend on the characters they already consumed), and refuses as soon as any match end is
+        recorded, so regex-decided patterns (lookaround) never enter.
+        """
+        cache = self._trans[mode]
+        key = (states, text)
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        if len(cache) >= _TRANSITION_CACHE:
+            return None
+        eff = None
+        if text and len(text) <= 256:
+            n = len(states)
+            sc = _Probe(self.compiled.tables)
+            sc.push("\x00" * (1 + n))
+            sc.restart(mode, 1 + n)
+            old = [Attempt(1 + k, st) for k, st in enumerate(states)]
+            sc.attempts = list(old)
+            if old:
+                sc.pos = 1
+            sc.push(text)
+            try:
+                d = sc.decide(False)
+            except _Bail:
+                d = True
+            if (d is None and sc.scan == sc.end
+                    and all(a.fin < 0 and a.ends is None for a in sc.attempts)):
+                ident = {id(a): k for k, a in enumerate(old)}
+                eff = tuple((ident[id(a)], -1, a.state) if id(a) in ident else (-1, a.start - 1 - n, a.state)
+                            for a in sc.attempts)
+        with self._lock:
+            cache[key] = eff
+        return eff
+
+    def kill_flags(self, mode: int, states: frozenset) -> list:
+        """Per character class: does that class kill every attempt in `states` (all transitions dead)?"""
+        m = self.compiled.tables.modes[mode]
+        trans, ncls = m.trans, m.n_classes
+        return [all(trans[s * ncls + c] == 0 for s in states) for c in range(ncls)]
+
+    def batch_rows(self, factory):
+        """The shared row tables of `TokenStreams` for this binding (built on first use)."""
+        with self._lock:
+            rows = getattr(self, "_rows", None)
+            if rows is None:
+                rows = self._rows = factory(self)
+        return rows
+
+
+class _FastRows:
+    """`TokenTablesBase.fast`: ``fast[m]`` is mode m's row (a list), built the first time it is asked for;
+    modes without a prefilter share ``never``."""
+
+    __slots__ = ("_tt", "_rows", "_lock")
+
+    def __init__(self, tt: TokenTablesBase, never_modes: list):
+        self._tt = tt
+        self._rows = [tt.never if no else None for no in never_modes]
+        self._lock = threading.Lock()
+
+    def __getitem__(self, m: int) -> list:
+        row = self._rows[m]
+        if row is None:
+            with self._lock:
+                row = self._rows[m]
+                if row is None:
+                    row = self._rows[m] = self._tt._fast_row(m)
+        return row
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __iter__(self):
+        return (self[m] for m in range(len(self._rows)))
+
+
