@@ -98,7 +98,9 @@ def measure(name: str, repeat: int, tmp: Path) -> dict:
 
 
 def synthetic_vocab(n: int = 150_000, seed: int = 0):
-    """A deterministic byte-level vocabulary of `n` tokens (see the module docstring)."""
+    """A deterministic byte-level vocabulary of `n` tokens: every byte, the delimiters of the bundled formats
+    as tokens, words with and without a leading space (Latin, accented, CJK, Greek, Cyrillic, emoji,
+    punctuation), and ~1% incomplete UTF-8. Also used by tests/test_format_tokens.py."""
     import numpy as np
 
     from chatparse.compiler.tokens import TokenVocab
@@ -107,7 +109,9 @@ def synthetic_vocab(n: int = 150_000, seed: int = 0):
     alphabet = (string.ascii_letters * 4 + string.digits + " .,;:!?'\"-_()[]{}<>/\\|\n\t" + "éüñçøßàèìòù"
                 + "中文日本語한국어" + "😀🚀✓—" + "Ελληνικάрусский")
     toks = [bytes([b]) for b in range(256)]
-    toks += [s.encode() for s in ("<think>", "</think>", "<tool_call>", "</tool_call>", "<|im_end|>", "<|im_start|>")]
+    toks += [s.encode() for s in ("<think>", "</think>", "<tool_call>", "</tool_call>", "<|im_end|>", "<|im_start|>",
+                                  "<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|call|>", "<|return|>",
+                                  "[TOOL_CALLS]", "[ARGS]")]
     seen = set(toks)
     wide = "中文日本語😀🚀Ωж"
     while len(toks) < n:

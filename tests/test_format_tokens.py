@@ -25,7 +25,6 @@ import logging
 import pickle
 import random
 import shutil
-import string
 import struct
 import subprocess
 import sys
@@ -78,31 +77,7 @@ def toks():
     }
 
 
-def synthetic_vocab(n: int = 150_000, seed: int = 0) -> TokenVocab:
-    """A byte-level vocabulary of `n` tokens: every byte, a few special tokens, words with and without a
-    leading space (Latin, accented, CJK, Greek, Cyrillic, emoji, punctuation), and ~1% incomplete UTF-8."""
-    rng = random.Random(seed)
-    alphabet = (string.ascii_letters * 4 + string.digits + " .,;:!?'\"-_()[]{}<>/\\|\n\t" + "éüñçøßàèìòù"
-                + "中文日本語한국어" + "😀🚀✓—" + "Ελληνικάрусский")
-    toks = [bytes([b]) for b in range(256)]
-    toks += [s.encode() for s in ("<think>", "</think>", "<tool_call>", "</tool_call>", "<|im_end|>", "<|im_start|>",
-                                  "<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|call|>", "<|return|>",
-                                  "[TOOL_CALLS]", "[ARGS]")]
-    seen = set(toks)
-    wide = "中文日本語😀🚀Ωж"
-    while len(toks) < n:
-        if rng.random() < 0.01:
-            ch = rng.choice(wide).encode()
-            word = "".join(rng.choice(string.ascii_letters) for _ in range(rng.randint(0, 6)))
-            t = ((" " if rng.random() < 0.3 else "") + word).encode() + ch[:rng.randint(1, len(ch) - 1)]
-        else:
-            t = ((" " if rng.random() < 0.6 else "")
-                 + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 10)))).encode()
-        if t not in seen:
-            seen.add(t)
-            toks.append(t)
-    return TokenVocab(kind="bytes", tok_bytes=toks, byte_val=None, skip=np.zeros(n, dtype=bool),
-                      name=f"synthetic {n}")
+from bench.bench_load import synthetic_vocab  # noqa: E402  (one generator for the benchmark and the tests)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
