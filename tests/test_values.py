@@ -173,6 +173,11 @@ TAG_PATTERNS = [
     r"<(?P<key>\w+)(?:=(?P<value>\w+))?>",
     r"<(?P<k>\w+)>(?P<value>.*?)</(?P=k)>",
     r"(?P<key>\w+)?=(?P<value>\w*)",
+    # without \w \d \s: `re` finds these matches (values.py `_tag_matches`)
+    r"<parameter=(?P<key>[^>\n]+)>\n?(?P<value>.*?)\n?</parameter>",
+    r"<(?P<key>[a-zé]+)>(?P<value>.*?)</(?P=key)>",
+    r"<(?P<key>[^>/=]+)>(?P<value>[^<]*)</\1>",
+    r"(?P<key>[a-z]*)=?(?P<value>[0-9]*)",
     r"(",
     None,
 ]
@@ -278,6 +283,52 @@ def test_json_parser_matches_reference(case):
 def test_xml_inline_matches_reference(case):
     text, args = case
     check_parse(text, "xml-inline", args)
+
+
+# Tag patterns built from pieces whose meaning `re` and `regex` may or may not share, to check that
+# `_tag_matches` gives `regex.finditer`'s matches whichever module it uses.
+_TAG_PIECES = ["<", ">", "=", "/", "a", "é", ".", ".*?", ".*", "[^<]*", "[^>\n]+", "[ab]+?", "\\n?", "\\s*", "\\w+",
+               "(?P<key>[a-z]+)", "(?P<key>\\w*)", "(?P<value>.*?)", "(?P<value>[^<]*)", "\\1", "(?=<)", "(?<=>)",
+               "(?:a|ab)", "a{1,2}", "x*+", "(?i)", "[[:alpha:]]", "$", "^", "\\Z", "|", "\\b", "[]a]", "[^]]"]
+
+
+@FAST
+@given(st.lists(st.sampled_from(_TAG_PIECES), min_size=1, max_size=6),
+       st.text(alphabet="<>=/aAbé\n 1", max_size=30))
+def test_tag_matches_equal_regex_finditer(pieces, text):
+    import regex
+
+    from chatparse.runtime.values import _tag_matches
+
+    pattern = "".join(pieces)
+    try:
+        want = [(m.span(), m.groupdict()) for m in regex.finditer(pattern, text, flags=regex.DOTALL)]
+    except regex.error:
+        with pytest.raises(regex.error):
+            _tag_matches(pattern, text)
+        return
+    assert [(m.span(), m.groupdict()) for m in _tag_matches(pattern, text)] == want
+
+
+def test_same_in_re_is_conservative():
+    from chatparse.runtime.values import _same_in_re
+
+    for ok in [r"<parameter=(?P<key>[^>\n]+)>\n?(?P<value>.*?)\n?</parameter>", r"<(?P<k>[a-z]+)>.*?</(?P=k)>",
+               r"[]a]+", r"\<\1", r"(?=a)(?!b)(?<=c)(?<!d)"]:
+        assert _same_in_re(ok), ok
+    for no in [r"\w+", r"[\d]", r"\s", r"\b", r"(?i)a", r"a++", r"(?>a)", r"[[:alpha:]]", r"[a--b]", r"\p{L}",
+               r"\12", r"\0", r"(?<name>a)", r"(?|a)", r"[a[b]]", r"\N{BULLET}", r"\X", r"a{1,2}+"]:
+        assert not _same_in_re(no), no
+
+
+@FAST
+@given(st.text(alphabet=' \t\n\r{}[]"-019tfnNIxa\ufeff٣\u3000', max_size=6))
+def test_cannot_be_json_is_only_said_of_non_json(text):
+    from chatparse.runtime.values import _cannot_be_json
+
+    if _cannot_be_json(text):
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(text)
 
 
 @FAST

@@ -17,13 +17,13 @@ Only the standard library and ``regex`` are imported.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import regex
 
 from .values import parse_content
 
-__all__ = ["PLACEHOLDER", "apply_transform", "process_value"]
+__all__ = ["PLACEHOLDER", "apply_transform", "compile_transform", "process_value"]
 
 # One placeholder: a word, optionally followed by ``.word`` segments, in braces. ``regex`` gives \w its
 # Unicode meaning, like the reference. Shared with the loader's "mixes placeholder and text" check.
@@ -65,6 +65,44 @@ def apply_transform(template: Any, scope: dict) -> Any:
     return template
 
 
+def compile_transform(template: Any) -> Callable[[dict], Any]:
+    """A function of the scope that returns ``apply_transform(template, scope)``: the same value, the same
+    exception (class and message) in the same order, without re-examining the template on every call.
+
+    Why: a transform runs once per closed region, and examining the template each time (a placeholder
+    regex per string, an isinstance chain per node) costs more than the dict it builds."""
+    if isinstance(template, dict):
+        items = [(key, compile_transform(item)) for key, item in template.items()]
+        return lambda scope: {key: fn(scope) for key, fn in items}
+    if isinstance(template, list):
+        fns = [compile_transform(item) for item in template]
+        return lambda scope: [fn(scope) for fn in fns]
+    if isinstance(template, str):
+        whole = PLACEHOLDER.fullmatch(template)
+        if whole is not None:
+            path = whole.group(1)
+            if "." not in path:
+                return lambda scope: scope[path] if path in scope else _resolve(path, scope)
+            return lambda scope: _resolve(path, scope)
+    return lambda scope: template
+
+
+_compiled: dict[int, tuple[Any, Callable[[dict], Any]]] = {}
+
+
+def _transform_fn(template: Any) -> Callable[[dict], Any]:
+    """`compile_transform(template)`, cached by identity (templates are the loaded tables' own objects, which
+    are never mutated; the entry keeps its template alive so the id cannot be reused)."""
+    hit = _compiled.get(id(template))
+    if hit is not None and hit[0] is template:
+        return hit[1]
+    fn = compile_transform(template)
+    if len(_compiled) >= 4096:
+        _compiled.clear()
+    _compiled[id(template)] = (template, fn)
+    return fn
+
+
 def process_value(body: str, field: dict, captures: dict) -> Any:
     """Parse a closed region's raw ``body`` and apply the field's transform.
 
@@ -80,8 +118,9 @@ def process_value(body: str, field: dict, captures: dict) -> Any:
     template = field.get("transform")
     if template is None:
         return value
+    fn = _transform_fn(template)
     if not field.get("transform_each", False):
-        return apply_transform(template, {**captures, "content": value})
+        return fn({**captures, "content": value})
     name = field["name"]
     if not isinstance(value, list):
         raise ValueError(
@@ -95,5 +134,5 @@ def process_value(body: str, field: dict, captures: dict) -> Any:
                 f"Field '{name}': transform_each requires each list element to be a dict, "
                 f"got {type(element).__name__}."
             )
-        results.append(apply_transform(template, {**captures, **element}))
+        results.append(fn({**captures, **element}))
     return results
