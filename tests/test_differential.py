@@ -220,8 +220,9 @@ def test_long_random_texts_streamed_equal_one_shot(seed):
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_one_shot_paths_agree_with_reference(data):
-    """parse_response decides with `regex` at candidates, or with the automaton (long texts, whitespace-led
-    modes) or after a fallback: force each path and compare with the reference."""
+    """parse_response takes the lean path, or decides with `regex` at candidates inside the streaming
+    parser's region logic, or with the automaton (long texts, whitespace-led modes) or after a fallback:
+    force each path and compare with the reference."""
     from chatparse.runtime import oneshot
 
     template = data.draw(templates())
@@ -233,7 +234,8 @@ def test_one_shot_paths_agree_with_reference(data):
         assume(False)
     saved = oneshot.SCAN_PRONE_LIMIT, oneshot.WholeTextScanner.__init__
     try:
-        for limit, budget in ((0, None), (10**9, None), (10**9, 0)):
+        for lean, limit, budget in ((True, 10**9, None), (False, 0, None), (False, 10**9, None), (False, 10**9, 0)):
+            oneshot.LEAN = lean
             oneshot.SCAN_PRONE_LIMIT = limit
 
             def init(self, tables, text, _orig=saved[1], _budget=budget):
@@ -246,6 +248,7 @@ def test_one_shot_paths_agree_with_reference(data):
                 got = ("ok", chatparse.parse_response(text, template, prefix=""))
             except (ValueError, KeyError, TypeError, RuntimeError) as e:
                 got = ("error", type(e).__name__)
-            assert got == ref[:2], (limit, budget)
+            assert got == ref[:2], (lean, limit, budget)
     finally:
         oneshot.SCAN_PRONE_LIMIT, oneshot.WholeTextScanner.__init__ = saved
+        oneshot.LEAN = True

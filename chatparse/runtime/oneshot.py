@@ -18,12 +18,18 @@ The result is the same either way; only the time differs.
 from __future__ import annotations
 
 import re
+from copy import deepcopy
 
-from .parser import StreamParser
+from .coerce import coerce_tool_calls
+from .parser import StreamParser, _is_empty
 from .scanner import Scanner
+from .tables import logger
+from .transform import process_value
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
+LEAN_SCAN_LIMIT = 16384  # longest text the lean path takes when a mode is whitespace-led
+LEAN = True  # False: skip the lean path (tests force each path this way)
 
 
 _QUANTIFIED_GROUP = re.compile(r"\)(?:[*+]|\{\d*,\d*\})")
@@ -97,8 +103,167 @@ class WholeTextScanner(Scanner):
         return self.scan
 
 
+class _Plan:
+    """What the lean path needs of a template, computed once per loaded tables (`_plan`).
+
+    ``modes[m]``: (prefilter regex, start0 flag, `skip_to` of a whitespace-led mode or None, watched patterns as
+    ``(pattern index, compiled regex, risky, rank)`` with rank 0 for an open and 1 for a close, then the
+    field's name - the reference's tie order for matches of equal length at one start)."""
+
+    __slots__ = ("usable", "modes", "flat_defaults", "any_wchars")
+
+    def __init__(self, tables):
+        risky = [backtracking_risk(p.source) for p in tables.patterns]
+        tables.oneshot_risky = risky
+        names = [f["name"] for f in tables.fields]
+        self.usable = all(m.first_re is not None for m in tables.modes)
+        self.any_wchars = any(m.wchars for m in tables.modes)
+        self.modes = []
+        for mode in tables.modes:
+            watched = []
+            for pi in mode.patterns:
+                pat = tables.patterns[pi]
+                watched.append((pi, pat.rx, risky[pi], (0 if pat.kind == "open" else 1, names[pat.field])))
+            # whitespace-led modes find candidates with `Mode.skip_to` (anchors; see runtime/tables.py)
+            self.modes.append((mode.first_re, bool(mode.start0), mode.skip_to if mode.wchars else None, watched))
+        defaults = tables.template["defaults"]
+        self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
+
+
+def _plan(tables) -> _Plan:
+    plan = getattr(tables, "oneshot_plan", None)
+    if plan is None:
+        plan = tables.oneshot_plan = _Plan(tables)
+    return plan
+
+
+def _parse_lean(tables, tool_params: dict, text: str) -> dict:
+    """The message for the complete `text`, computed without a scanner, a region buffer or events.
+
+    The region rules are `StreamParser`'s, step for step (see runtime/parser.py): every delimiter closes the
+    current region, whose raw body is simply the text since the previous delimiter; an open delimiter
+    opens its field; the implicit field opens only on a non-empty body; a zero-width close of the empty
+    implicit region stops the parse. Delimiters are decided as `WholeTextScanner.decide` decides them. Raises
+    `_Fallback` (before any effect is visible) where that scanner would need the automaton."""
+    plan = _plan(tables)
+    n = len(text)
+    if not plan.usable or (plan.any_wchars and n > LEAN_SCAN_LIMIT):
+        raise _Fallback()
+    # A whitespace-led pattern's `regex` call reads the rest of the text (about 0.3 ns a character): such
+    # calls may read at most this many characters in all.
+    wide_budget = 8 * n + 65536
+    fields = tables.fields
+    defaults = tables.template["defaults"]
+    output = dict(defaults) if plan.flat_defaults else deepcopy(defaults)
+    implicit = tables.implicit
+    current, opened, captures = implicit, False, {}
+    budget = n // 4 + 64
+    modes = plan.modes
+    first_re, start0, wide, watched = modes[0]
+    pos = scan = 0
+    stalled = False
+    while True:
+        # -- the next delimiter at or after `scan` (WholeTextScanner.decide) --
+        found = None
+        i = scan
+        while True:
+            if i == 0 and start0:
+                p = 0
+            elif wide is not None:
+                p = wide(text, i)
+            else:
+                m = first_re.search(text, i)
+                if m is None:
+                    break
+                p = m.start()
+            if p >= n:  # a match starting at the very end never counts (as in the reference)
+                break
+            budget -= 1
+            if wide is not None:
+                wide_budget -= n - p
+            if budget < 0 or wide_budget < 0:
+                raise _Fallback()
+            best_key = None
+            for pi, rx, risky, rank in watched:
+                if risky:
+                    try:
+                        m = rx.match(text, p, timeout=MATCH_TIMEOUT)
+                    except TimeoutError as e:
+                        raise _Fallback() from e
+                else:
+                    m = rx.match(text, p)
+                if m is not None:
+                    key = (p - m.end(), rank)
+                    if best_key is None or key < best_key:
+                        best_key, found = key, (p, m.end(), pi, m)
+            if found is not None:
+                break
+            i = p + 1
+        if found is None:
+            break
+        s, e, pi, m = found
+        # -- the delimiter closes the current region ... --
+        if s > pos and current is not None:
+            opened = True
+        had = opened
+        if current is not None and opened:
+            _store(output, fields[current], text[pos:s], captures, tool_params)
+        pat = tables.patterns[pi]
+        if pat.kind == "open":  # ... and opens its field
+            current, opened = pat.field, True
+            captures = {k: v for k, v in m.groupdict().items() if v is not None}
+            first_re, start0, wide, watched = modes[1 + current]
+        else:  # ... and the implicit field may open after it
+            if not had and s == e:
+                stalled = True
+                if e < n:
+                    logger.warning("chatparse: zero-width close of the empty implicit field at offset %d; "
+                                   "the reference stops parsing here, so the rest of the text is ignored", s)
+                break
+            current, opened, captures = implicit, False, {}
+            first_re, start0, wide, watched = modes[0]
+        pos = scan = e
+    if not stalled:
+        if n > pos and current is not None:
+            opened = True
+        if current is not None and opened:
+            _store(output, fields[current], text[pos:], captures, tool_params)
+    missing = [f["name"] for f in fields if not f["optional"] and f["name"] not in output]
+    if missing:
+        raise ValueError(f"Required response_template fields missing from parsed output: {missing}")
+    return {k: v for k, v in output.items() if k in defaults or not _is_empty(v)}
+
+
+def _store(output: dict, field: dict, body: str, captures: dict, tool_params: dict) -> None:
+    """Close one region: its value into `output` (join, repeats or set), as `StreamParser._close` does."""
+    name = field["name"]
+    value = process_value(body, field, captures)
+    if tool_params:
+        value = coerce_tool_calls(value, tool_params)
+    join = field["join"]
+    if join is not None:
+        if not isinstance(value, str):
+            raise ValueError(f"Field '{name}': 'join' requires each match to parse to a string, "
+                             f"got {type(value).__name__}.")
+        prev = output.get(name)
+        output[name] = value if prev is None else prev + join + value
+    elif field["repeats"]:
+        output.setdefault(name, []).append(value)
+    else:
+        output[name] = value
+
+
 def parse_whole(tables, tool_params: dict, text: str) -> dict:
-    """The message for the complete `text` (cut prefix + generation), as `StreamParser` would give it."""
+    """The message for the complete `text` (cut prefix + generation), as `StreamParser` would give it.
+
+    Three ways to the same answer, cheapest first: the lean path (`_parse_lean`); the streaming parser's
+    region logic with `regex` deciding delimiters (`WholeTextScanner`), where whitespace-led modes on long
+    texts keep the automaton; the automaton alone, if `regex` hits a timeout or the candidate budget."""
+    if LEAN:
+        try:
+            return _parse_lean(tables, tool_params, text)
+        except _Fallback:
+            pass
     core = StreamParser(tables, tool_params)
     core.scanner = WholeTextScanner(tables, text)
     try:
