@@ -106,9 +106,11 @@ class WholeTextScanner(Scanner):
 class _Plan:
     """What the lean path needs of a template, computed once per loaded tables (`_plan`).
 
-    ``modes[m]``: (prefilter regex, start0 flag, `skip_to` of a whitespace-led mode or None, watched patterns as
-    ``(pattern index, compiled regex, risky, rank)`` with rank 0 for an open and 1 for a close, then the
-    field's name - the reference's tie order for matches of equal length at one start)."""
+    ``modes[m]``: (prefilter regex, start0 flag, `skip_to` of a whitespace-led mode or None, all-literal flag,
+    watched patterns as ``(pattern index, compiled regex, risky, rank, literal pieces or None, literal
+    prefixes or None)`` with rank
+    (0 for an open and 1 for a close, then the field's name): the reference's tie order for matches of equal
+    length at one start)."""
 
     __slots__ = ("usable", "modes", "flat_defaults", "any_wchars")
 
@@ -123,11 +125,99 @@ class _Plan:
             watched = []
             for pi in mode.patterns:
                 pat = tables.patterns[pi]
-                watched.append((pi, pat.rx, risky[pi], (0 if pat.kind == "open" else 1, names[pat.field])))
+                rank = (0 if pat.kind == "open" else 1, names[pat.field])
+                pieces = literal_pieces(pat.source)
+                watched.append((pi, pat.rx, risky[pi], rank, pieces,
+                                literal_prefixes(pat.source) if pieces is None else None))
+            literal = all(w[4] is not None for w in watched)
             # whitespace-led modes find candidates with `Mode.skip_to` (anchors; see runtime/tables.py)
-            self.modes.append((mode.first_re, bool(mode.start0), mode.skip_to if mode.wchars else None, watched))
+            self.modes.append((mode.first_re, bool(mode.start0), mode.skip_to if mode.wchars else None, literal,
+                               watched))
         defaults = tables.template["defaults"]
         self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
+
+
+_META = frozenset(".^$*+?{}[]()|")
+
+
+def literal_pieces(source: str) -> tuple | None:
+    """The alternatives of `source` when it is a list of non-empty literal strings (``a|b\\|c``: ("a", "b|c")),
+    else None. `regex` matches such a pattern at an offset with the first alternative that starts there,
+    which ``str.startswith`` decides, and ``str.find`` finds the alternatives without a regex search."""
+    pieces, cur, i, n = [], [], 0, len(source)
+    while i < n:
+        c = source[i]
+        if c == "\\":
+            d = source[i + 1:i + 2]
+            if not d or d.isalnum():
+                return None
+            cur.append(d)
+            i += 2
+            continue
+        if c == "|":
+            pieces.append("".join(cur))
+            cur = []
+        elif c in _META:  # (whitespace and '#' are literal: the verbose flag would need a "(?")
+            return None
+        else:
+            cur.append(c)
+        i += 1
+    pieces.append("".join(cur))
+    return tuple(pieces) if all(pieces) else None
+
+
+def literal_prefixes(source: str) -> tuple | None:
+    """Non-empty literal strings, one of which every match of `source` starts with (the literal start of each
+    top-level alternative), or None when that cannot be said simply. A quick test before a `regex` call:
+    ``str.startswith`` costs a tenth of a match call, and a risky pattern's call costs ten times more."""
+    if "(?" in source.replace("(?:", "").replace("(?P<", "").replace("(?P=", "").replace("(?=", "").replace(
+            "(?!", "").replace("(?<=", "").replace("(?<!", ""):
+        return None  # inline flags (a global one anywhere changes the whole pattern) or exotic groups
+    alternatives, depth, in_set, start, i, n = [], 0, False, 0, 0, len(source)
+    while i < n:
+        c = source[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_set:
+            in_set = c != "]"
+        elif c == "[":
+            in_set = True
+            if source[i + 1:i + 2] == "^":
+                i += 1
+            if source[i + 1:i + 2] == "]":
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            alternatives.append(source[start:i])
+            start = i + 1
+        i += 1
+    alternatives.append(source[start:])
+    prefixes = []
+    for alt in alternatives:
+        lit, i = [], 0
+        while i < len(alt):
+            c = alt[i]
+            if c == "\\":
+                d = alt[i + 1:i + 2]
+                if not d or d.isalnum():
+                    break
+                lit.append(d)
+                i += 2
+            elif c in _META:
+                if c in "*+?{" and lit:
+                    lit.pop()  # the last character was quantified
+                break
+            else:
+                lit.append(c)
+                i += 1
+        if not lit:
+            return None
+        prefixes.append("".join(lit))
+    return tuple(prefixes)
 
 
 def _plan(tables) -> _Plan:
@@ -159,14 +249,35 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     current, opened, captures = implicit, False, {}
     budget = n // 4 + 64
     modes = plan.modes
-    first_re, start0, wide, watched = modes[0]
+    first_re, start0, wide, literal, watched = modes[0]
     pos = scan = 0
     stalled = False
+    after: dict = {}  # literal piece -> its first offset at or after the last search for it (n: none)
     while True:
         # -- the next delimiter at or after `scan` (WholeTextScanner.decide) --
         found = None
         i = scan
-        while True:
+        if literal:  # every watched pattern is literal: find the pieces, decide at the first
+            p = n
+            for w in watched:
+                for piece in w[4]:
+                    q = after.get(piece, -1)
+                    if q < scan:
+                        q = text.find(piece, scan)
+                        after[piece] = q = n if q < 0 else q
+                    if q < p:
+                        p = q
+            if p < n:
+                best_key = None
+                for pi, _, _, rank, pieces, _ in watched:
+                    for piece in pieces:
+                        if text.startswith(piece, p):
+                            key = (-len(piece), rank)
+                            if best_key is None or key < best_key:
+                                best_key, found = key, (p, p + len(piece), pi, None)
+                            break
+            i = n  # (the candidate loop below is skipped)
+        while i < n:
             if i == 0 and start0:
                 p = 0
             elif wide is not None:
@@ -184,7 +295,17 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             if budget < 0 or wide_budget < 0:
                 raise _Fallback()
             best_key = None
-            for pi, rx, risky, rank in watched:
+            for pi, rx, risky, rank, pieces, prefixes in watched:
+                if prefixes is not None and not text.startswith(prefixes, p):
+                    continue
+                if pieces is not None:
+                    for piece in pieces:
+                        if text.startswith(piece, p):
+                            key = (-len(piece), rank)
+                            if best_key is None or key < best_key:
+                                best_key, found = key, (p, p + len(piece), pi, None)
+                            break
+                    continue
                 if risky:
                     try:
                         m = rx.match(text, p, timeout=MATCH_TIMEOUT)
@@ -211,8 +332,8 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
         pat = tables.patterns[pi]
         if pat.kind == "open":  # ... and opens its field
             current, opened = pat.field, True
-            captures = {k: v for k, v in m.groupdict().items() if v is not None}
-            first_re, start0, wide, watched = modes[1 + current]
+            captures = {k: v for k, v in m.groupdict().items() if v is not None} if m is not None else {}
+            first_re, start0, wide, literal, watched = modes[1 + current]
         else:  # ... and the implicit field may open after it
             if not had and s == e:
                 stalled = True
@@ -221,7 +342,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                                    "the reference stops parsing here, so the rest of the text is ignored", s)
                 break
             current, opened, captures = implicit, False, {}
-            first_re, start0, wide, watched = modes[0]
+            first_re, start0, wide, literal, watched = modes[0]
         pos = scan = e
     if not stalled:
         if n > pos and current is not None:

@@ -1,0 +1,104 @@
+"""The lean one-shot path's shortcuts (chatparse/runtime/oneshot.py) against `regex` itself.
+
+`literal_pieces` lets ``str.find``/``str.startswith`` stand in for a pattern's `regex` match, and
+`literal_prefixes` skips a `regex` call where no match can start. Both must agree with `regex` at every
+offset of every text; the differential tests (tests/test_differential.py) check whole parses against the
+reference with the lean path on and off.
+"""
+
+from __future__ import annotations
+
+import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import chatparse
+from chatparse.runtime import oneshot
+from chatparse.runtime.oneshot import literal_pieces, literal_prefixes
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Pieces of delimiter sources: escaped and plain literals, whitespace, metacharacters, groups, classes,
+# quantifiers, anchors, lookarounds, inline flags, alternation.
+PIECES = ["<", "a", "b", "|", r"\|", "ab", " ", r"\ ", "\n", "\\\n", "#", "é", ".", r"\.", "*", "+", "?", "{2}",
+          "[ab]", "[|]", "[^a]", "(", ")", "(?:", "(?P<n>", "(?=a)", "(?<=a)", "(?i)", "(?i:", r"\s*", r"\w",
+          "^", "$", r"\Z", "a*?", "(?x)", "}", "]"]
+TEXT = st.text(alphabet="<ab |.\n#éAB", max_size=14)
+
+
+def _compiles(source: str) -> bool:
+    try:
+        regex.compile(source, regex.DOTALL)
+        return True
+    except regex.error:
+        return False
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=6), TEXT)
+def test_literal_pieces_decide_like_regex(parts, text):
+    source = "".join(parts)
+    pieces = literal_pieces(source)
+    if pieces is None or not _compiles(source):
+        return
+    rx = regex.compile(source, regex.DOTALL)
+    for p in range(len(text) + 1):
+        m = rx.match(text, p)
+        first = next((q for q in pieces if text.startswith(q, p)), None)
+        assert (m.end() if m else None) == (p + len(first) if first is not None else None), (source, text, p)
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=6), TEXT)
+def test_literal_prefixes_never_skip_a_match(parts, text):
+    source = "".join(parts)
+    prefixes = literal_prefixes(source)
+    if prefixes is None or not _compiles(source):
+        return
+    assert all(prefixes)
+    rx = regex.compile(source, regex.DOTALL)
+    for p in range(len(text) + 1):
+        if rx.match(text, p) is not None:
+            assert text.startswith(prefixes, p), (source, text, p)
+
+
+def test_literal_shortcuts_on_known_sources():
+    assert literal_pieces(r"<\|return\|>|<\|end\|>") == ("<|return|>", "<|end|>")
+    assert literal_pieces("<\\|channel>thought\\\n") == ("<|channel>thought\n",)
+    assert literal_pieces(r"Here\ is") == ("Here is",)
+    for refused in [r"\s*</think>", "a|", "", r"a\b", "(?x)a b", "a*"]:
+        assert literal_pieces(refused) is None, refused
+    assert literal_prefixes(r"<\|channel\|>commentary\s+to=(?P<n>\w+)|to=functions\.x") == (
+        "<|channel|>commentary", "to=functions.x")
+    assert literal_prefixes("ab*c") == ("a",)
+    for refused in [r"\s*<tool_call>", "a(?i)b", "(?:a|b)c", "[|]x|y", "x|"]:
+        assert literal_prefixes(refused) is None, refused
+
+
+def test_lean_path_is_taken_and_matches_the_other_paths():
+    """The bundled templates' typical shapes parse by the lean path, to the same message as without it."""
+    from chatparse import templates
+
+    text = ("<think>\nplan it\n</think>\n\nHere.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n"
+            "</tool_call><|im_end|>")
+    ct = chatparse.compile_template(templates.get("smollm3"))
+    calls = []
+    real = oneshot._parse_lean
+
+    def spy(*args):
+        out = real(*args)
+        calls.append(out)
+        return out
+
+    oneshot._parse_lean = spy
+    try:
+        lean = ct.parse(text, prefix="")
+    finally:
+        oneshot._parse_lean = real
+    assert calls == [lean]
+    oneshot.LEAN = False
+    try:
+        assert ct.parse(text, prefix="") == lean
+    finally:
+        oneshot.LEAN = True
+    assert lean["tool_calls"] == [{"type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]
