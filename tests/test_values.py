@@ -332,6 +332,23 @@ def test_cannot_be_json_is_only_said_of_non_json(text):
 
 
 @FAST
+@given(st.text(alphabet='{},:ab é"<>|\'\\\n1', max_size=40),
+       st.sampled_from([('<|"|>', '<|"|>'), ("<<", ">>"), ("'", "'"), ("a", "b"), ("<", "<<")]), st.booleans())
+def test_one_pair_dialect_equals_the_general_rewrite(text, pair, unquoted):
+    """The one-pair fast rewrite gives the general path's text (extract to sentinels, quote keys, restore)."""
+    import regex
+
+    from chatparse.runtime import values as V
+
+    captured: list = []
+    want = V._extract_delimited(text, [list(pair)], captured)
+    if unquoted:
+        want = V._BARE_KEY.sub(r'"\1":', want)
+    want = regex.sub("\x01(\\d+)\x02", lambda m: json.dumps(captured[int(m.group(1))]), want)
+    assert V._one_pair_dialect(text, pair[0], pair[1], unquoted) == want
+
+
+@FAST
 @given(kv_case())
 def test_kv_lines_matches_reference(case):
     text, args = case

@@ -106,11 +106,11 @@ class WholeTextScanner(Scanner):
 class _Plan:
     """What the lean path needs of a template, computed once per loaded tables (`_plan`).
 
-    ``modes[m]``: (prefilter regex, start0 flag, `skip_to` of a whitespace-led mode or None, all-literal flag,
-    watched patterns as ``(pattern index, compiled regex, risky, rank, literal pieces or None, literal
-    prefixes or None)`` with rank
-    (0 for an open and 1 for a close, then the field's name): the reference's tie order for matches of equal
-    length at one start)."""
+    ``modes[m]``: (candidate regex, start0 flag, `skip_to` of a whitespace-led mode or None, the one literal
+    every match in the mode starts with or None, watched patterns as ``(pattern
+    index, compiled regex, risky, rank, literal pieces or None, literal prefixes or None)``; rank is (0 for an
+    open and 1 for a close, then the field's name): the reference's tie order for matches of equal length at
+    one start."""
 
     __slots__ = ("usable", "modes", "flat_defaults", "any_wchars")
 
@@ -129,9 +129,18 @@ class _Plan:
                 pieces = literal_pieces(pat.source)
                 watched.append((pi, pat.rx, risky[pi], rank, pieces,
                                 literal_prefixes(pat.source) if pieces is None else None))
-            literal = all(w[4] is not None for w in watched)
-            # whitespace-led modes find candidates with `Mode.skip_to` (anchors; see runtime/tables.py)
-            self.modes.append((mode.first_re, bool(mode.start0), mode.skip_to if mode.wchars else None, literal,
+            # Candidates: when every match starts with one of a few literals, exactly where one occurs (one
+            # literal: `str.find`; several: a `re` alternation of them, which scans faster than several finds);
+            # else the prefilter; whitespace-led modes use `Mode.skip_to` (anchors; see runtime/tables.py).
+            finder, single = mode.first_re, None
+            starts = [w[4] if w[4] is not None else w[5] for w in watched]
+            if all(starts):
+                starts = list(dict.fromkeys(x for st in starts for x in st))
+                if len(starts) == 1:
+                    single = starts[0]
+                else:
+                    finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
+            self.modes.append((finder, bool(mode.start0), mode.skip_to if mode.wchars else None, single,
                                watched))
         defaults = tables.template["defaults"]
         self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
@@ -249,36 +258,21 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     current, opened, captures = implicit, False, {}
     budget = n // 4 + 64
     modes = plan.modes
-    first_re, start0, wide, literal, watched = modes[0]
-    pos = scan = 0
+    first_re, start0, wide, single, watched = modes[0]
+    mi = pos = scan = 0
     stalled = False
-    after: dict = {}  # literal piece -> its first offset at or after the last search for it (n: none)
+    after = [-1] * len(modes)  # per mode: where its single start literal next occurs (n: nowhere)
     while True:
         # -- the next delimiter at or after `scan` (WholeTextScanner.decide) --
         found = None
         i = scan
-        if literal:  # every watched pattern is literal: find the pieces, decide at the first
-            p = n
-            for w in watched:
-                for piece in w[4]:
-                    q = after.get(piece, -1)
-                    if q < scan:
-                        q = text.find(piece, scan)
-                        after[piece] = q = n if q < 0 else q
-                    if q < p:
-                        p = q
-            if p < n:
-                best_key = None
-                for pi, _, _, rank, pieces, _ in watched:
-                    for piece in pieces:
-                        if text.startswith(piece, p):
-                            key = (-len(piece), rank)
-                            if best_key is None or key < best_key:
-                                best_key, found = key, (p, p + len(piece), pi, None)
-                            break
-            i = n  # (the candidate loop below is skipped)
         while i < n:
-            if i == 0 and start0:
+            if single is not None:
+                p = after[mi]
+                if p < i:
+                    p = text.find(single, i)
+                    after[mi] = p = n if p < 0 else p
+            elif i == 0 and start0:
                 p = 0
             elif wide is not None:
                 p = wide(text, i)
@@ -333,7 +327,8 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
         if pat.kind == "open":  # ... and opens its field
             current, opened = pat.field, True
             captures = {k: v for k, v in m.groupdict().items() if v is not None} if m is not None else {}
-            first_re, start0, wide, literal, watched = modes[1 + current]
+            mi = 1 + current
+            first_re, start0, wide, single, watched = modes[mi]
         else:  # ... and the implicit field may open after it
             if not had and s == e:
                 stalled = True
@@ -342,7 +337,8 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                                    "the reference stops parsing here, so the rest of the text is ignored", s)
                 break
             current, opened, captures = implicit, False, {}
-            first_re, start0, wide, literal, watched = modes[0]
+            mi = 0
+            first_re, start0, wide, single, watched = modes[0]
         pos = scan = e
     if not stalled:
         if n > pos and current is not None:
