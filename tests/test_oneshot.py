@@ -102,3 +102,52 @@ def test_lean_path_is_taken_and_matches_the_other_paths():
     finally:
         oneshot.LEAN = True
     assert lean["tool_calls"] == [{"type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]
+
+
+# -- whitespace-led delimiters: the lean path's automaton decisions (`_dfa_decide`) ---------------------------
+
+W_DELIMS = [r"\s*<t>", r"\s*</t>\s*", r"\s*(?=<c>)", r"\s*<c>", r"[ \n]*<a>", r"\s+<b>", r"\s*$", r"\s*\Z",
+            r"\s*<(?P<g>[ab]+)>", r"\s*(?:<t>|<u>)\s*", r"(?<=>)\s*<t>", r"\s*<t>(?=\n)", r"\s*<"]
+W_TEXT = st.lists(st.sampled_from(["<t>", "</t>", "<c>", "<a>", "<b>", "<u>", "<ab>", "<", "</", " ", "  ",
+                                   "\n", " \n ", "x", "ab", ">"]), max_size=16).map("".join)
+
+
+@st.composite
+def whitespace_templates(draw):
+    def pattern():
+        return draw(st.sampled_from(W_DELIMS))
+
+    fields = {"r": {"open_pattern": pattern(), "close_pattern": pattern()}}
+    if draw(st.booleans()):
+        fields["tool"] = {"open_pattern": pattern(), "close": draw(st.sampled_from(["</x>", "\n"])), "repeats": True}
+    fields["content"] = {"close_pattern": pattern()} if draw(st.booleans()) else {}
+    for f in fields.values():
+        for key in ("open_pattern", "close_pattern"):
+            if key in f and "?P<g>" in f[key]:
+                f["transform"] = {"g": "{g}", "c": "{content}"}
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(whitespace_templates(), W_TEXT)
+def test_whitespace_led_modes_lean_equals_reference(template, text):
+    """Templates whose delimiters start with whitespace runs, texts full of runs and partial delimiters: the
+    lean path (automaton decisions per candidate, dead-state memo) gives the reference's answer."""
+    from harness import RefTimeout, run_reference
+    from hypothesis import assume
+
+    try:
+        chatparse.compile_template(template)
+    except ValueError:
+        assume(False)
+    try:
+        ref = run_reference(template, text)
+    except RefTimeout:
+        assume(False)
+    try:
+        got = ("ok", oneshot._parse_lean(chatparse.compile_template(template).tables, {}, text))
+    except oneshot._Fallback:
+        assume(False)
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        got = ("error", type(e).__name__)
+    assert got == ref[:2]

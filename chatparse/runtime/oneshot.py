@@ -106,7 +106,7 @@ class WholeTextScanner(Scanner):
 class _Plan:
     """What the lean path needs of a template, computed once per loaded tables (`_plan`).
 
-    ``modes[m]``: (candidate regex, start0 flag, `skip_to` of a whitespace-led mode or None, the one literal
+    ``modes[m]``: (candidate regex, start0 flag, the `Mode` if whitespace-led else None, the one literal
     every match in the mode starts with or None, watched patterns as ``(pattern
     index, compiled regex, risky, rank, literal pieces or None, literal prefixes or None)``; rank is (0 for an
     open and 1 for a close, then the field's name): the reference's tie order for matches of equal length at
@@ -140,8 +140,7 @@ class _Plan:
                     single = starts[0]
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
-            self.modes.append((finder, bool(mode.start0), mode.skip_to if mode.wchars else None, single,
-                               watched))
+            self.modes.append((finder, bool(mode.start0), mode if mode.wchars else None, single, watched))
         defaults = tables.template["defaults"]
         self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
 
@@ -246,11 +245,8 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     `_Fallback` (before any effect is visible) where that scanner would need the automaton."""
     plan = _plan(tables)
     n = len(text)
-    if not plan.usable or (plan.any_wchars and n > LEAN_SCAN_LIMIT):
+    if not plan.usable:
         raise _Fallback()
-    # A whitespace-led pattern's `regex` call reads the rest of the text (about 0.3 ns a character): such
-    # calls may read at most this many characters in all.
-    wide_budget = 8 * n + 65536
     fields = tables.fields
     defaults = tables.template["defaults"]
     output = dict(defaults) if plan.flat_defaults else deepcopy(defaults)
@@ -261,6 +257,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     first_re, start0, wide, single, watched = modes[0]
     mi = pos = scan = 0
     stalled = False
+    dead: set = set()  # offset * states + state: where attempts without any match went (`_dfa_decide`)
     after = [-1] * len(modes)  # per mode: where its single start literal next occurs (n: nowhere)
     while True:
         # -- the next delimiter at or after `scan` (WholeTextScanner.decide) --
@@ -275,7 +272,9 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             elif i == 0 and start0:
                 p = 0
             elif wide is not None:
-                p = wide(text, i)
+                # just after a failed attempt, the rest of a whitespace run is tried at once (the memo of
+                # dead states makes that cheap); elsewhere the anchors say where to look
+                p = i if dead and i < n and text[i] in wide.wchars else wide.skip_to(text, i)
             else:
                 m = first_re.search(text, i)
                 if m is None:
@@ -284,10 +283,15 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             if p >= n:  # a match starting at the very end never counts (as in the reference)
                 break
             budget -= 1
-            if wide is not None:
-                wide_budget -= n - p
-            if budget < 0 or wide_budget < 0:
+            if budget < 0:
                 raise _Fallback()
+            if wide is not None:
+                found = _dfa_decide(tables, wide, text, p, dead)
+                if found is not None:
+                    dead.clear()
+                    break
+                i = p + 1
+                continue
             best_key = None
             for pi, rx, risky, rank, pieces, prefixes in watched:
                 if prefixes is not None and not text.startswith(prefixes, p):
@@ -349,6 +353,84 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     if missing:
         raise ValueError(f"Required response_template fields missing from parsed output: {missing}")
     return {k: v for k, v in output.items() if k in defaults or not _is_empty(v)}
+
+
+def _dfa_decide(tables, mode, text: str, p: int, dead: set):
+    """The delimiter starting at `p` in a whitespace-led `mode` (``(p, end, pattern index, match or None)``),
+    or None: one attempt of the mode's automaton, as `Scanner` steps it, with `regex` only to confirm a
+    pattern the tables do not decide exactly and to read named groups within the match.
+
+    `dead` holds the (offset, state) pairs of earlier attempts in this mode that ended without any match:
+    an attempt that reaches one of them would follow the same path from there, so it stops. Attempts that
+    end without a match add theirs. This keeps a long whitespace run, where every offset is a candidate,
+    linear.
+
+    Why not `regex` at once: for a pattern such as ``\\s*</think>`` each `regex` call first looks for the
+    literal over the whole rest of the text, so calls at many candidates would cost time quadratic in the
+    length; the automaton reads only as far as the attempt lives."""
+    trans, acc, term, ncls = mode.trans, mode.acc, mode.term, mode.n_classes
+    nst = len(acc)
+    cmap = tables.cmap
+    n = len(text)
+    st = mode.start0 if p == 0 else mode.startN
+    if not st:
+        return None
+    ends: dict = {}
+    hit = acc[st]
+    if hit is not None:
+        for local, back in hit:
+            ends[local] = p - back
+    i = p
+    path = []
+    if not term[st]:
+        while i < n:
+            st = trans[st * ncls + cmap[ord(text[i])]]
+            i += 1
+            if not st:
+                break
+            key = i * nst + st
+            if key in dead:
+                break
+            path.append(key)
+            hit = acc[st]
+            if hit is not None:
+                for local, back in hit:
+                    ends[local] = i - back
+            if term[st]:
+                break
+        else:  # the attempt is alive at the end of the text: one end-of-text step
+            st = mode.eot[st]
+            hit = acc[st] if st else None
+            if hit is not None:
+                for local, back in hit:
+                    ends[local] = n - back
+    if not ends:
+        dead.update(path)
+        return None
+    best_key = best = None
+    patterns, fields = tables.patterns, tables.fields
+    for local, end in ends.items():
+        pi = mode.patterns[local]
+        pat = patterns[pi]
+        m = None
+        if not pat.exact:
+            m = pat.rx.match(text, p)
+            if m is None:
+                continue
+            end = m.end()
+        key = (p - end, 0 if pat.kind == "open" else 1, fields[pat.field]["name"])
+        if best_key is None or key < best_key:
+            best_key, best = key, (p, end, pi, m)
+    if best is None:
+        return None
+    s, e, pi, m = best
+    pat = patterns[pi]
+    if m is None and pat.named_groups:
+        m = pat.rx.fullmatch(text, s, e)
+        if m is None:  # the tables and `regex` disagree: never guess
+            raise RuntimeError(f"chatparse internal error: tables matched {pat.source!r} at {s}..{e} "
+                               "but regex does not")
+    return best[0], best[1], best[2], m
 
 
 def _store(output: dict, field: dict, body: str, captures: dict, tool_params: dict) -> None:
