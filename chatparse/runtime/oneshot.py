@@ -18,17 +18,17 @@ The result is the same either way; only the time differs.
 from __future__ import annotations
 
 import re
-from copy import deepcopy
+from copy import copy, deepcopy
 
 from .coerce import coerce_tool_calls
 from .parser import StreamParser, _is_empty
 from .scanner import Scanner
-from .tables import logger
+from .tables import _anchors, _prefilter, logger
 from .transform import process_value
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
+LEAN_PREFILTER_DEPTH = 8  # characters the lean path's prefilters look ahead (streaming uses 3)
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
-LEAN_SCAN_LIMIT = 16384  # longest text the lean path takes when a mode is whitespace-led
 LEAN = True  # False: skip the lean path (tests force each path this way)
 
 
@@ -112,14 +112,13 @@ class _Plan:
     open and 1 for a close, then the field's name): the reference's tie order for matches of equal length at
     one start."""
 
-    __slots__ = ("usable", "modes", "flat_defaults", "any_wchars")
+    __slots__ = ("usable", "modes", "flat_defaults")
 
     def __init__(self, tables):
         risky = [backtracking_risk(p.source) for p in tables.patterns]
         tables.oneshot_risky = risky
         names = [f["name"] for f in tables.fields]
         self.usable = all(m.first_re is not None for m in tables.modes)
-        self.any_wchars = any(m.wchars for m in tables.modes)
         self.modes = []
         for mode in tables.modes:
             watched = []
@@ -132,7 +131,8 @@ class _Plan:
             # Candidates: when every match starts with one of a few literals, exactly where one occurs (one
             # literal: `str.find`; several: a `re` alternation of them, which scans faster than several finds);
             # else the prefilter; whitespace-led modes use `Mode.skip_to` (anchors; see runtime/tables.py).
-            finder, single = mode.first_re, None
+            deep = _deeper(tables, mode)
+            finder, single = deep.first_re, None
             starts = [w[4] if w[4] is not None else w[5] for w in watched]
             if all(starts):
                 starts = list(dict.fromkeys(x for st in starts for x in st))
@@ -140,9 +140,27 @@ class _Plan:
                     single = starts[0]
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
-            self.modes.append((finder, bool(mode.start0), mode if mode.wchars else None, single, watched))
+            self.modes.append((finder, bool(mode.start0), deep if mode.wchars else None, single, watched))
         defaults = tables.template["defaults"]
         self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
+
+
+def _deeper(tables, mode):
+    """`mode` with prefilters that look LEAN_PREFILTER_DEPTH characters ahead: a one-shot parse builds them
+    once per template and then tries far fewer candidates in text that shares a few characters with a
+    delimiter (``</td>`` against ``\\s*</think>``). Same tables otherwise; `skip_to` works on it unchanged."""
+    sources = getattr(tables, "class_sources", None)
+    if sources is None or mode.first_re is None:
+        return mode
+    deep = copy(mode)
+    first = _prefilter(mode, sources, depth=LEAN_PREFILTER_DEPTH)
+    if first is not None:
+        deep.first_re = first
+    if mode.wchars:
+        anchor_re, wchars, wdeep = _anchors(mode, sources, depth=LEAN_PREFILTER_DEPTH)
+        if wchars == mode.wchars and wdeep is not None:
+            deep.wdeep_re = wdeep
+    return deep
 
 
 _META = frozenset(".^$*+?{}[]()|")

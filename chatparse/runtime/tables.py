@@ -127,7 +127,7 @@ def _union_source(classes: list, class_sources: list) -> str:
     return "[" + "".join(parts) + "]"
 
 
-def _anchors(mode: "Mode", class_sources: list):
+def _anchors(mode: "Mode", class_sources: list, depth: int = 0):
     """Anchor characters and leading-whitespace characters of a mode (see `Mode.skip_to`).
 
     W is the set of whitespace characters an attempt can start with; it is used only if every state reached
@@ -161,7 +161,7 @@ def _anchors(mode: "Mode", class_sources: list):
     wchars = "".join(chr(cp) for c in w_classes for lo, hi in class_sources[c] for cp in range(lo, hi + 1))
     anchor_re = re.compile(_union_source(anchors, class_sources) if anchors else "(?!)")
     # At an anchor after a whitespace run, the attempt is in one of `states`: filter on what they survive.
-    return anchor_re, wchars, (_prefilter(mode, class_sources, states) if wchars else None)
+    return anchor_re, wchars, (_prefilter(mode, class_sources, states, depth) if wchars else None)
 
 
 def _accelerations(mode: "Mode", class_sources: list):
@@ -206,12 +206,12 @@ def _accelerations(mode: "Mode", class_sources: list):
     return jump, loop
 
 
-def _prefilter(mode: "Mode", class_sources: list, states=None):
+def _prefilter(mode: "Mode", class_sources: list, states=None, depth: int = 0):
     """The C-speed search for the next offset where an attempt can matter; None when every offset can.
 
     It matches at p when the mode's DFA, started at p (in `startN`, or in any of `states` when given),
-    survives the next PREFILTER_DEPTH characters (or accepts, or decides, or the text ends first). Offsets it skips would start an attempt that dies without a
-    match, so skipping them changes nothing; where a class is too large to spell out, "any character" is
+    survives the next `depth` (default PREFILTER_DEPTH) characters (or accepts, or decides, or the text ends
+    first). Offsets it skips would start an attempt that dies without a match, so skipping them changes nothing; where a class is too large to spell out, "any character" is
     used, which only makes the filter let more through.
     """
     s = mode.startN
@@ -237,7 +237,7 @@ def _prefilter(mode: "Mode", class_sources: list, states=None):
             memo[key] = "(?:" + "|".join(alts) + ")" if alts else "(?!)"
         return memo[key]
 
-    for depth in range(PREFILTER_DEPTH, 0, -1):
+    for depth in range(depth or PREFILTER_DEPTH, 0, -1):
         memo.clear()
         source = "|".join(node(st, depth) for st in sorted(states or [s]))
         if len(source) <= 20_000:
@@ -282,6 +282,7 @@ class Tables:
         sources = _class_sources(np.asarray(raw["class_starts"]), np.asarray(raw["class_ids"]), self.n_classes)
         self.modes = [Mode(m, self.n_classes, len(self.patterns), f"mode {i}", sources)
                       for i, m in enumerate(raw["modes"])]
+        self.class_sources = sources  # for deeper prefilters built on demand (runtime/oneshot.py)
         if len(self.modes) != len(self.fields) + 1:
             raise ValueError("tables: expected one mode per field plus the outside mode")
         self.history = max([p.history for p in self.patterns] + [1])
