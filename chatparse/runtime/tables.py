@@ -211,8 +211,9 @@ def _prefilter(mode: "Mode", class_sources: list, states=None, depth: int = 0):
 
     It matches at p when the mode's DFA, started at p (in `startN`, or in any of `states` when given),
     survives the next `depth` (default PREFILTER_DEPTH) characters (or accepts, or decides, or the text ends
-    first). Offsets it skips would start an attempt that dies without a match, so skipping them changes nothing; where a class is too large to spell out, "any character" is
-    used, which only makes the filter let more through.
+    first). Offsets it skips would start an attempt that dies without a match, so skipping them changes
+    nothing; where a class is too large to spell out, "any character" is used, which only makes the filter
+    let more through.
     """
     s = mode.startN
     if s == 0:
