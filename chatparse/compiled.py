@@ -31,14 +31,10 @@ class CompiledTemplate:
         return self.spec
 
     def parse(self, text: str, *, prefix: Any = None, tools=None) -> dict:
-        from .response_parser import parse_response
-
-        return parse_response(text, self, prefix=prefix, tools=tools)
+        return _api().parse_response(text, self, prefix=prefix, tools=tools)
 
     def parser(self, prefix: Any = None, *, tools=None):
-        from .response_parser import ResponseParser
-
-        return ResponseParser(self, prefix=prefix, tools=tools)
+        return _api().ResponseParser(self, prefix=prefix, tools=tools)
 
     def parse_batch(self, texts: list[str], prefixes: Any = None, *, tools=None) -> list[dict]:
         """Parse many outputs. `prefixes` is one prefix for all, or a list matching `texts` one to one."""
@@ -60,6 +56,19 @@ class CompiledTemplate:
     def __repr__(self) -> str:
         names = [f["name"] for f in self.spec["fields"]]
         return f"<CompiledTemplate fields={names}>"
+
+
+def _api():
+    """`chatparse.response_parser` (it imports this module, so it is looked up on first use, then kept)."""
+    global _API
+    if _API is None:
+        from . import response_parser
+
+        _API = response_parser
+    return _API
+
+
+_API = None
 
 
 def compile_template(template: Any) -> CompiledTemplate:

@@ -88,7 +88,7 @@ def parse_response(text: str, response_template: dict | CompiledTemplate, *, pre
     compiled = compile_template(response_template)
     if prefix is None:
         raise ValueError(_PREFIX_REQUIRED)
-    params = tool_params(_tool_schemas(tools))
+    params = tool_params(_tool_schemas(tools)) if tools else {}
     head = compiled.tables.cut_prefix(prefix) if prefix else ""
     # The whole text is known: decide delimiters with `regex` at each candidate (see runtime/oneshot.py).
     return parse_whole(compiled.tables, params, head + text)

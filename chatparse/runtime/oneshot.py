@@ -107,12 +107,13 @@ class _Plan:
     """What the lean path needs of a template, computed once per loaded tables (`_plan`).
 
     ``modes[m]``: (candidate regex, start0 flag, the `Mode` if whitespace-led else None, the one literal
-    every match in the mode starts with or None, watched patterns as ``(pattern
+    every match in the mode starts with (a (literal, pattern index) pair when that literal is the mode's only
+    delimiter) or None, watched patterns as ``(pattern
     index, compiled regex, risky, rank, literal pieces or None, literal prefixes or None)``; rank is (0 for an
     open and 1 for a close, then the field's name): the reference's tie order for matches of equal length at
     one start."""
 
-    __slots__ = ("usable", "modes", "flat_defaults")
+    __slots__ = ("usable", "modes", "flat_defaults", "opens", "fields")
 
     def __init__(self, tables):
         risky = [backtracking_risk(p.source) for p in tables.patterns]
@@ -138,9 +139,14 @@ class _Plan:
                 starts = list(dict.fromkeys(x for st in starts for x in st))
                 if len(starts) == 1:
                     single = starts[0]
+                    if len(watched) == 1 and watched[0][4] == (single,):
+                        # the mode's one delimiter is this literal: where it occurs, it is the delimiter
+                        single = (single, watched[0][0])
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
             self.modes.append((finder, bool(mode.start0), deep if mode.wchars else None, single, watched))
+        self.opens = [p.kind == "open" for p in tables.patterns]
+        self.fields = [p.field for p in tables.patterns]
         defaults = tables.template["defaults"]
         self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
 
@@ -271,7 +277,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     implicit = tables.implicit
     current, opened, captures = implicit, False, {}
     budget = n // 4 + 64
-    modes = plan.modes
+    modes, opens, pat_field = plan.modes, plan.opens, plan.fields
     first_re, start0, wide, single, watched = modes[0]
     mi = pos = scan = 0
     stalled = False
@@ -281,6 +287,11 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
         # -- the next delimiter at or after `scan` (WholeTextScanner.decide) --
         found = None
         i = scan
+        if type(single) is tuple:  # the mode's only delimiter is one literal
+            p = text.find(single[0], scan)
+            if p >= 0:
+                found = (p, p + len(single[0]), single[1], None)
+            i = n
         while i < n:
             if single is not None:
                 p = after[mi]
@@ -345,9 +356,8 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
         had = opened
         if current is not None and opened:
             _store(output, fields[current], text[pos:s], captures, tool_params)
-        pat = tables.patterns[pi]
-        if pat.kind == "open":  # ... and opens its field
-            current, opened = pat.field, True
+        if opens[pi]:  # ... and opens its field
+            current, opened = pat_field[pi], True
             captures = {k: v for k, v in m.groupdict().items() if v is not None} if m is not None else {}
             mi = 1 + current
             first_re, start0, wide, single, watched = modes[mi]
