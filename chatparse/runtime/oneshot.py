@@ -23,7 +23,7 @@ from copy import copy, deepcopy
 from .coerce import coerce_tool_calls
 from .parser import StreamParser, _is_empty
 from .scanner import Scanner
-from .tables import _anchors, _prefilter, logger
+from .tables import _prefilter, logger, whitespace_closure
 from .transform import process_value
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
@@ -106,7 +106,7 @@ class WholeTextScanner(Scanner):
 class _Plan:
     """What the lean path needs of a template, computed once per loaded tables (`_plan`).
 
-    ``modes[m]``: (candidate regex, start0 flag, the `Mode` if whitespace-led else None, the one literal
+    ``modes[m]``: (candidate regex, start0 flag, a `_Wide` if the mode is whitespace-led else None, the one literal
     every match in the mode starts with (a (literal, pattern index) pair when that literal is the mode's only
     delimiter) or None, watched patterns as ``(pattern
     index, compiled regex, risky, rank, literal pieces or None, literal prefixes or None)``; rank is (0 for an
@@ -144,7 +144,8 @@ class _Plan:
                         single = (single, watched[0][0])
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
-            self.modes.append((finder, bool(mode.start0), deep if mode.wchars else None, single, watched))
+            self.modes.append((finder, bool(mode.start0), _Wide(tables, mode) if mode.wchars else None, single,
+                               watched))
         self.opens = [p.kind == "open" for p in tables.patterns]
         self.fields = [p.field for p in tables.patterns]
         defaults = tables.template["defaults"]
@@ -162,11 +163,50 @@ def _deeper(tables, mode):
     first = _prefilter(mode, sources, depth=LEAN_PREFILTER_DEPTH)
     if first is not None:
         deep.first_re = first
-    if mode.wchars:
-        anchor_re, wchars, wdeep = _anchors(mode, sources, depth=LEAN_PREFILTER_DEPTH)
-        if wchars == mode.wchars and wdeep is not None:
-            deep.wdeep_re = wdeep
     return deep
+
+
+class _Wide:
+    """Candidates in a whitespace-led mode (delimiters such as ``\\s*</think>``): `Mode.skip_to`'s, found
+    with fewer Python steps. `Mode.skip_to` stops at every *anchor* (a non-whitespace character a match can
+    start with or reach after a whitespace run) and asks a prefilter; in code or HTML that is every '<'.
+    Here the prefilters themselves, restricted to start with an anchor, do the search: ``after`` (from every
+    state a whitespace run reaches) finds the next anchor worth a look, ``at`` (from the start state) checks
+    an anchor with no whitespace before it; the candidate is the start of the whitespace run before the
+    anchor, as in `skip_to`. Both filters look LEAN_PREFILTER_DEPTH characters ahead."""
+
+    __slots__ = ("mode", "wchars", "after", "at")
+
+    def __init__(self, tables, mode):
+        self.mode = mode
+        self.wchars = mode.wchars
+        self.after = self.at = None
+        sources = getattr(tables, "class_sources", None)
+        if sources is None:
+            return
+        w_classes, states = whitespace_closure(mode, sources)
+        if "".join(chr(cp) for c in w_classes for lo, hi in sources[c] for cp in range(lo, hi + 1)) != mode.wchars:
+            return
+        anchors = frozenset(range(mode.n_classes)) - frozenset(w_classes)
+        self.after = _prefilter(mode, sources, states, LEAN_PREFILTER_DEPTH, anchors)
+        self.at = _prefilter(mode, sources, None, LEAN_PREFILTER_DEPTH, anchors)
+        if self.after is None or self.at is None:
+            self.after = self.at = None
+
+    def next(self, text: str, i: int) -> int:
+        """The first candidate at or after `i` (len(text) if none)."""
+        if self.after is None:
+            return self.mode.skip_to(text, i)
+        w = self.wchars
+        while True:
+            m = self.after.search(text, i)
+            if m is None:  # a whitespace run at the very end may still matter (\s*$)
+                return i + len(text[i:].rstrip(w))
+            q = m.start()
+            p = i + len(text[i:q].rstrip(w))
+            if p < q or self.at.match(text, q):
+                return p
+            i = q + 1
 
 
 _META = frozenset(".^$*+?{}[]()|")
@@ -303,7 +343,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             elif wide is not None:
                 # just after a failed attempt, the rest of a whitespace run is tried at once (the memo of
                 # dead states makes that cheap); elsewhere the anchors say where to look
-                p = i if dead and i < n and text[i] in wide.wchars else wide.skip_to(text, i)
+                p = i if dead and i < n and text[i] in wide.wchars else wide.next(text, i)
             else:
                 m = first_re.search(text, i)
                 if m is None:
@@ -315,7 +355,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             if budget < 0:
                 raise _Fallback()
             if wide is not None:
-                found = _dfa_decide(tables, wide, text, p, dead)
+                found = _dfa_decide(tables, wide.mode, text, p, dead)
                 if found is not None:
                     dead.clear()
                     break
@@ -388,10 +428,11 @@ def _dfa_decide(tables, mode, text: str, p: int, dead: set):
     or None: one attempt of the mode's automaton, as `Scanner` steps it, with `regex` only to confirm a
     pattern the tables do not decide exactly and to read named groups within the match.
 
-    `dead` holds the (offset, state) pairs of earlier attempts in this mode that ended without any match:
-    an attempt that reaches one of them would follow the same path from there, so it stops. Attempts that
-    end without a match add theirs. This keeps a long whitespace run, where every offset is a candidate,
-    linear.
+    `dead` holds (offset, state) pairs of earlier attempts in this mode that ended without any match: an
+    attempt that reaches one of them would follow the same path from there, so it stops. Attempts that end
+    without a match add the pairs of their leading whitespace run, where attempts overlap. This keeps a
+    long whitespace run, where every offset is a candidate, linear. Past the run, literals and self-loops
+    are crossed in C as `Scanner` does for a lone attempt.
 
     Why not `regex` at once: for a pattern such as ``\\s*</think>`` each `regex` call first looks for the
     literal over the whole rest of the text, so calls at many candidates would cost time quadratic in the
@@ -410,16 +451,36 @@ def _dfa_decide(tables, mode, text: str, p: int, dead: set):
             ends[local] = p - back
     i = p
     path = []
+    jump, loop, wchars = mode.jump, mode.loop, mode.wchars
+    in_run = True  # the memo is kept for the leading whitespace run, where attempts overlap
     if not term[st]:
         while i < n:
-            st = trans[st * ncls + cmap[ord(text[i])]]
+            if not in_run:  # cross literals and self-loops in C (see `_accelerations` in tables.py)
+                lit = jump[st]
+                if lit is not None and text.startswith(lit[0], i):
+                    i += len(lit[0])
+                    st = lit[1]
+                    continue
+                rx = loop[st]
+                if rx is not None:
+                    m = rx.search(text, i)
+                    j = m.start() if m is not None else n
+                    if j > i:
+                        i = j
+                        continue
+            c = text[i]
+            st = trans[st * ncls + cmap[ord(c)]]
             i += 1
             if not st:
                 break
-            key = i * nst + st
-            if key in dead:
-                break
-            path.append(key)
+            if in_run:
+                if c in wchars:
+                    key = i * nst + st
+                    if key in dead:
+                        break
+                    path.append(key)
+                else:
+                    in_run = False
             hit = acc[st]
             if hit is not None:
                 for local, back in hit:

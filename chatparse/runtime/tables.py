@@ -139,11 +139,25 @@ def _anchors(mode: "Mode", class_sources: list, depth: int = 0):
     trans, n = mode.trans, mode.n_classes
     if s == 0 or mode.acc[s] is not None:
         return re.compile("(?!)"), "", None
-    firsts = [c for c in range(n) if trans[s * n + c]]
+    w_classes, states = whitespace_closure(mode, class_sources)
+    wset = set(w_classes)
+    anchors = sorted({c for st in states for c in range(n) if c not in wset and trans[st * n + c]})
+    wchars = "".join(chr(cp) for c in w_classes for lo, hi in class_sources[c] for cp in range(lo, hi + 1))
+    anchor_re = re.compile(_union_source(anchors, class_sources) if anchors else "(?!)")
+    # At an anchor after a whitespace run, the attempt is in one of `states`: filter on what they survive.
+    return anchor_re, wchars, (_prefilter(mode, class_sources, states, depth) if wchars else None)
+
+
+def whitespace_closure(mode: "Mode", class_sources: list) -> tuple[list, set]:
+    """(W, states): the whitespace classes an attempt can start with, and the states runs of them reach from
+    the start (the start included) - or ([], {start}) when some such state accepts or decides, since then a
+    run can matter without an anchor after it (see `_anchors`)."""
+    s = mode.startN
+    trans, n = mode.trans, mode.n_classes
     w_classes = []
-    for c in firsts:
+    for c in range(n):
         rs = class_sources[c]
-        if rs is not None and sum(hi - lo + 1 for lo, hi in rs) <= 64 and all(
+        if trans[s * n + c] and rs is not None and sum(hi - lo + 1 for lo, hi in rs) <= 64 and all(
                 chr(cp).isspace() for lo, hi in rs for cp in range(lo, hi + 1)):
             w_classes.append(c)
     states, todo = {s}, [s]
@@ -155,13 +169,8 @@ def _anchors(mode: "Mode", class_sources: list, depth: int = 0):
                 states.add(t)
                 todo.append(t)
     if any(mode.acc[st] is not None or mode.term[st] for st in states if st != s) or not w_classes:
-        w_classes, states = [], {s}
-    wset = set(w_classes)
-    anchors = sorted({c for st in states for c in range(n) if c not in wset and trans[st * n + c]})
-    wchars = "".join(chr(cp) for c in w_classes for lo, hi in class_sources[c] for cp in range(lo, hi + 1))
-    anchor_re = re.compile(_union_source(anchors, class_sources) if anchors else "(?!)")
-    # At an anchor after a whitespace run, the attempt is in one of `states`: filter on what they survive.
-    return anchor_re, wchars, (_prefilter(mode, class_sources, states, depth) if wchars else None)
+        return [], {s}
+    return w_classes, states
 
 
 def _accelerations(mode: "Mode", class_sources: list):
@@ -206,14 +215,14 @@ def _accelerations(mode: "Mode", class_sources: list):
     return jump, loop
 
 
-def _prefilter(mode: "Mode", class_sources: list, states=None, depth: int = 0):
+def _prefilter(mode: "Mode", class_sources: list, states=None, depth: int = 0, first=None):
     """The C-speed search for the next offset where an attempt can matter; None when every offset can.
 
     It matches at p when the mode's DFA, started at p (in `startN`, or in any of `states` when given),
     survives the next `depth` (default PREFILTER_DEPTH) characters (or accepts, or decides, or the text ends
     first). Offsets it skips would start an attempt that dies without a match, so skipping them changes
     nothing; where a class is too large to spell out, "any character" is used, which only makes the filter
-    let more through.
+    let more through. `first` (a set of class ids) restricts the first character to those classes.
     """
     s = mode.startN
     if s == 0:
@@ -223,14 +232,14 @@ def _prefilter(mode: "Mode", class_sources: list, states=None, depth: int = 0):
     trans, acc, term, n = mode.trans, mode.acc, mode.term, mode.n_classes
     memo: dict = {}
 
-    def node(state: int, depth: int) -> str:
-        key = (state, depth)
+    def node(state: int, depth: int, only=None) -> str:
+        key = (state, depth, only is not None)
         if key not in memo:
             groups: dict = {}
             row = state * n
             for c in range(n):
                 t = trans[row + c]
-                if t:
+                if t and (only is None or c in only):
                     sub = None if depth == 1 or acc[t] is not None or term[t] else node(t, depth - 1)
                     groups.setdefault(sub, []).append(c)
             alts = [_union_source(cs, class_sources) + ("" if sub is None else f"(?:{sub}|\\Z)")
@@ -240,7 +249,7 @@ def _prefilter(mode: "Mode", class_sources: list, states=None, depth: int = 0):
 
     for depth in range(depth or PREFILTER_DEPTH, 0, -1):
         memo.clear()
-        source = "|".join(node(st, depth) for st in sorted(states or [s]))
+        source = "|".join(node(st, depth, first) for st in sorted(states or [s]))
         if len(source) <= 20_000:
             return re.compile(source)
     return None
