@@ -1,18 +1,28 @@
-"""One-shot parsing when the whole text is known: candidates from the tables, decisions from `regex` in C.
+"""One-shot parsing when the whole text is known: candidates from the tables, decisions without stepping.
 
 Streaming needs the automaton: it must know, before the text ends, whether a delimiter is already certain.
 A one-shot parse (`parse_response`, `CompiledTemplate.parse`, batches) has the complete text, so at a
 candidate start every watched pattern's match is simply `regex`'s match there - exactly the reference's
-decision (earliest start first; the tables' prefilter proves no earlier start can match). The per-character
-Python loop disappears; the region and value logic is the streaming parser's own. Modes whose delimiters
-may begin with whitespace use it only while little text is left: for such patterns each `regex` call costs
-time proportional to the rest of the string, so on long texts they keep the linear automaton.
+decision (earliest start first; the prefilters prove no earlier start can match).
 
-`regex` backtracks, so this path is guarded: match calls on patterns that could backtrack badly (quantified
-groups, many unbounded quantifiers) have a timeout, and the number of candidate starts is bounded by the
-text length. If either is exceeded (a pathological pattern such as ``<(?:a|aa)+>``
-on ``"<aaaa..."``, or a long run of candidates), the parse is redone by the automaton, which is linear.
-The result is the same either way; only the time differs.
+Three paths give the same answer; `parse_whole` takes the first that applies:
+
+1. The lean path (`_parse_lean`): no scanner, no region buffers, no events - a region's body is the slice
+   since the previous delimiter. Per mode (`_Plan`), candidates come from ``str.find`` when the mode's only
+   delimiter is one literal, from a `re` alternation of the literals every match starts with, or from an
+   8-character prefilter; literal delimiters are decided by ``str.startswith``, other patterns by `regex`
+   after a literal-prefix test. Whitespace-led modes (``\\s*</think>``) are decided by one attempt of
+   the automaton per candidate (`_dfa_decide`): a `regex` call on such a pattern first scans the whole
+   rest of the text for its literal, which would make many candidates quadratic.
+2. The streaming parser's region logic with `WholeTextScanner`, which asks `regex` at each candidate and
+   keeps the automaton for whitespace-led modes on long texts.
+3. The streaming parser alone (the automaton), which is linear.
+
+`regex` backtracks, so the first two are guarded: match calls on patterns that could backtrack badly
+(quantified groups, many unbounded quantifiers) have a timeout, and the number of candidate starts is
+bounded by the text length. If either is exceeded (a pathological pattern such as ``<(?:a|aa)+>`` on
+``"<aaaa..."``, or a long run of candidates), the next path redoes the parse. The result is the same
+either way; only the time differs.
 """
 
 from __future__ import annotations
