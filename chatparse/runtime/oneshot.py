@@ -53,7 +53,12 @@ def backtracking_risk(source: str) -> bool:
 
 
 class _Fallback(Exception):
-    pass
+    """The parse must be redone another way; `automaton`: straight by the automaton (a timeout or the
+    candidate budget, which the `WholeTextScanner` path would meet again)."""
+
+    def __init__(self, automaton: bool = False):
+        super().__init__()
+        self.automaton = automaton
 
 
 class WholeTextScanner(Scanner):
@@ -363,7 +368,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 break
             budget -= 1
             if budget < 0:
-                raise _Fallback()
+                raise _Fallback(automaton=True)
             if wide is not None:
                 found = _dfa_decide(tables, wide.mode, text, p, dead)
                 if found is not None:
@@ -387,7 +392,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                     try:
                         m = rx.match(text, p, timeout=MATCH_TIMEOUT)
                     except TimeoutError as e:
-                        raise _Fallback() from e
+                        raise _Fallback(automaton=True) from e
                 else:
                     m = rx.match(text, p)
                 if m is not None:
@@ -556,17 +561,23 @@ def parse_whole(tables, tool_params: dict, text: str) -> dict:
 
     Three ways to the same answer, cheapest first: the lean path (`_parse_lean`); the streaming parser's
     region logic with `regex` deciding delimiters (`WholeTextScanner`), where whitespace-led modes on long
-    texts keep the automaton; the automaton alone, if `regex` hits a timeout or the candidate budget."""
+    texts keep the automaton; the automaton alone, if `regex` hits a timeout or the candidate budget (the
+    lean path's timeouts and budget go to it directly)."""
     if LEAN:
         try:
             return _parse_lean(tables, tool_params, text)
-        except _Fallback:
-            pass
+        except _Fallback as f:
+            if f.automaton:
+                return _parse_by_automaton(tables, tool_params, text)
     core = StreamParser(tables, tool_params)
     core.scanner = WholeTextScanner(tables, text)
     try:
         return core.finish()[0]
     except _Fallback:
-        core = StreamParser(tables, tool_params)
-        core.feed(text)
-        return core.finish()[0]
+        return _parse_by_automaton(tables, tool_params, text)
+
+
+def _parse_by_automaton(tables, tool_params: dict, text: str) -> dict:
+    core = StreamParser(tables, tool_params)
+    core.feed(text)
+    return core.finish()[0]
