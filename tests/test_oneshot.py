@@ -1,4 +1,4 @@
-"""The lean one-shot path's shortcuts (chatparse/runtime/oneshot.py) against `regex` itself.
+"""The lean one-shot path (chatparse/runtime/oneshot.py) and its shortcuts (runtime/literals.py) against `regex`.
 
 `literal_pieces` lets ``str.find``/``str.startswith`` stand in for a pattern's `regex` match, and
 `literal_prefixes` skips a `regex` call where no match can start. Both must agree with `regex` at every
@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 import chatparse
 from chatparse.runtime import oneshot
-from chatparse.runtime.oneshot import literal_pieces, literal_prefixes
+from chatparse.runtime.oneshot_plan import backtracking_risk
+from chatparse.runtime.literals import literal_pieces, literal_prefixes
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -160,7 +161,7 @@ def test_backtracking_pattern_falls_back_to_the_automaton():
     from chatparse import templates
 
     ct = chatparse.compile_template(templates.get("gpt_oss"))
-    risky = [p for p in ct.tables.patterns if oneshot.backtracking_risk(p.source)]
+    risky = [p for p in ct.tables.patterns if backtracking_risk(p.source)]
     assert risky, "the gpt_oss tool-call pattern is expected to need a timeout"
     text = ("<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>commentary to=functions."
             + "a" * 20000 + "<|channel|>final<|message|>done<|return|>")

@@ -8,12 +8,12 @@ decision (earliest start first; the prefilters prove no earlier start can match)
 Three paths give the same answer; `parse_whole` takes the first that applies:
 
 1. The lean path (`_parse_lean`): no scanner, no region buffers, no events - a region's body is the slice
-   since the previous delimiter. Per mode (`_Plan`), candidates come from ``str.find`` when the mode's only
-   delimiter is one literal, from a `re` alternation of the literals every match starts with, or from an
-   8-character prefilter; literal delimiters are decided by ``str.startswith``, other patterns by `regex`
-   after a literal-prefix test. Whitespace-led modes (``\\s*</think>``) are decided by one attempt of
-   the automaton per candidate (`_dfa_decide`): a `regex` call on such a pattern first scans the whole
-   rest of the text for its literal, which would make many candidates quadratic.
+   since the previous delimiter. Per mode (runtime/oneshot_plan.py), candidates come from ``str.find`` when
+   the mode's only delimiter is one literal, from a `re` alternation of the literals every match starts
+   with, or from an 8-character prefilter; literal delimiters are decided by ``str.startswith``, other
+   patterns by `regex` after a literal-prefix test. Whitespace-led modes (``\\s*</think>``) are decided by
+   one attempt of the automaton per candidate (`_dfa_decide`): a `regex` call on such a pattern first scans
+   the whole rest of the text for its literal, which would make many candidates quadratic.
 2. The streaming parser's region logic with `WholeTextScanner`, which asks `regex` at each candidate and
    keeps the automaton for whitespace-led modes on long texts.
 3. The streaming parser alone (the automaton), which is linear.
@@ -27,29 +27,18 @@ either way; only the time differs.
 
 from __future__ import annotations
 
-import re
-from copy import copy, deepcopy
+from copy import deepcopy
 
 from .coerce import coerce_tool_calls
 from .parser import StreamParser, _is_empty
+from .oneshot_plan import backtracking_risk, plan_for
 from .scanner import Scanner
-from .tables import _prefilter, logger, whitespace_closure
+from .tables import logger
 from .transform import process_value
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
-LEAN_PREFILTER_DEPTH = 8  # characters the lean path's prefilters look ahead (streaming uses 3)
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
 LEAN = True  # False: skip the lean path (tests force each path this way)
-
-
-_QUANTIFIED_GROUP = re.compile(r"\)(?:[*+]|\{\d*,\d*\})")
-_UNBOUNDED = re.compile(r"(?<!\\)[*+]")
-
-
-def backtracking_risk(source: str) -> bool:
-    """True when `regex` might backtrack badly on `source` (a quantified group, or four or more unbounded
-    quantifiers). Only such calls get a timeout: a timeout costs about a microsecond per call."""
-    return _QUANTIFIED_GROUP.search(source) is not None or len(_UNBOUNDED.findall(source)) >= 4
 
 
 class _Fallback(Exception):
@@ -118,202 +107,6 @@ class WholeTextScanner(Scanner):
         return self.scan
 
 
-class _Plan:
-    """What the lean path needs of a template, computed once per loaded tables (`_plan`).
-
-    ``modes[m]``: (candidate regex, start0 flag, a `_Wide` if the mode is whitespace-led else None, the one literal
-    every match in the mode starts with (a (literal, pattern index) pair when that literal is the mode's only
-    delimiter) or None, watched patterns as ``(pattern
-    index, compiled regex, risky, rank, literal pieces or None, literal prefixes or None)``; rank is (0 for an
-    open and 1 for a close, then the field's name): the reference's tie order for matches of equal length at
-    one start."""
-
-    __slots__ = ("usable", "modes", "flat_defaults", "opens", "fields")
-
-    def __init__(self, tables):
-        risky = [backtracking_risk(p.source) for p in tables.patterns]
-        tables.oneshot_risky = risky
-        names = [f["name"] for f in tables.fields]
-        self.usable = all(m.first_re is not None for m in tables.modes)
-        self.modes = []
-        for mode in tables.modes:
-            watched = []
-            for pi in mode.patterns:
-                pat = tables.patterns[pi]
-                rank = (0 if pat.kind == "open" else 1, names[pat.field])
-                pieces = literal_pieces(pat.source)
-                watched.append((pi, pat.rx, risky[pi], rank, pieces,
-                                literal_prefixes(pat.source) if pieces is None else None))
-            # Candidates: when every match starts with one of a few literals, exactly where one occurs (one
-            # literal: `str.find`; several: a `re` alternation of them, which scans faster than several finds);
-            # else the prefilter; whitespace-led modes use `Mode.skip_to` (anchors; see runtime/tables.py).
-            deep = _deeper(tables, mode)
-            finder, single = deep.first_re, None
-            starts = [w[4] if w[4] is not None else w[5] for w in watched]
-            if all(starts):
-                starts = list(dict.fromkeys(x for st in starts for x in st))
-                if len(starts) == 1:
-                    single = starts[0]
-                    if len(watched) == 1 and watched[0][4] == (single,):
-                        # the mode's one delimiter is this literal: where it occurs, it is the delimiter
-                        single = (single, watched[0][0])
-                else:
-                    finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
-            self.modes.append((finder, bool(mode.start0), _Wide(tables, mode) if mode.wchars else None, single,
-                               watched))
-        self.opens = [p.kind == "open" for p in tables.patterns]
-        self.fields = [p.field for p in tables.patterns]
-        defaults = tables.template["defaults"]
-        self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
-
-
-def _deeper(tables, mode):
-    """`mode` with prefilters that look LEAN_PREFILTER_DEPTH characters ahead: a one-shot parse builds them
-    once per template and then tries far fewer candidates in text that shares a few characters with a
-    delimiter (``</td>`` against ``\\s*</think>``). Same tables otherwise; `skip_to` works on it unchanged."""
-    sources = getattr(tables, "class_sources", None)
-    if sources is None or mode.first_re is None:
-        return mode
-    deep = copy(mode)
-    first = _prefilter(mode, sources, depth=LEAN_PREFILTER_DEPTH)
-    if first is not None:
-        deep.first_re = first
-    return deep
-
-
-class _Wide:
-    """Candidates in a whitespace-led mode (delimiters such as ``\\s*</think>``): `Mode.skip_to`'s, found
-    with fewer Python steps. `Mode.skip_to` stops at every *anchor* (a non-whitespace character a match can
-    start with or reach after a whitespace run) and asks a prefilter; in code or HTML that is every '<'.
-    Here the prefilters themselves, restricted to start with an anchor, do the search: ``after`` (from every
-    state a whitespace run reaches) finds the next anchor worth a look, ``at`` (from the start state) checks
-    an anchor with no whitespace before it; the candidate is the start of the whitespace run before the
-    anchor, as in `skip_to`. Both filters look LEAN_PREFILTER_DEPTH characters ahead."""
-
-    __slots__ = ("mode", "wchars", "after", "at")
-
-    def __init__(self, tables, mode):
-        self.mode = mode
-        self.wchars = mode.wchars
-        self.after = self.at = None
-        sources = getattr(tables, "class_sources", None)
-        if sources is None:
-            return
-        w_classes, states = whitespace_closure(mode, sources)
-        if "".join(chr(cp) for c in w_classes for lo, hi in sources[c] for cp in range(lo, hi + 1)) != mode.wchars:
-            return
-        anchors = frozenset(range(mode.n_classes)) - frozenset(w_classes)
-        self.after = _prefilter(mode, sources, states, LEAN_PREFILTER_DEPTH, anchors)
-        self.at = _prefilter(mode, sources, None, LEAN_PREFILTER_DEPTH, anchors)
-        if self.after is None or self.at is None:
-            self.after = self.at = None
-
-    def next(self, text: str, i: int) -> int:
-        """The first candidate at or after `i` (len(text) if none)."""
-        if self.after is None:
-            return self.mode.skip_to(text, i)
-        w = self.wchars
-        while True:
-            m = self.after.search(text, i)
-            if m is None:  # a whitespace run at the very end may still matter (\s*$)
-                return i + len(text[i:].rstrip(w))
-            q = m.start()
-            p = i + len(text[i:q].rstrip(w))
-            if p < q or self.at.match(text, q):
-                return p
-            i = q + 1
-
-
-_META = frozenset(".^$*+?{}[]()|")
-
-
-def literal_pieces(source: str) -> tuple | None:
-    """The alternatives of `source` when it is a list of non-empty literal strings (``a|b\\|c``: ("a", "b|c")),
-    else None. `regex` matches such a pattern at an offset with the first alternative that starts there,
-    which ``str.startswith`` decides, and ``str.find`` finds the alternatives without a regex search."""
-    pieces, cur, i, n = [], [], 0, len(source)
-    while i < n:
-        c = source[i]
-        if c == "\\":
-            d = source[i + 1:i + 2]
-            if not d or d.isalnum():
-                return None
-            cur.append(d)
-            i += 2
-            continue
-        if c == "|":
-            pieces.append("".join(cur))
-            cur = []
-        elif c in _META:  # (whitespace and '#' are literal: the verbose flag would need a "(?")
-            return None
-        else:
-            cur.append(c)
-        i += 1
-    pieces.append("".join(cur))
-    return tuple(pieces) if all(pieces) else None
-
-
-def literal_prefixes(source: str) -> tuple | None:
-    """Non-empty literal strings, one of which every match of `source` starts with (the literal start of each
-    top-level alternative), or None when that cannot be said simply. A quick test before a `regex` call:
-    ``str.startswith`` costs a tenth of a match call, and a risky pattern's call costs ten times more."""
-    if "(?" in source.replace("(?:", "").replace("(?P<", "").replace("(?P=", "").replace("(?=", "").replace(
-            "(?!", "").replace("(?<=", "").replace("(?<!", ""):
-        return None  # inline flags (a global one anywhere changes the whole pattern) or exotic groups
-    alternatives, depth, in_set, start, i, n = [], 0, False, 0, 0, len(source)
-    while i < n:
-        c = source[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_set:
-            in_set = c != "]"
-        elif c == "[":
-            in_set = True
-            if source[i + 1:i + 2] == "^":
-                i += 1
-            if source[i + 1:i + 2] == "]":
-                i += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            alternatives.append(source[start:i])
-            start = i + 1
-        i += 1
-    alternatives.append(source[start:])
-    prefixes = []
-    for alt in alternatives:
-        lit, i = [], 0
-        while i < len(alt):
-            c = alt[i]
-            if c == "\\":
-                d = alt[i + 1:i + 2]
-                if not d or d.isalnum():
-                    break
-                lit.append(d)
-                i += 2
-            elif c in _META:
-                if c in "*+?{" and lit:
-                    lit.pop()  # the last character was quantified
-                break
-            else:
-                lit.append(c)
-                i += 1
-        if not lit:
-            return None
-        prefixes.append("".join(lit))
-    return tuple(prefixes)
-
-
-def _plan(tables) -> _Plan:
-    plan = getattr(tables, "oneshot_plan", None)
-    if plan is None:
-        plan = tables.oneshot_plan = _Plan(tables)
-    return plan
-
-
 def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     """The message for the complete `text`, computed without a scanner, a region buffer or events.
 
@@ -322,7 +115,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     opens its field; the implicit field opens only on a non-empty body; a zero-width close of the empty
     implicit region stops the parse. Delimiters are decided as `WholeTextScanner.decide` decides them. Raises
     `_Fallback` (before any effect is visible) where that scanner would need the automaton."""
-    plan = _plan(tables)
+    plan = plan_for(tables)
     n = len(text)
     if not plan.usable:
         raise _Fallback()

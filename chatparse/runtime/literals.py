@@ -1,0 +1,92 @@
+"""Literal strings a delimiter pattern's matches are made of, or start with, read from its source.
+
+A one-shot parse (runtime/oneshot.py) uses them to let ``str.find`` and ``str.startswith`` stand in for
+`regex`: a pattern that is a list of literals is decided without `regex`, and a pattern whose every match
+starts with one of a few literals is not asked where none starts. Both functions answer None whenever the
+source uses anything they do not read exactly (classes, groups, quantifiers on the last character, inline
+flags), so a None only costs speed. tests/test_oneshot.py checks them against `regex` at every offset.
+"""
+
+from __future__ import annotations
+
+_META = frozenset(".^$*+?{}[]()|")
+
+
+def literal_pieces(source: str) -> tuple | None:
+    """The alternatives of `source` when it is a list of non-empty literal strings (``a|b\\|c``: ("a", "b|c")),
+    else None. `regex` matches such a pattern at an offset with the first alternative that starts there,
+    which ``str.startswith`` decides, and ``str.find`` finds the alternatives without a regex search."""
+    pieces, cur, i, n = [], [], 0, len(source)
+    while i < n:
+        c = source[i]
+        if c == "\\":
+            d = source[i + 1:i + 2]
+            if not d or d.isalnum():
+                return None
+            cur.append(d)
+            i += 2
+            continue
+        if c == "|":
+            pieces.append("".join(cur))
+            cur = []
+        elif c in _META:  # (whitespace and '#' are literal: the verbose flag would need a "(?")
+            return None
+        else:
+            cur.append(c)
+        i += 1
+    pieces.append("".join(cur))
+    return tuple(pieces) if all(pieces) else None
+
+
+def literal_prefixes(source: str) -> tuple | None:
+    """Non-empty literal strings, one of which every match of `source` starts with (the literal start of each
+    top-level alternative), or None when that cannot be said simply. A quick test before a `regex` call:
+    ``str.startswith`` costs a tenth of a match call, and a risky pattern's call costs ten times more."""
+    if "(?" in source.replace("(?:", "").replace("(?P<", "").replace("(?P=", "").replace("(?=", "").replace(
+            "(?!", "").replace("(?<=", "").replace("(?<!", ""):
+        return None  # inline flags (a global one anywhere changes the whole pattern) or exotic groups
+    alternatives, depth, in_set, start, i, n = [], 0, False, 0, 0, len(source)
+    while i < n:
+        c = source[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_set:
+            in_set = c != "]"
+        elif c == "[":
+            in_set = True
+            if source[i + 1:i + 2] == "^":
+                i += 1
+            if source[i + 1:i + 2] == "]":
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            alternatives.append(source[start:i])
+            start = i + 1
+        i += 1
+    alternatives.append(source[start:])
+    prefixes = []
+    for alt in alternatives:
+        lit, i = [], 0
+        while i < len(alt):
+            c = alt[i]
+            if c == "\\":
+                d = alt[i + 1:i + 2]
+                if not d or d.isalnum():
+                    break
+                lit.append(d)
+                i += 2
+            elif c in _META:
+                if c in "*+?{" and lit:
+                    lit.pop()  # the last character was quantified
+                break
+            else:
+                lit.append(c)
+                i += 1
+        if not lit:
+            return None
+        prefixes.append("".join(lit))
+    return tuple(prefixes)

@@ -1,0 +1,139 @@
+"""What a one-shot parse needs of a template, computed once per loaded tables (`plan_for`).
+
+Per mode: how to find candidate starts (one literal with ``str.find``, a `re` alternation of the literals
+every match starts with, an 8-character prefilter, or, for whitespace-led modes, `WideFinder`), and per
+watched pattern its literal pieces or prefixes (runtime/literals.py), whether its `regex` calls need a
+timeout (`backtracking_risk`) and its tie rank. runtime/oneshot.py runs the parse.
+"""
+
+from __future__ import annotations
+
+import re
+from copy import copy
+
+from .literals import literal_pieces, literal_prefixes
+from .tables import _prefilter, whitespace_closure
+
+LEAN_PREFILTER_DEPTH = 8  # characters the one-shot prefilters look ahead (streaming uses 3)
+
+_QUANTIFIED_GROUP = re.compile(r"\)(?:[*+]|\{\d*,\d*\})")
+_UNBOUNDED = re.compile(r"(?<!\\)[*+]")
+
+
+def backtracking_risk(source: str) -> bool:
+    """True when `regex` might backtrack badly on `source` (a quantified group, or four or more unbounded
+    quantifiers). Only such calls get a timeout: a timeout costs about a microsecond per call."""
+    return _QUANTIFIED_GROUP.search(source) is not None or len(_UNBOUNDED.findall(source)) >= 4
+
+
+class Plan:
+    """What the lean path needs of a template, computed once per loaded tables (`plan_for`).
+
+    ``modes[m]``: (candidate regex, start0 flag, a `WideFinder` if the mode is whitespace-led else None, the one literal
+    every match in the mode starts with (a (literal, pattern index) pair when that literal is the mode's only
+    delimiter) or None, watched patterns as ``(pattern
+    index, compiled regex, risky, rank, literal pieces or None, literal prefixes or None)``; rank is (0 for an
+    open and 1 for a close, then the field's name): the reference's tie order for matches of equal length at
+    one start."""
+
+    __slots__ = ("usable", "modes", "flat_defaults", "opens", "fields")
+
+    def __init__(self, tables):
+        risky = [backtracking_risk(p.source) for p in tables.patterns]
+        tables.oneshot_risky = risky
+        names = [f["name"] for f in tables.fields]
+        self.usable = all(m.first_re is not None for m in tables.modes)
+        self.modes = []
+        for mode in tables.modes:
+            watched = []
+            for pi in mode.patterns:
+                pat = tables.patterns[pi]
+                rank = (0 if pat.kind == "open" else 1, names[pat.field])
+                pieces = literal_pieces(pat.source)
+                watched.append((pi, pat.rx, risky[pi], rank, pieces,
+                                literal_prefixes(pat.source) if pieces is None else None))
+            # Candidates: when every match starts with one of a few literals, exactly where one occurs (one
+            # literal: `str.find`; several: a `re` alternation of them, which scans faster than several finds);
+            # else the prefilter; whitespace-led modes use `Mode.skip_to` (anchors; see runtime/tables.py).
+            deep = _deeper(tables, mode)
+            finder, single = deep.first_re, None
+            starts = [w[4] if w[4] is not None else w[5] for w in watched]
+            if all(starts):
+                starts = list(dict.fromkeys(x for st in starts for x in st))
+                if len(starts) == 1:
+                    single = starts[0]
+                    if len(watched) == 1 and watched[0][4] == (single,):
+                        # the mode's one delimiter is this literal: where it occurs, it is the delimiter
+                        single = (single, watched[0][0])
+                else:
+                    finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
+            self.modes.append((finder, bool(mode.start0), WideFinder(tables, mode) if mode.wchars else None, single,
+                               watched))
+        self.opens = [p.kind == "open" for p in tables.patterns]
+        self.fields = [p.field for p in tables.patterns]
+        defaults = tables.template["defaults"]
+        self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
+
+
+def _deeper(tables, mode):
+    """`mode` with prefilters that look LEAN_PREFILTER_DEPTH characters ahead: a one-shot parse builds them
+    once per template and then tries far fewer candidates in text that shares a few characters with a
+    delimiter (``</td>`` against ``\\s*</think>``). Same tables otherwise; `skip_to` works on it unchanged."""
+    sources = getattr(tables, "class_sources", None)
+    if sources is None or mode.first_re is None:
+        return mode
+    deep = copy(mode)
+    first = _prefilter(mode, sources, depth=LEAN_PREFILTER_DEPTH)
+    if first is not None:
+        deep.first_re = first
+    return deep
+
+
+class WideFinder:
+    """Candidates in a whitespace-led mode (delimiters such as ``\\s*</think>``): `Mode.skip_to`'s, found
+    with fewer Python steps. `Mode.skip_to` stops at every *anchor* (a non-whitespace character a match can
+    start with or reach after a whitespace run) and asks a prefilter; in code or HTML that is every '<'.
+    Here the prefilters themselves, restricted to start with an anchor, do the search: ``after`` (from every
+    state a whitespace run reaches) finds the next anchor worth a look, ``at`` (from the start state) checks
+    an anchor with no whitespace before it; the candidate is the start of the whitespace run before the
+    anchor, as in `skip_to`. Both filters look LEAN_PREFILTER_DEPTH characters ahead."""
+
+    __slots__ = ("mode", "wchars", "after", "at")
+
+    def __init__(self, tables, mode):
+        self.mode = mode
+        self.wchars = mode.wchars
+        self.after = self.at = None
+        sources = getattr(tables, "class_sources", None)
+        if sources is None:
+            return
+        w_classes, states = whitespace_closure(mode, sources)
+        if "".join(chr(cp) for c in w_classes for lo, hi in sources[c] for cp in range(lo, hi + 1)) != mode.wchars:
+            return
+        anchors = frozenset(range(mode.n_classes)) - frozenset(w_classes)
+        self.after = _prefilter(mode, sources, states, LEAN_PREFILTER_DEPTH, anchors)
+        self.at = _prefilter(mode, sources, None, LEAN_PREFILTER_DEPTH, anchors)
+        if self.after is None or self.at is None:
+            self.after = self.at = None
+
+    def next(self, text: str, i: int) -> int:
+        """The first candidate at or after `i` (len(text) if none)."""
+        if self.after is None:
+            return self.mode.skip_to(text, i)
+        w = self.wchars
+        while True:
+            m = self.after.search(text, i)
+            if m is None:  # a whitespace run at the very end may still matter (\s*$)
+                return i + len(text[i:].rstrip(w))
+            q = m.start()
+            p = i + len(text[i:q].rstrip(w))
+            if p < q or self.at.match(text, q):
+                return p
+            i = q + 1
+
+
+def plan_for(tables) -> Plan:
+    plan = getattr(tables, "oneshot_plan", None)
+    if plan is None:
+        plan = tables.oneshot_plan = Plan(tables)
+    return plan
