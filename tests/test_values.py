@@ -415,6 +415,9 @@ def test_documented_examples(text, name, args, expected):
         ("1" * 5000, "json", {"allow_non_json": True}, ValueError, "digits"),
         ("a:1", "kv-lines", {"kv_sep": ""}, ValueError, "empty separator"),
         ("x", "int", {}, ValueError, "invalid literal"),
+        # a value group that did not take part gives None to the nested parser: json.loads's TypeError
+        ("<city>", "xml-inline", {"tag_pattern": r"<(?P<key>\w+)(?:=(?P<value>\w+))?>",
+                                  "value_parser": {"name": "json", "args": {"allow_non_json": True}}}, TypeError, "str"),
     ],
 )
 def test_parse_time_errors(text, name, args, exc, fragment):

@@ -175,7 +175,7 @@ def _parse_json(text: str, args: dict) -> Any:
             # One pass instead of one `replace` per string: the sentinels are unique and `json.dumps` output
             # never contains a raw \x01/\x02, so this is the reference's sequential replacement.
             working = _SENTINEL_TOKEN.sub(lambda m: json.dumps(captured[int(m.group(1))]), working)
-    if args.get("allow_non_json") and _cannot_be_json(working):
+    if args.get("allow_non_json") and type(working) is str and _cannot_be_json(working):
         return _strip_if_asked(text, args)
     try:
         return json.loads(working)
