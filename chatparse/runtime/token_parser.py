@@ -131,7 +131,11 @@ class TokenParser:
     * lazy transitions: text whose effect on the undecided attempts is known (`TokenTables.transition`, e.g. a
       token ending in whitespace before a ``\\s*</think>`` close, the token after it, or the text a token
       completes after bytes of a split character) is handled from ``_pend`` = (attempts as (characters back
-      from the end, DFA state), the text they hold), without the core;
+      from the end, DFA state), the text they hold), without the core. Once worked out for a token from a
+      state (mode, attempts) with the decoder clean, the outcome is cached in that state's shared
+      `TokenTablesBase.lazy_row` (``_lrow``), and `feed_tokens` serves it inline: a dict lookup, a slice
+      and one event, with no decoder and no probe (what keeps code/HTML, dense with '<', newlines and
+      indentation before ``\\s*`` delimiters, near the cost of inert tokens);
     * a token that is a whole delimiter switches region in one step (`StreamParser.apply_delimiter`);
     * everything else: decoded text to the core's ``feed``.
     """
@@ -178,12 +182,12 @@ class TokenParser:
         self._tail: list = []
         self._tail_append = self._tail.append
         self._tab = self._never
-        self._row = tt.none_row
         self._mode = 0
         self._pend = None  # lazy pending attempts: (((chars back from the end, state), ...), held text)
         self._sink = False  # the current "region" is the null sink (no implicit field)
         self._opening = False  # the implicit field opens with the next text
         self._lazy_ok = False  # the transition table applies (quiet or `_pend`, open region, decoder clean)
+        self._lrow = None  # cached lazy transitions from the current state (see `_refresh`), or None
         self._fname = None
         self._fdirty = False
         self._refresh()
@@ -196,6 +200,37 @@ class TokenParser:
         except (TypeError, IndexError):
             return self._feed_general(ids)
         if s is None:
+            lrow = self._lrow
+            if lrow is not None:
+                hit = lrow.get(ids)
+                if hit is not None:
+                    # A cached lazy transition (see `_general`), inlined: hit = (attempts after the token,
+                    # the next state's cache, how many characters of held text + token text are released,
+                    # the token table of the state reached). `_lrow` is None while the decoder holds
+                    # anything, and only tokens whose text is complete on their own are cached, so the
+                    # decoded text is ``tok_text[ids]``. Equivalent to `_apply_lazy`.
+                    text = self._tok_text[ids]
+                    self._tail_append(text)
+                    S, self._lrow, keep, tab = hit
+                    pend = self._pend
+                    if pend is not None:
+                        text = pend[1] + text
+                    if S:
+                        self._pend = (S, text[keep:])
+                        text = text[:keep]
+                        self._tab = tab  # `never`
+                        if not text or self._sink:
+                            return []
+                    else:
+                        self._pend = None
+                        if self._sink:
+                            return []
+                        self._tab = tab  # quiet, region open (with this text), decoder clean: inert tokens
+                    ev = {"type": "region_chunk", "field": self._fname, "text": text, "dirty": self._fdirty}
+                    if self._opening:
+                        self._opening = False
+                        return [{"type": "region_open", "field": self._fname}, ev]
+                    return [ev]
             return self._feed_general(ids)
         self._tail_append(s)
         return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
@@ -226,8 +261,8 @@ class TokenParser:
         core._check_usable()
         self._sync()
         self._tab = self._never
-        self._row = self._tt.none_row
         self._lazy_ok = False
+        self._lrow = None
         self._pend = None
         rest = self._dec.finish()
         events = core.feed(rest) if rest else []
@@ -253,9 +288,9 @@ class TokenParser:
         sc = core.scanner
         self._mode = m = self._mode_index[id(sc.mode)]
         self._tab = self._never
-        self._row = self._tt.none_row
         self._pend = None
         self._lazy_ok = False
+        self._lrow = None
         dec = self._dec
         mode = sc.mode
         if (self._spans_on or core.stalled or core.failed is not None or core.finished
@@ -277,13 +312,17 @@ class TokenParser:
             if sc.pos != attempts[0].start:
                 return
             end = sc.end
-            self._pend = (tuple([(end - a.start, a.state) for a in attempts]), sc.text[sc.pos - sc.base:])
+            S = tuple([(end - a.start, a.state) for a in attempts])
+            self._pend = (S, sc.text[sc.pos - sc.base:])
             self._lazy_ok = True
+            if not dec.held and not dec.run:
+                self._lrow = self._tt.lazy_row(m, S)
             return
         self._lazy_ok = True
-        if not dec.held and not dec.run and core.opened and f is not None:
-            self._tab = self._fast[m]
-            self._row = m
+        if not dec.held and not dec.run:
+            self._lrow = self._tt.lazy_row(m, ())
+            if core.opened and f is not None:
+                self._tab = self._fast[m]
 
     def _sync(self) -> None:
         """Give the core the text the token paths handed out (its events were already returned)."""
@@ -301,8 +340,8 @@ class TokenParser:
             # the core failed (or the ids were bad): no fast path may hand out events any more until the
             # state is recomputed
             self._tab = self._never
-            self._row = self._tt.none_row
             self._lazy_ok = False
+            self._lrow = None
             self._pend = None
             if self._core.failed is None and not self._core.finished:
                 self._refresh()
@@ -334,16 +373,27 @@ class TokenParser:
                     is not None):
                 pass  # a whole delimiter: one step below
             else:
+                lrow = self._lrow  # not None: the decoder holds nothing, so a complete token is its own text
                 text = dec.feed(ids)
                 if dec.held or dec.run:
                     self._tab = self._never
-                    self._row = self._tt.none_row
+                    self._lrow = None
                 if not text:
                     return []
                 pend = self._pend
                 eff = self._tt.transition(self._mode, tuple([st for _, st in pend[0]]) if pend else (), text)
                 if eff is not None:
-                    return self._lazy_transition(text, eff)
+                    S = self._next_attempts(text, eff)
+                    nxt = None
+                    if not dec.held and not dec.run:
+                        nxt = self._tt.lazy_row(self._mode, S)
+                        if lrow is not None and text == self._tok_text[i]:
+                            # the same token from the same (mode, attempts) always does the same: cache it
+                            # (the held text is as long as the first attempt is back from the end)
+                            n = (pend[0][0][0] if pend else 0) + len(text)
+                            lrow[i] = (S, nxt, n - S[0][0], self._never) if S else (S, nxt, n,
+                                                                                    self._fast[self._mode])
+                    return self._apply_lazy(text, S, nxt)
                 self._sync()
                 events = core.feed(text)
                 self._refresh()
@@ -365,26 +415,30 @@ class TokenParser:
         self._refresh()
         return events
 
-    def _lazy_transition(self, text: str, eff) -> list[dict]:
-        """Apply a known transition (see `TokenTables.transition`) without the core: the release point is the
-        start of the first surviving attempt."""
-        pend = self._pend
+    def _next_attempts(self, text: str, eff) -> tuple:
+        """The undecided attempts after `text` (``eff`` from `TokenTables.transition`), as (characters back
+        from the end, DFA state), oldest first."""
         L = len(text)
+        pend = self._pend
         if pend is not None:
-            old, held = pend
-            S = tuple([(old[j][0] + L, st) if j >= 0 else (L - off, st) for j, off, st in eff])
-            text_all = held + text
-        else:
-            S = tuple([(L - off, st) for _, off, st in eff])
-            text_all = text
+            old = pend[0]
+            return tuple([(old[j][0] + L, st) if j >= 0 else (L - off, st) for j, off, st in eff])
+        return tuple([(L - off, st) for _, off, st in eff])
+
+    def _apply_lazy(self, text: str, S: tuple, nxt) -> list[dict]:
+        """Apply a known transition (see `TokenTables.transition`) without the core: `text` is the decoded
+        text, `S` the undecided attempts after it (`_next_attempts`), `nxt` the cached transitions of the
+        state reached (None while the decoder holds bytes). The release point is the start of the first
+        surviving attempt; the text reaches the core later (``_tail``)."""
+        pend = self._pend
+        text_all = pend[1] + text if pend is not None else text
         self._tail_append(text)
-        m = self._mode
+        self._lrow = nxt
         if S:
             keep = len(text_all) - S[0][0]
             out = text_all[:keep]
             self._pend = (S, text_all[keep:])
             self._tab = self._never
-            self._row = self._tt.none_row
         else:
             out = text_all
             self._pend = None
@@ -394,9 +448,9 @@ class TokenParser:
         if self._opening:
             self._opening = False
             events.insert(0, {"type": "region_open", "field": self._fname})
-        if not S and not self._dec.held and not self._dec.run:
+        if not S and not self._dec.held and not self._dec.run:  # quiet, region open, decoder clean
+            m = self._mode
             self._tab = self._fast[m]
-            self._row = m
         return events
 
     # -- spans -------------------------------------------------------------------------------------------------

@@ -179,6 +179,7 @@ def _whole_delimiter(tables, mode: int, text: str):
 
 
 _TRANSITION_CACHE = 65536
+_LAZY_ROWS = 4096  # states whose lazy transitions are cached (`TokenTablesBase.lazy_row`)
 
 
 class TokenTablesBase:
@@ -222,6 +223,7 @@ class TokenTablesBase:
         self.field_names = [f["name"] for f in t.fields]
         self.exact_modes = [all(t.patterns[p].exact for p in m.patterns) for m in t.modes]
         self._trans: list = [{} for _ in t.modes]
+        self._lrows: dict = {}
         self._lock = threading.Lock()
 
     def _fast_row(self, k: int) -> list:
@@ -287,6 +289,28 @@ class TokenTablesBase:
         with self._lock:
             cache[key] = eff
         return eff
+
+    def lazy_row(self, mode: int, S: tuple):
+        """The shared cache of lazy transitions out of the state (`mode`, undecided attempts `S`), ``S`` as
+        in `TokenParser._pend` (``()`` = quiet); None once `_LAZY_ROWS` states are cached.
+
+        A dict: token id -> ``(S', lazy_row(mode, S'), released, table)``: the attempts after that token, the
+        cache of the state it leads to, how many characters of held text + token text are released, and the
+        token table of the state reached (`never` while attempts are pending, else the mode's inert table). `TokenParser` fills an entry the first time the token's transition (`transition`)
+        is known from that state with the decoder holding nothing and the token's text complete on its own:
+        the outcome depends on nothing else (the attempts' states and their distances from the end are all
+        `transition` reads), so the next parser in that state can skip the decoder and the probe.
+        """
+        key = (mode, S)
+        row = self._lrows.get(key)
+        if row is None:
+            with self._lock:
+                row = self._lrows.get(key)
+                if row is None:
+                    if len(self._lrows) >= _LAZY_ROWS:
+                        return None
+                    row = self._lrows[key] = {}
+        return row
 
     def kill_flags(self, mode: int, states: frozenset) -> list:
         """Per character class: does that class kill every attempt in `states` (all transitions dead)?"""
