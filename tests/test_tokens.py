@@ -16,6 +16,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
@@ -767,6 +769,117 @@ def test_streams_match_single_parsers(toks, capacity):
                 msg, ev, _, _ = run_tokens(b, prefixes[j], ids)
                 assert msgs[j] == msg
                 assert normalize(events[j]) == normalize(ev)
+
+
+# Fragments whose tokens take every token path: inert words, whitespace before `\s*` delimiters, '<' starting
+# attempts, delimiters split across ordinary tokens (bl-plain) or whole special tokens (bl-special), characters
+# split across byte tokens, JSON bodies.
+FRAGMENTS = ["<think>", "</think>", "\n", "\n\n", " ", "   ", "<tool_call>", "</tool_call>", "<|im_end|>", "hello",
+             " world", " the weather", "<", "<b>", "</", ">", "😀", " café", "中文", '{"name": "f", "arguments": {}}',
+             "<|channel|>", "analysis", "<|message|>", "<|end|>", "<|start|>", "assistant", "final", "<|return|>"]
+
+
+@st.composite
+def fragment_ids(draw, tok):
+    """A generation built from FRAGMENTS, some of its tokens split into single-byte tokens."""
+    parts = draw(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=24))
+    ids = tok.encode("".join(parts)).ids
+    seed = draw(st.integers(0, 2 ** 16))
+    return split_into_bytes(tok, ids, random.Random(seed), 0.15) if seed % 3 == 0 else ids
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_cached_lazy_transitions_match_the_text_parser(toks, data):
+    """Tokens taking the cached lazy transitions (`TokenTablesBase.lazy_row`, filled by earlier parsers of the
+    same binding) give exactly ResponseParser's events on the decoded text, step by step, and its message."""
+    tokname = data.draw(st.sampled_from(["bl-special", "bl-plain", "sp-plain"]))
+    name = data.draw(st.sampled_from(["qwen3", "gpt_oss"]))
+    tok = toks[tokname]
+    b = bind(templates.get(name), tok)
+    ids = data.draw(fragment_ids(tok))
+    for _ in range(2):  # the first run fills the caches for these tokens, the second is served from them
+        try:
+            run_tokens(b, "", ids)  # checks every step against ResponseParser
+        except (ValueError, KeyError, TypeError) as e:  # a bad body: the text parser fails the same way
+            with pytest.raises(type(e)):
+                chatparse.parse_response(decode(tok, ids), b.compiled, prefix="")
+
+
+def test_lazy_transition_cache_is_used(toks):
+    """A token whose transition from a state was worked out once is served from the shared cache by the next
+    parser in that state: no decoder, no probe, no engine."""
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    text = "<think>\nSome words.\nMore  words.\n</think>\n\nThe answer:   yes.\n\nDone.<|im_end|>"
+    ids = tok.encode(text).ids
+    counts = []
+    for _ in range(2):
+        p = b.parser(prefix="")
+        n = [0]
+        real = p._general
+        p._general = lambda x: n.__setitem__(0, n[0] + 1) or real(x)
+        for i in ids:
+            p.feed_tokens(i)
+        counts.append(n[0])
+        assert p.finalize()[0] == chatparse.parse_response(text, templates.get("qwen3"), prefix="")
+    assert counts[1] < counts[0], counts
+    assert any(b.tables._lrows.values())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_streams_fast_paths_match_single_parsers(toks, data):
+    """Streams stepped together (row tables, learned transitions, deferred text, wraps of a small buffer,
+    inactive steps, streams finished early) give each stream exactly the events and message of its own
+    TokenParser fed the same ids."""
+    tokname = data.draw(st.sampled_from(["bl-special", "bl-plain", "sp-plain"]))
+    name = data.draw(st.sampled_from(["qwen3", "gpt_oss"]))
+    tok = toks[tokname]
+    b = bind(templates.get(name), tok)
+    B = data.draw(st.integers(1, 5))
+    seqs = [data.draw(fragment_ids(tok)) for _ in range(B)]
+    for _ in range(data.draw(st.integers(0, 2))):  # repeat a sequence: the second one meets learned rows
+        seqs.append(list(seqs[0]))
+    B = len(seqs)
+    capacity = data.draw(st.sampled_from([2, 3, 7, 1024]))
+    prefix = data.draw(st.sampled_from(["", "<|im_start|>assistant\n<think>\n"]))
+    s = TokenStreams(b, B, prefix=prefix, capacity=capacity)
+    singles = [b.parser(prefix=prefix) for _ in range(B)]
+    assert s.initial_events == [p.initial_events for p in singles]
+    pos = [0] * B
+    ended = [False] * B
+    rng = random.Random(data.draw(st.integers(0, 2 ** 16)))
+    while not all(ended[j] or pos[j] == len(seqs[j]) for j in range(B)):
+        act = np.array([not ended[j] and pos[j] < len(seqs[j]) and rng.random() < 0.8 for j in range(B)])
+        ids = np.array([seqs[j][pos[j]] if act[j] else 0 for j in range(B)])
+        out = s.step(ids, active=act if not act.all() else None)
+        if not out.errors:
+            assert out.tolist() == [out[j] for j in range(B)]
+        for j in range(B):
+            want = outcome(lambda: singles[j].feed_tokens(int(ids[j]))) if act[j] else ("ok", [])
+            pos[j] += bool(act[j])
+            assert outcome(lambda: out[j]) == want, (j, pos[j])
+            if act[j] and pos[j] == len(seqs[j]) and rng.random() < 0.5:
+                assert outcome(lambda: s.finalize(j)) == outcome(singles[j].finalize)
+                ended[j] = True
+    got = outcome(s.finalize_all)
+    if got[0] != "ok":  # the first stream whose parser fails (a bad body, or failed earlier) stops it
+        first = next(o for o in (outcome(p.finalize) for p, done in zip(singles, ended) if not done)
+                     if o[0] != "ok")
+        assert got == first
+        return
+    res = got[1]
+    for j in range(B):
+        assert res[j] is None if ended[j] else res[j] == singles[j].finalize()
+
+
+def outcome(fn):
+    """("ok", result) or (exception class, message): streams and single parsers must agree on failures too."""
+    try:
+        return "ok", fn()
+    except Exception as e:  # noqa: BLE001
+        return type(e), str(e)
 
 
 def test_streams_long_runs(toks):

@@ -12,7 +12,13 @@ One numpy gather finds every stream's next row, and the known transitions (inert
 whitespace before a ``\\s*`` delimiter and the tokens after them) need no Python work per stream: the token
 id goes to a ring buffer, the events are built only when read, and the text reaches the stream's parser the
 next time that stream needs the character engine (or the buffer wraps). Only the other tokens run through
-the stream's own `TokenParser`.
+the stream's own `TokenParser` (which serves most of them from its cached lazy transitions).
+
+Cost per step: when every row stays (quiet streams, inert tokens) a step is a fixed handful of numpy
+operations on arrays of B (a copy of the ids, the range check, one gather, one comparison of bytes) and one
+`StepEvents`; row changes the tables know add two or three; only streams the tables do not know cost Python
+work each. When the ring buffer wraps, and at `finalize_all`, the deferred tokens of all streams become
+text in one gather (their texts join each parser's deferred text, joined once when the parser next runs).
 """
 
 from __future__ import annotations
@@ -66,22 +72,14 @@ class _Rows:
         self.keys: dict = {}
         cmap = tt.compiled.tables.cmap
         self.first_cls = np.array([cmap[ord(t[0])] if t else 0 for t in tt.vocab.tok_text], dtype=np.int64)
-        # Every token's UTF-8 in one array, to turn long runs of complete tokens into text with numpy.
-        enc = [t.encode("utf-8") if t else b"" for t in tt.vocab.tok_text]
-        self.lens = np.fromiter((len(x) for x in enc), dtype=np.int64, count=len(enc))
-        self.starts = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(self.lens)[:-1]])
-        self.flat = np.frombuffer(b"".join(enc), dtype=np.uint8)
+        # Every token's text in an object array, plus "" at index V (and so at -1, the id of an inactive
+        # stream's step): one gather turns a block of deferred ids into their texts. Tokens without text of
+        # their own are never deferred (no row transition is learned for them); they map to "" here.
+        texts = np.empty(V + 1, dtype=object)
+        texts[:V] = [t if t is not None else "" for t in tt.vocab.tok_text]
+        texts[V] = ""
+        self.texts = texts
         self.lock = threading.Lock()
-
-    def text_of(self, ids: np.ndarray) -> str:
-        """The concatenated text of complete tokens (a gather of their UTF-8, decoded once)."""
-        L = self.lens[ids]
-        ends = np.cumsum(L)
-        total = int(ends[-1])
-        if not total:
-            return ""
-        idx = np.repeat(self.starts[ids] - (ends - L), L) + np.arange(total)
-        return self.flat[idx].tobytes().decode("utf-8")
 
     def pending_row(self, mode: int, S: tuple) -> int:
         """The row of P(mode, S), created on first use (NONE when there are too many)."""
@@ -125,8 +123,8 @@ class StepEvents(Sequence):
         self._ids = ids
         self._old = old  # row offsets before the step
         self._new = new  # row offsets after (None: unchanged)
-        self._held_tok = held_tok
-        self._held_str = held_str
+        self._held_tok = held_tok  # per stream: the token that entered its P row (-1: entered by the engine)
+        self._held_str = held_str  # per stream: the held text of a P row entered by the engine (never mutated)
         self._slow = slow
         self.errors = errors
 
@@ -231,9 +229,13 @@ class TokenStreams:
         self._dirty = binding.compiled.tables.dirty
         self._tok_text = binding.vocab.tok_text
         self._held_str = [""] * n  # P rows entered by the engine: the text the pending attempts hold
+        self._held_shared = False  # `_held_str` is referenced by a StepEvents: copy before writing
         self._held_tok = np.full(n, -1, dtype=np.int64)  # P rows entered by a token: that token
+        self._p_first = (self._none + 1) * V  # row offsets from here on are P rows
         rows = np.array([self._row_of(b, p) for b, p in enumerate(self.parsers)], dtype=np.int64)
-        self._rowoff = rows * V
+        self._rowoff = (rows * V).astype(self._R.dtype)  # never mutated once a step has returned
+        self._rowb = self._rowoff.tobytes()
+        self._bad = np.empty(n, dtype=bool)  # scratch for the range check
         self._cap = capacity
         self._buf = np.empty((capacity, n), dtype=np.int64)
         self._since = [0] * n
@@ -253,6 +255,9 @@ class TokenStreams:
             S, held = p._pend
             r = self._R.pending_row(p._mode, S)
             if r != self._none:
+                if self._held_shared:  # copy on write: earlier StepEvents keep the list they were given
+                    self._held_str = list(self._held_str)
+                    self._held_shared = False
                 self._held_str[b] = held
                 if self._held_tok[b] >= 0:
                     ht = self._held_tok.copy()
@@ -261,81 +266,81 @@ class TokenStreams:
             return r
         return self._none
 
+    def _set_rows(self, rowoff) -> None:
+        self._rowoff = rowoff
+        self._rowb = rowoff.tobytes()
+
     def step(self, ids, active=None) -> StepEvents:
+        """Advance every stream (every active one) by one token; returns the step's `StepEvents`.
+
+        The all-quiet path (every stream quiet and its token inert) is a handful of numpy operations on
+        arrays of B: the range check, one gather of the next rows, one comparison of their bytes.
+        """
         n, V = self.n, self._size
         a = np.asarray(ids)
         if a.dtype.kind not in "iu":
             raise TypeError(f"token ids must be integers, got dtype {a.dtype}")
-        ids = a.astype(np.int64).reshape(-1)  # always a copy: the lazy events of this step keep it
-        if ids.shape != (n,):
+        if a.size != n:
             raise ValueError(f"step() takes one token id per stream ({n}), got shape {a.shape}")
+        ids = a.astype(np.int64).reshape(n)  # always a copy: the lazy events of this step keep it
         rowoff = self._rowoff
-        u = ids.view(np.uint64)
         R = self._R
+        act = None
         if active is None:
-            if u.max() >= V:
-                bad = np.flatnonzero(u >= V)[0]
-                raise _out_of_range(int(ids[bad]), V, f" (stream {bad})")
+            bad = np.greater_equal(ids.view(np.uint64), V, out=self._bad)  # negative ids are huge as uint64
+            if b"\x01" in bad.tobytes():
+                b = int(np.flatnonzero(bad)[0])
+                raise _out_of_range(int(ids[b]), V, f" (stream {b})")
             nxt = R.next[rowoff + ids]
-            same = nxt == rowoff
         else:
             act = np.asarray(active, dtype=bool).reshape(-1)
             if act.shape != (n,):
                 raise ValueError(f"`active` must have one flag per stream ({n})")
-            badm = act & (u >= V)
+            badm = act & (ids.view(np.uint64) >= V)
             if badm.any():
-                bad = np.flatnonzero(badm)[0]
-                raise _out_of_range(int(ids[bad]), V, f" (stream {bad})")
+                b = int(np.flatnonzero(badm)[0])
+                raise _out_of_range(int(ids[b]), V, f" (stream {b})")
             ids[~act] = -1
-            nxt = R.next[rowoff + np.where(act, ids, 0)]
-            same = (nxt == rowoff) | ~act
+            nxt = np.where(act, R.next[rowoff + np.where(act, ids, 0)], rowoff)
         r = self._r
         self._buf[r] = ids
         self._r = r + 1
-        if same.all():
+        if nxt.tobytes() == self._rowb:  # every row unchanged: quiet streams, inert tokens
             out = StepEvents(self, ids, rowoff, None, None, None, None, None)
         else:
-            out = self._changes(ids, nxt, same, r)
+            out = self._changes(ids, nxt, r, act)
         if self._r == self._cap:
             self._wrap()
         return out
 
-    def _changes(self, ids, nxt, same, r) -> StepEvents:
+    def _changes(self, ids, nxt, r, act) -> StepEvents:
+        """Some rows change. `nxt` (a fresh array) is every stream's next row offset, -1 where the row
+        tables do not know it: those streams run their parser, the others just move to their next row.
+        `act`: the active streams (None: all)."""
         V = self._size
         old = self._rowoff
-        new = old.copy()
-        idx = np.flatnonzero(~same)
-        nx = nxt[idx]
-        ok = nx >= 0
         held_tok = self._held_tok
-        held_str = None
-        if ok.any():
-            kidx = idx[ok]
-            knx = nx[ok]
-            new[kidx] = knx
-            p_first = (self._none + 1) * V
-            into_p = knx >= p_first
-            from_p = old[kidx] >= p_first
-            if from_p.any():  # P -> Q from an engine-entered P: keep the held text for the lazy events
-                eng = kidx[from_p & (held_tok[kidx] < 0)]
-                if eng.size:
-                    held_str = {b: self._held_str[b] for b in eng.tolist()}
-            if into_p.any():
-                ht = held_tok.copy()
-                ht[kidx[into_p]] = ids[kidx[into_p]]
-                self._held_tok = ht
-        slow: dict = {}
-        errors: dict = {}
-        if not ok.all():
-            self._rowoff = new  # _catch_up reads the rows the deferred tokens ended in (unchanged for these)
-            info = self._R.info
+        held_str = self._held_str
+        self._held_shared = True
+        into_p = nxt >= self._p_first  # a P row is never its own next row: these streams enter it now...
+        if act is not None:
+            into_p &= act  # ...unless inactive (they keep their row)
+        if b"\x01" in into_p.tobytes():  # Q -> P by a token: that token holds the attempts' text
+            self._held_tok = np.where(into_p, ids, held_tok)
+        slow = errors = None
+        neg = nxt < 0
+        if b"\x01" in neg.tobytes():
+            slow = {}
+            errors = {}
             tok_text = self._tok_text
-            for b in idx[~ok].tolist():
-                p = self.parsers[b]
+            parsers = self.parsers
+            nm = self._nm
+            for b in np.flatnonzero(neg).tolist():
+                p = parsers[b]
                 i = int(ids[b])
                 prev = int(old[b]) // V
                 try:
-                    self._catch_up(b, r)
+                    self._catch_up(b, r, prev)
                     slow[b] = p.feed_tokens(i)
                 except Exception as e:  # one stream's failure does not stop the others
                     errors[b] = e
@@ -343,60 +348,80 @@ class TokenStreams:
                 self._since[b] = r + 1
                 nr = self._row_of(b, p)
                 text = tok_text[i]
-                if prev < self._nm and info[nr][0] == "P" and info[nr][1] == prev and text:
-                    eff = self._tt.transition(prev, (), text)
-                    if eff is not None and tuple((len(text) - off, st) for _, off, st in eff) == info[nr][2]:
-                        self._R.learn(prev, i, nr)
-                new[b] = nr * V
-        self._rowoff = new
-        return StepEvents(self, ids, old, new, held_tok, held_str, slow or None, errors or None)
+                if prev < nm and text:
+                    self._learn(prev, i, text, nr)
+                nxt[b] = nr * V
+        self._set_rows(nxt)
+        return StepEvents(self, ids, old, nxt, held_tok, held_str, slow, errors or None)
 
-    def _catch_up(self, b: int, upto: int | None = None) -> None:
-        """Hand stream b's parser the tokens its rows handled since its last own step: their text joins the
-        parser's deferred text (the core sees it on the parser's next engine step) and the parser's token
-        state becomes the row's."""
+    def _learn(self, mode: int, i: int, text: str, nr: int) -> None:
+        """After the engine took quiet mode `mode` to row `nr` on token `i`: remember it when the transition
+        probe says the same, so the next stream doing this needs no engine (Q(m) -> Q(m) for a token whose
+        attempts all die within it, Q(m) -> P(m, S) for one that leaves undecided attempts)."""
+        info = self._R.info[nr]
+        if info[1] != mode:
+            return
+        eff = self._tt.transition(mode, (), text)
+        if eff is None:
+            return
+        if info[0] == "Q" if not eff else (info[0] == "P" and tuple(
+                (len(text) - off, st) for _, off, st in eff) == info[2]):
+            self._R.learn(mode, i, nr)
+
+    def _catch_up(self, b: int, upto: int | None = None, row: int | None = None) -> None:
+        """Hand stream b's parser the tokens its rows handled since its last own step: their texts join the
+        parser's deferred text (the core sees it, joined, on the parser's next engine step) and the parser's
+        token state becomes the row's (`row`, default the stream's current row)."""
         r = self._r if upto is None else upto
         s0 = self._since[b]
         self._since[b] = r
         if s0 >= r:
             return
         col = self._buf[s0:r, b]
-        if r - s0 >= 64:  # long runs: numpy is faster than a join per token
-            if (col < 0).any():
-                col = col[col >= 0]
-            if not len(col):
-                return
-            p = self.parsers[b]
-            p._tail_append(self._R.text_of(col))
+        if r - s0 >= 64:  # long runs: one gather of the texts
+            texts = self._R.texts[col].tolist()
         else:
-            lst = col.tolist()
-            if -1 in lst:
-                lst = [i for i in lst if i >= 0]
-            if not lst:
-                return
-            p = self.parsers[b]
-            p._tail_append("".join(map(self._tok_text.__getitem__, lst)))
-        tt = self._tok_text
-        kind, m, S, back = self._R.info[int(self._rowoff[b]) // self._size]
+            texts = list(map(self._R.texts.__getitem__, col.tolist()))
+        self._deferred(b, texts, row)
+
+    def _deferred(self, b: int, texts: list, row: int | None) -> None:
+        """Give stream b's parser the `texts` of its deferred tokens and the state of `row`."""
+        p = self.parsers[b]
+        p._tail.extend(texts)  # the texts themselves, joined once when the parser next needs its core
+        if row is None:
+            row = int(self._rowoff[b]) // self._size
+        kind, m, S, back = self._R.info[row]
+        if kind == "NONE":  # only inactive steps (id -1, no text) were deferred: the parser is up to date
+            return
         p._mode = m
         p._lazy_ok = True
         if kind == "P":
             h = int(self._held_tok[b])
+            tt = self._tok_text
             held = tt[h][len(tt[h]) - back:] if h >= 0 else self._held_str[b]
             p._pend = (S, held)
             p._tab = p._never
-            p._row = self._none
         else:
             p._pend = None
             p._tab = p._fast[m]
-            p._row = m
+        p._lrow = self._tt.lazy_row(m, S)
+
+    def _catch_up_all(self, r: int) -> None:
+        """`_catch_up` for every open stream at once (one gather of the texts of the whole buffer)."""
+        since = self._since
+        todo = [b for b in range(self.n) if not self.done[b] and since[b] < r]
+        if not todo:
+            return
+        cols = self._R.texts[self._buf[:r]].T.tolist()
+        for b in todo:
+            s0 = since[b]
+            since[b] = r
+            col = cols[b]
+            self._deferred(b, col[s0:] if s0 else col, None)
 
     def _wrap(self) -> None:
-        r = self._r
-        for b in range(self.n):
-            if not self.done[b]:
-                self._catch_up(b, r)
-            self._since[b] = 0
+        self._catch_up_all(self._r)
+        self._since = [0] * self.n
         self._r = 0
 
     def finalize(self, b: int) -> tuple[dict, list[dict]]:
@@ -405,12 +430,22 @@ class TokenStreams:
         self.done[b] = True
         rowoff = self._rowoff.copy()
         rowoff[b] = self._none * self._size
-        self._rowoff = rowoff
+        self._set_rows(rowoff)
         return self.parsers[b].finalize()
 
     def finalize_all(self) -> list:
         """End every stream not yet finalized; returns their `(message, final_events)` (None for ended ones)."""
-        return [None if self.done[b] else self.finalize(b) for b in range(self.n)]
+        self._catch_up_all(self._r)
+        # every parser is up to date: NONE (the parser decides) is right for every stream from here on
+        self._set_rows(np.full(self.n, self._none * self._size, dtype=self._rowoff.dtype))
+        out = []
+        for b in range(self.n):
+            if self.done[b]:
+                out.append(None)
+                continue
+            self.done[b] = True
+            out.append(self.parsers[b].finalize())
+        return out
 
     def parser(self, b: int) -> TokenParser:
         """Stream b's TokenParser, brought up to date (e.g. to read `_output`)."""
