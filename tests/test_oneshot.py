@@ -108,7 +108,8 @@ def test_lean_path_is_taken_and_matches_the_other_paths():
 # -- whitespace-led delimiters: the lean path's automaton decisions (`_dfa_decide`) ---------------------------
 
 W_DELIMS = [r"\s*<t>", r"\s*</t>\s*", r"\s*(?=<c>)", r"\s*<c>", r"[ \n]*<a>", r"\s+<b>", r"\s*$", r"\s*\Z",
-            r"\s*<(?P<g>[ab]+)>", r"\s*(?:<t>|<u>)\s*", r"(?<=>)\s*<t>", r"\s*<t>(?=\n)", r"\s*<"]
+            r"\s*<(?P<g>[ab]+)>", r"\s*(?:<t>|<u>)\s*", r"(?<=>)\s*<t>", r"\s*<t>(?=\n)", r"\s*<",
+            r"\s*<t>[^<]*$", r"\s*<c>[^<\n]*\Z", r"\s*</tool>"]
 W_TEXT = st.lists(st.sampled_from(["<t>", "</t>", "<c>", "<a>", "<b>", "<u>", "<ab>", "<", "</", " ", "  ",
                                    "\n", " \n ", "x", "ab", ">"]), max_size=16).map("".join)
 

@@ -263,19 +263,10 @@ def _dfa_decide(tables, mode, text: str, p: int, dead: set):
     in_run = True  # the memo is kept for the leading whitespace run, where attempts overlap
     if not term[st]:
         while i < n:
-            if not in_run:  # cross literals and self-loops in C (see `_accelerations` in tables.py)
-                lit = jump[st]
-                if lit is not None and text.startswith(lit[0], i):
-                    i += len(lit[0])
-                    st = lit[1]
-                    continue
-                rx = loop[st]
-                if rx is not None:
-                    m = rx.search(text, i)
-                    j = m.start() if m is not None else n
-                    if j > i:
-                        i = j
-                        continue
+            if not in_run and (jump[st] is not None or loop[st] is not None):
+                i, st = mode.cross(text, i, n, st)  # literals and self-loops in C
+                if i >= n:
+                    continue  # (to the end-of-text step below)
             c = text[i]
             st = trans[st * ncls + cmap[ord(c)]]
             i += 1

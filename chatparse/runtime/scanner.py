@@ -127,18 +127,10 @@ class Scanner:
                 a = attempts[0]
                 st = a.state
                 while i < n:
-                    lit = jump[st]
-                    if lit is not None and text.startswith(lit[0], i):
-                        i += len(lit[0])
-                        st = lit[1]
-                        continue
-                    rx = loop[st]
-                    if rx is not None:
-                        m = rx.search(text, i)
-                        j = m.start() if m is not None else n
-                        if j > i:
-                            i = j
-                            continue
+                    if jump[st] is not None or loop[st] is not None:
+                        i, st = mode.cross(text, i, n, st)
+                        if i >= n:
+                            break
                     cls = cmap[ord(text[i])]
                     t = trans[st * ncls + cls]
                     if can_start[cls] or t == 0 or acc[t] is not None or term[t]:

@@ -61,6 +61,27 @@ class Mode:
         nullable = self.acc[self.startN] is not None
         self.can_start = [nullable or bool(self.trans[self.startN * n_classes + c]) for c in range(n_classes)]
 
+    def cross(self, text: str, i: int, n: int, st: int) -> tuple[int, int]:
+        """For a lone attempt in state `st` at offset `i` (< `n`): cross whole literals (`jump`) and runs that
+        leave the state as it is (`loop`) in C, as far as they go; returns (offset, state). Nothing accepts or
+        decides on the way (see `_accelerations`)."""
+        jump, loop = self.jump, self.loop
+        while i < n:
+            lit = jump[st]
+            if lit is not None and text.startswith(lit[0], i):
+                i += len(lit[0])
+                st = lit[1]
+                continue
+            rx = loop[st]
+            if rx is not None:
+                m = rx.search(text, i)
+                j = m.start() if m is not None else n
+                if j > i:
+                    i = j
+                    continue
+            break
+        return i, st
+
     def skip_to(self, text: str, i: int) -> int:
         """The first offset >= i where an attempt may matter (len(text) if none); exact to step from there.
 
