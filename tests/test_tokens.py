@@ -874,6 +874,42 @@ def test_streams_fast_paths_match_single_parsers(toks, data):
         assert res[j] is None if ended[j] else res[j] == singles[j].finalize()
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_streams_split_characters_and_pending_runs_match_single_parsers(toks, data):
+    """Streams whose texts split characters across byte tokens and hold pending attempts over several tokens
+    (newline runs, a split ``</think>``) give each stream exactly its own TokenParser's events and message; the
+    streams repeat the same few texts so that later ones take learned rows."""
+    tokname = data.draw(st.sampled_from(["bl-special", "bl-plain"]))
+    tok = toks[tokname]
+    b = bind(templates.get("qwen3"), tok)
+    pieces = ["中文", "😀", "café", "x", "\n", "\n\n", " ", "</think>", "</", "think", ">", "ab", "\n</th"]
+    base = data.draw(st.lists(st.sampled_from(pieces), min_size=1, max_size=16))
+    texts = ["<think>" + "".join(base) + "</think>\n\n" + "".join(reversed(base)) + "<|im_end|>",
+             "".join(base) + "中文😀"]
+    seqs = []
+    for k in range(data.draw(st.integers(2, 6))):
+        ids = tok.encode(texts[k % 2]).ids
+        seed = data.draw(st.integers(0, 2 ** 16))
+        seqs.append(split_into_bytes(tok, ids, random.Random(seed), 0.3) if seed % 2 else ids)
+    B = len(seqs)
+    s = TokenStreams(b, B, prefix="", capacity=data.draw(st.sampled_from([3, 1024])))
+    singles = [b.parser(prefix="") for _ in range(B)]
+    steps = max(map(len, seqs))
+    for k in range(steps):
+        act = np.array([k < len(q) for q in seqs])
+        ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
+        out = s.step(ids, active=act if not act.all() else None)
+        if not out.errors:
+            assert out.tolist() == [out[j] for j in range(B)]
+        for j in range(B):
+            want = outcome(lambda: singles[j].feed_tokens(int(ids[j]))) if act[j] else ("ok", [])
+            assert outcome(lambda: out[j]) == want, (j, k)
+    got = outcome(s.finalize_all)
+    if got[0] == "ok":
+        assert got[1] == [p.finalize() for p in singles]
+
+
 def outcome(fn):
     """("ok", result) or (exception class, message): streams and single parsers must agree on failures too."""
     try:
