@@ -30,8 +30,8 @@ from __future__ import annotations
 from copy import deepcopy
 
 from .coerce import coerce_tool_calls
-from .parser import StreamParser, _is_empty
 from .oneshot_plan import backtracking_risk, plan_for
+from .parser import StreamParser, _is_empty
 from .scanner import Scanner
 from .tables import logger
 from .transform import process_value
