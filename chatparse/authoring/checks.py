@@ -1059,6 +1059,15 @@ def _sev(base: str, *delims: Delim) -> str:
     return base
 
 
+def _outside_competition(auto: Automata):
+    """(the outside mode's product DFA, its watched delimiters) when two or more delimiters compete there,
+    else None: what the never-fires, overlap and swallow checks examine."""
+    watch = auto.mode_watch[0]
+    if len(watch) < 2:
+        return None
+    return auto.mode_dfa(0), [auto.delims[i] for i in watch]
+
+
 def _check_never_fires(auto: Automata) -> list[Finding]:
     out = []
     # A delimiter whose own automaton accepts nothing.
@@ -1070,11 +1079,10 @@ def _check_never_fires(auto: Automata) -> list[Finding]:
             out.append(Finding(_sev("error", d), "never-fires", d.field, d.key,
                                f"{d.kind} {d.source!r} can never match: {what}"))
     # A mode-0 delimiter that never wins the competition.
-    watch = auto.mode_watch[0]
-    if len(watch) < 2:
+    outside = _outside_competition(auto)
+    if outside is None:
         return out
-    md = auto.mode_dfa(0)
-    delims = [auto.delims[i] for i in watch]
+    md, delims = outside
     keys = [d.tie_key for d in delims]
     for a, d in enumerate(delims):
         lang = auto.lang(d)
@@ -1118,11 +1126,10 @@ def _check_empty_match(auto: Automata) -> list[Finding]:
 
 def _check_overlap(auto: Automata) -> list[Finding]:
     out = []
-    watch = auto.mode_watch[0]
-    if len(watch) < 2:
+    outside = _outside_competition(auto)
+    if outside is None:
         return out
-    md = auto.mode_dfa(0)
-    delims = [auto.delims[i] for i in watch]
+    md, delims = outside
     for a in range(len(delims)):
         for b in range(a + 1, len(delims)):
             da, db = delims[a], delims[b]
@@ -1141,11 +1148,10 @@ def _check_overlap(auto: Automata) -> list[Finding]:
 
 def _check_swallow(auto: Automata) -> list[Finding]:
     out = []
-    watch = auto.mode_watch[0]
-    if len(watch) < 2:
+    outside = _outside_competition(auto)
+    if outside is None:
         return out
-    md = auto.mode_dfa(0)
-    delims = [auto.delims[i] for i in watch]
+    md, delims = outside
     keys = [d.tie_key for d in delims]
     for x, dx in enumerate(delims):
         for do in delims:
