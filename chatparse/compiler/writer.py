@@ -394,9 +394,11 @@ def _printable(cp: int) -> bool:
     return 0x20 < cp < 0x7F or (cp > 0xA0 and not 0xD800 <= cp <= 0xDFFF and chr(cp).isprintable())
 
 
-def _js_char(cp: int) -> str:
+def _js_char(cp: int, special=_SYNTAX) -> str:
+    """One code point in a JS regex (unicode mode): escaped if in `special` (the syntax characters outside a
+    class, `_CLASS_SPECIAL` inside one), itself if printable, else ``\\u{X}``."""
     ch = chr(cp)
-    if ch in _SYNTAX:
+    if ch in special:
         return "\\" + ch
     if _printable(cp):
         return ch
@@ -404,12 +406,7 @@ def _js_char(cp: int) -> str:
 
 
 def _js_class_char(cp: int) -> str:
-    ch = chr(cp)
-    if ch in _CLASS_SPECIAL:
-        return "\\" + ch
-    if _printable(cp):
-        return ch
-    return f"\\u{{{cp:X}}}"
+    return _js_char(cp, _CLASS_SPECIAL)
 
 
 def _class_items(ranges) -> str:
