@@ -29,12 +29,10 @@ from __future__ import annotations
 
 from copy import deepcopy
 
-from .coerce import coerce_tool_calls
 from .oneshot_plan import backtracking_risk, plan_for
-from .parser import StreamParser, _is_empty
+from .parser import StreamParser, final_output, store_value
 from .scanner import Scanner
 from .tables import logger
-from .transform import process_value
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
@@ -203,7 +201,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             opened = True
         had = opened
         if current is not None and opened:
-            _store(output, fields[current], text[pos:s], captures, tool_params)
+            store_value(output, fields[current], text[pos:s], captures, tool_params)
         if opens[pi]:  # ... and opens its field
             current, opened = pat_field[pi], True
             captures = {k: v for k, v in m.groupdict().items() if v is not None} if m is not None else {}
@@ -224,11 +222,8 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
         if n > pos and current is not None:
             opened = True
         if current is not None and opened:
-            _store(output, fields[current], text[pos:], captures, tool_params)
-    missing = [f["name"] for f in fields if not f["optional"] and f["name"] not in output]
-    if missing:
-        raise ValueError(f"Required response_template fields missing from parsed output: {missing}")
-    return {k: v for k, v in output.items() if k in defaults or not _is_empty(v)}
+            store_value(output, fields[current], text[pos:], captures, tool_params)
+    return final_output(tables, output)
 
 
 def _dfa_decide(tables, mode, text: str, p: int, dead: set):
@@ -319,25 +314,6 @@ def _dfa_decide(tables, mode, text: str, p: int, dead: set):
             raise RuntimeError(f"chatparse internal error: tables matched {pat.source!r} at {s}..{e} "
                                "but regex does not")
     return best[0], best[1], best[2], m
-
-
-def _store(output: dict, field: dict, body: str, captures: dict, tool_params: dict) -> None:
-    """Close one region: its value into `output` (join, repeats or set), as `StreamParser._close` does."""
-    name = field["name"]
-    value = process_value(body, field, captures)
-    if tool_params:
-        value = coerce_tool_calls(value, tool_params)
-    join = field["join"]
-    if join is not None:
-        if not isinstance(value, str):
-            raise ValueError(f"Field '{name}': 'join' requires each match to parse to a string, "
-                             f"got {type(value).__name__}.")
-        prev = output.get(name)
-        output[name] = value if prev is None else prev + join + value
-    elif field["repeats"]:
-        output.setdefault(name, []).append(value)
-    else:
-        output[name] = value
 
 
 def parse_whole(tables, tool_params: dict, text: str) -> dict:

@@ -32,6 +32,38 @@ def _is_empty(v: Any) -> bool:
     return v is None or (isinstance(v, (list, dict, str)) and not v)
 
 
+def store_value(output: dict, field: dict, body: str, captures: dict, tool_params: dict) -> Any:
+    """Close one region of `field` with raw `body`: parse and transform it, type tool-call arguments, and put
+    the value into `output` (joined, appended when the field repeats, else set). Returns the value (the
+    ``region_close`` event's). Shared by the streaming parser and the one-shot path."""
+    name = field["name"]
+    value = process_value(body, field, captures)
+    if tool_params:
+        value = coerce_tool_calls(value, tool_params)
+    join = field["join"]
+    if join is not None:
+        if not isinstance(value, str):
+            raise ValueError(f"Field '{name}': 'join' requires each match to parse to a string, "
+                             f"got {type(value).__name__}.")
+        prev = output.get(name)
+        output[name] = value if prev is None else prev + join + value
+    elif field["repeats"]:
+        output.setdefault(name, []).append(value)
+    else:
+        output[name] = value
+    return value
+
+
+def final_output(tables: Tables, output: dict) -> dict:
+    """The message at the end of a parse: ValueError if a required field is missing, then keys without a
+    value dropped unless they come from `defaults`. Shared by the streaming parser and the one-shot path."""
+    missing = [f["name"] for f in tables.fields if not f["optional"] and f["name"] not in output]
+    if missing:
+        raise ValueError(f"Required response_template fields missing from parsed output: {missing}")
+    defaults = tables.template["defaults"]
+    return {k: v for k, v in output.items() if k in defaults or not _is_empty(v)}
+
+
 class StreamParser:
     """One generation's parse state. `feed`/`finish` return the events they produced."""
 
@@ -104,12 +136,7 @@ class StreamParser:
                 self._process(events, eos=True)
             self._flush(events)
             self.finished = True
-            fields = self.t.fields
-            missing = [f["name"] for f in fields if not f["optional"] and f["name"] not in self.output]
-            if missing:
-                raise ValueError(f"Required response_template fields missing from parsed output: {missing}")
-            defaults = self.t.template["defaults"]
-            self.output = {k: v for k, v in self.output.items() if k in defaults or not _is_empty(v)}
+            self.output = final_output(self.t, self.output)
         except BaseException as e:
             self.failed = e
             raise
@@ -231,22 +258,9 @@ class StreamParser:
         if fi is not None and self.opened:
             self._flush(events)
             field = self.t.fields[fi]
-            name = field["name"]
-            value = process_value("".join(self.body + self.tail), field, self.captures)
-            if self.tool_params:
-                value = coerce_tool_calls(value, self.tool_params)
-            join = field["join"]
-            if join is not None:
-                if not isinstance(value, str):
-                    raise ValueError(f"Field '{name}': 'join' requires each match to parse to a string, "
-                                     f"got {type(value).__name__}.")
-                prev = self.output.get(name)
-                self.output[name] = value if prev is None else prev + join + value
-            elif field["repeats"]:
-                self.output.setdefault(name, []).append(value)
-            else:
-                self.output[name] = value
-            events.append({"type": "region_close", "field": name, "value": value})
+            value = store_value(self.output, field, "".join(self.body + self.tail), self.captures,
+                                self.tool_params)
+            events.append({"type": "region_close", "field": field["name"], "value": value})
         self.current = self.t.implicit
         self.captures = {}
         self.body, self.tail, self.tail_len = [], [], 0
