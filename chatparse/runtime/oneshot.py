@@ -31,7 +31,7 @@ from copy import deepcopy
 
 from .oneshot_plan import backtracking_risk, plan_for
 from .parser import StreamParser, final_output, store_value
-from .scanner import Scanner
+from .scanner import Scanner, pick_winner
 from .tables import logger
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
@@ -290,30 +290,7 @@ def _dfa_decide(tables, mode, text: str, p: int, dead: set):
     if not ends:
         dead.update(path)
         return None
-    best_key = best = None
-    patterns, fields = tables.patterns, tables.fields
-    for local, end in ends.items():
-        pi = mode.patterns[local]
-        pat = patterns[pi]
-        m = None
-        if not pat.exact:
-            m = pat.rx.match(text, p)
-            if m is None:
-                continue
-            end = m.end()
-        key = (p - end, 0 if pat.kind == "open" else 1, fields[pat.field]["name"])
-        if best_key is None or key < best_key:
-            best_key, best = key, (p, end, pi, m)
-    if best is None:
-        return None
-    s, e, pi, m = best
-    pat = patterns[pi]
-    if m is None and pat.named_groups:
-        m = pat.rx.fullmatch(text, s, e)
-        if m is None:  # the tables and `regex` disagree: never guess
-            raise RuntimeError(f"chatparse internal error: tables matched {pat.source!r} at {s}..{e} "
-                               "but regex does not")
-    return best[0], best[1], best[2], m
+    return pick_winner(tables, mode, text, 0, p, ends)
 
 
 def parse_whole(tables, tool_params: dict, text: str) -> dict:

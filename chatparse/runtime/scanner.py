@@ -217,29 +217,43 @@ class Scanner:
 
     def _resolve(self, a: Attempt, eos: bool):
         """Pick the winning pattern of a decided attempt; WAIT if `regex` needs more text; None if no match."""
-        best_key = best = None
         t = self.t
-        for local, end in a.ends.items():
-            pi = self.mode.patterns[local]
-            p = t.patterns[pi]
-            m = None
-            if not p.exact:
-                if not eos and (p.horizon < 0 or self.end < a.fin + p.horizon):
+        if not eos:
+            for local in a.ends:
+                p = t.patterns[self.mode.patterns[local]]
+                if not p.exact and (p.horizon < 0 or self.end < a.fin + p.horizon):
                     return WAIT
-                m = p.rx.match(self.text, a.start - self.base)
-                if m is None:
-                    continue
-                end = m.end() + self.base
-            key = (a.start - end, 0 if p.kind == "open" else 1, t.fields[p.field]["name"])
-            if best_key is None or key < best_key:
-                best_key, best = key, (a.start, end, pi, m)
-        if best is None:
-            return None
-        s, e, pi, m = best
-        p = t.patterns[pi]
-        if m is None and p.named_groups:
-            m = p.rx.fullmatch(self.text, s - self.base, e - self.base)
-            if m is None:  # the tables and `regex` disagree: never guess
-                raise RuntimeError(f"chatparse internal error: tables matched {p.source!r} at {s}..{e} "
-                                   "but regex does not")
-        return s, e, pi, m
+        return pick_winner(t, self.mode, self.text, self.base, a.start, a.ends)
+
+
+def pick_winner(tables, mode, text: str, base: int, start: int, ends: dict):
+    """The delimiter an attempt from absolute offset `start` decides - ``(start, end, pattern index, match or
+    None)`` - or None. `ends` maps the mode's local pattern indexes to the match ends the tables found; `text`
+    begins at absolute offset `base`. A pattern the tables do not decide exactly is asked of `regex` at
+    `start` (its own end then counts); the winner is the longest match, then an open over a close, then the
+    smaller field name; an exact winner's named groups are read by `regex` within its span. Shared by
+    `Scanner` and the one-shot path's automaton attempts (runtime/oneshot.py)."""
+    best_key = best = None
+    patterns, fields = tables.patterns, tables.fields
+    for local, end in ends.items():
+        pi = mode.patterns[local]
+        p = patterns[pi]
+        m = None
+        if not p.exact:
+            m = p.rx.match(text, start - base)
+            if m is None:
+                continue
+            end = m.end() + base
+        key = (start - end, 0 if p.kind == "open" else 1, fields[p.field]["name"])
+        if best_key is None or key < best_key:
+            best_key, best = key, (start, end, pi, m)
+    if best is None:
+        return None
+    s, e, pi, m = best
+    p = patterns[pi]
+    if m is None and p.named_groups:
+        m = p.rx.fullmatch(text, s - base, e - base)
+        if m is None:  # the tables and `regex` disagree: never guess
+            raise RuntimeError(f"chatparse internal error: tables matched {p.source!r} at {s}..{e} "
+                               "but regex does not")
+    return s, e, pi, m
