@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from copy import deepcopy
 
-from .oneshot_plan import backtracking_risk, plan_for
+from .oneshot_plan import plan_for
 from .parser import StreamParser, final_output, store_value
 from .scanner import Scanner, pick_winner
 from .tables import logger
@@ -55,10 +55,8 @@ class WholeTextScanner(Scanner):
         super().__init__(tables)
         self.push(text)
         self.budget = len(text) // 4 + 64
-        risky = getattr(tables, "oneshot_risky", None)
-        if risky is None:  # computed once per loaded template
-            risky = tables.oneshot_risky = [backtracking_risk(p.source) for p in tables.patterns]
-        self.risky = risky
+        plan = plan_for(tables)
+        self.watched = {id(mode): entry[4] for mode, entry in zip(tables.modes, plan.modes)}
 
     def decide(self, eos: bool):
         mode = self.mode
@@ -69,9 +67,7 @@ class WholeTextScanner(Scanner):
             return Scanner.decide(self, eos)
         text, base = self.text, self.base
         n = len(text)
-        patterns = self.t.patterns
-        fields = self.t.fields
-        risky = self.risky
+        watched = self.watched[id(mode)]
         i = self.scan - base
         while True:
             # Offset 0 is always a candidate: `^` can hold there, and the prefilter describes offsets > 0.
@@ -82,23 +78,11 @@ class WholeTextScanner(Scanner):
             self.budget -= 1
             if self.budget < 0:
                 raise _Fallback()
-            best_key = best = None
-            for pi in mode.patterns:
-                pat = patterns[pi]
-                if risky[pi]:
-                    try:
-                        m = pat.rx.match(text, p, timeout=MATCH_TIMEOUT)
-                    except TimeoutError as e:
-                        raise _Fallback() from e
-                else:
-                    m = pat.rx.match(text, p)
-                if m is not None:
-                    key = (p - m.end(), 0 if pat.kind == "open" else 1, fields[pat.field]["name"])
-                    if best_key is None or key < best_key:
-                        best_key, best = key, (base + p, base + m.end(), pi, m)
-            if best is not None:
-                self.scan = best[1]
-                return best
+            found = _decide_at(watched, text, p)
+            if found is not None:
+                s, e, pi, m = found
+                self.scan = base + e
+                return base + s, base + e, pi, m
             i = p + 1
 
     def safe_end(self) -> int:
@@ -167,29 +151,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                     break
                 i = p + 1
                 continue
-            best_key = None
-            for pi, rx, risky, rank, pieces, prefixes in watched:
-                if prefixes is not None and not text.startswith(prefixes, p):
-                    continue
-                if pieces is not None:
-                    for piece in pieces:
-                        if text.startswith(piece, p):
-                            key = (-len(piece), rank)
-                            if best_key is None or key < best_key:
-                                best_key, found = key, (p, p + len(piece), pi, None)
-                            break
-                    continue
-                if risky:
-                    try:
-                        m = rx.match(text, p, timeout=MATCH_TIMEOUT)
-                    except TimeoutError as e:
-                        raise _Fallback(automaton=True) from e
-                else:
-                    m = rx.match(text, p)
-                if m is not None:
-                    key = (p - m.end(), rank)
-                    if best_key is None or key < best_key:
-                        best_key, found = key, (p, m.end(), pi, m)
+            found = _decide_at(watched, text, p)
             if found is not None:
                 break
             i = p + 1
@@ -224,6 +186,37 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
         if current is not None and opened:
             store_value(output, fields[current], text[pos:], captures, tool_params)
     return final_output(tables, output)
+
+
+def _decide_at(watched: list, text: str, p: int):
+    """The delimiter starting at `p` among a mode's `watched` patterns (`oneshot_plan.Plan`):
+    ``(p, end, pattern index, match or None)``, or None. Literal patterns are decided by ``str.startswith``,
+    others by `regex` after their literal-prefix test (with a timeout where they could backtrack badly:
+    `_Fallback` to the automaton when it runs out); among matches, the longest, then the tie rank."""
+    best_key = found = None
+    for pi, rx, risky, rank, pieces, prefixes in watched:
+        if prefixes is not None and not text.startswith(prefixes, p):
+            continue
+        if pieces is not None:
+            for piece in pieces:
+                if text.startswith(piece, p):
+                    key = (-len(piece), rank)
+                    if best_key is None or key < best_key:
+                        best_key, found = key, (p, p + len(piece), pi, None)
+                    break
+            continue
+        if risky:
+            try:
+                m = rx.match(text, p, timeout=MATCH_TIMEOUT)
+            except TimeoutError as e:
+                raise _Fallback(automaton=True) from e
+        else:
+            m = rx.match(text, p)
+        if m is not None:
+            key = (p - m.end(), rank)
+            if best_key is None or key < best_key:
+                best_key, found = key, (p, m.end(), pi, m)
+    return found
 
 
 def _dfa_decide(tables, mode, text: str, p: int, dead: set):

@@ -40,7 +40,6 @@ class Plan:
 
     def __init__(self, tables):
         risky = [backtracking_risk(p.source) for p in tables.patterns]
-        tables.oneshot_risky = risky
         names = [f["name"] for f in tables.fields]
         self.usable = all(m.first_re is not None for m in tables.modes)
         self.modes = []
