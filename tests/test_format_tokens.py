@@ -44,8 +44,8 @@ from chatparse.compiler.tokens import TokenVocab, bind, vocab_for  # noqa: E402
 from chatparse.compiler.writer import dumps, save, vocab_hash  # noqa: E402
 from chatparse.runtime.loader import load, loads, vocab_digest  # noqa: E402
 from chatparse.runtime.tokens import TokenParser, binding_from_data, token_binding  # noqa: E402
-from test_tokens import (CASES, byte_level_tokenizer, mutate, sentencepiece_tokenizer,  # noqa: E402
-                         special_strings, split_into_bytes, tekken_tokenizer, training_text)
+from test_tokens import (CASES, mutate, split_into_bytes, tekken_tokenizer, trained_tokenizers,  # noqa: E402
+                         training_text)
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")
@@ -67,14 +67,7 @@ def metaspace_tokenizer():
 
 @pytest.fixture(scope="module")
 def toks():
-    specials = special_strings()
-    return {
-        "bl-special": byte_level_tokenizer(specials),
-        "bl-plain": byte_level_tokenizer([]),
-        "sp-special": sentencepiece_tokenizer(specials),
-        "sp-plain": sentencepiece_tokenizer([]),
-        "metaspace": metaspace_tokenizer(),
-    }
+    return {**trained_tokenizers(), "metaspace": metaspace_tokenizer()}
 
 
 from bench.bench_load import synthetic_vocab  # noqa: E402  (one generator for the benchmark and the tests)

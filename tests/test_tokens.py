@@ -116,8 +116,9 @@ def sentencepiece_tokenizer(specials, vocab_size=700):
     return tok
 
 
-@pytest.fixture(scope="module")
-def toks():
+def trained_tokenizers() -> dict:
+    """The tokenizers the token tests run on, trained here: byte-level BPE and SentencePiece-style byte
+    fallback, each with the delimiters as special tokens and without them."""
     specials = special_strings()
     return {
         "bl-special": byte_level_tokenizer(specials),
@@ -125,6 +126,11 @@ def toks():
         "sp-special": sentencepiece_tokenizer(specials),
         "sp-plain": sentencepiece_tokenizer([]),
     }
+
+
+@pytest.fixture(scope="module")
+def toks():
+    return trained_tokenizers()
 
 
 def decode(tok, ids):
