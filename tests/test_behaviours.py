@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import math
 import random
 import sys
 import types
@@ -35,6 +34,7 @@ from transformers.utils.chat_parsing import parse_response as ref_parse_response
 from transformers.utils.chat_parsing import response_parser as ref_module  # noqa: E402
 
 import fixtures_templates as fx  # noqa: E402
+from corpus_cases import strict_equal  # noqa: E402
 
 FIXED_STEPS = (1, 2, 3, 5, 7, 13, 31)
 SEED_STREAM = 0xC0DE_5EED
@@ -69,21 +69,8 @@ REF = types.SimpleNamespace(
 IMPLS = (CP, REF)
 
 
-def same(a, b) -> bool:
-    """Deep equality that also requires identical types (1 != 1.0 != True) and dict key order."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    return a == b
-
-
 def assert_same(a, b, what=""):
-    assert same(a, b), f"{what}\nchatparse: {a!r}\nreference: {b!r}"
+    assert strict_equal(a, b), f"{what}\nchatparse: {a!r}\nreference: {b!r}"
 
 
 def parse_both(text, template, prefix="", tools=None):

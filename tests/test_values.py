@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 
 try:
     import chatparse.runtime  # noqa: F401
@@ -29,25 +28,13 @@ from chatparse.compiler.validate import load_template
 from chatparse.runtime.coerce import coerce, coerce_tool_calls, schema_types, tool_params
 from chatparse.runtime.transform import process_value
 from chatparse.runtime.values import STREAMABLE, parse_content
+from corpus_cases import strict_equal
 
 # No example database: the tests must not write into the project tree.
 FAST = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # --------------------------------------------------------------------------------------------- helpers
-
-
-def strict_equal(a, b) -> bool:
-    """Equality that also requires identical types (1 != 1.0 != True), dict key order, and NaN == NaN."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(strict_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(strict_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    return a == b
 
 
 def outcome(fn, *args):
