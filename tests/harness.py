@@ -19,9 +19,10 @@ class RefTimeout(Exception):
 
 
 @contextmanager
-def time_limit(seconds: float):
+def time_limit(seconds: float, error: type[BaseException] = RefTimeout):
+    """Raise `error` in the block after `seconds` (SIGALRM): a hang becomes an exception."""
     def _raise(signum, frame):
-        raise RefTimeout()
+        raise error()
 
     old = signal.signal(signal.SIGALRM, _raise)
     signal.setitimer(signal.ITIMER_REAL, seconds)

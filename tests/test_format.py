@@ -24,11 +24,9 @@ import multiprocessing as mp
 import pickle
 import random
 import shutil
-import signal
 import struct
 import subprocess
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +36,7 @@ import chatparse
 import chatparse.tokenizer_dir as td
 import corpus_cases as cc
 import make_vectors as mv
+from harness import time_limit
 from chatparse import CompiledTemplate, compile_template, templates
 from chatparse.compiler.writer import HEADER_SIZE, dumps, save, translate_js
 from chatparse.runtime.loader import load, loads, template_hash
@@ -48,20 +47,6 @@ VECTORS = ROOT / "tests" / "vectors"
 NODE = shutil.which("node")
 CORPUS, SKIP_REASON = cc.load()
 HEADER = struct.Struct("<8sII7Q2I32s32s16s")
-
-
-@contextmanager
-def time_limit(seconds: float):
-    def _raise(signum, frame):
-        raise TimeoutError("took too long")
-
-    old = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _events(template, prefix: str, chunks: list[str]):
@@ -136,7 +121,7 @@ SAMPLES = _sample_files()
 
 
 def _refused(data: bytes) -> str:
-    with time_limit(5):
+    with time_limit(5, TimeoutError):
         try:
             loads(data)
         except ValueError as e:
@@ -344,7 +329,7 @@ def test_random_resealed_mutations_never_crash():
             new = rng.choice([str(rng.randint(-3, 3)), str(rng.randint(0, 2**40)), '"x"', "null", "[]", "1.5"])
             mutated = meta_text[:t.start()] + new + meta_text[t.end():]
             data = _assemble(header, template, mutated.encode(), blob)
-            with time_limit(5):
+            with time_limit(5, TimeoutError):
                 try:
                     raw = loads(data)
                 except ValueError:
