@@ -31,8 +31,8 @@ The ``reasoning``/``content``/``tool_args`` kinds keep one region open over (alm
 so a streaming window ending at any length sees the same kind of text and per-feed costs at 15k and at 500k
 characters are comparable.
 
-`check_agreement` parses a scenario with chatparse and with the reference and asserts the messages are equal
-(and that the message has the shape the generator meant), so the benchmark measures correct work.
+`Scenario.expect` is the shape the generator meant (reasoning, content, number of tool calls);
+`bench.measure.check` asserts it, and that chatparse and the reference agree, before anything is timed.
 """
 
 from __future__ import annotations
@@ -414,23 +414,3 @@ def _make(fmt: str, kind: str, length: int, variant: int = 0) -> Scenario:
     else:
         raise KeyError(kind)
     return Scenario(fmt, kind, length, prefix, output, expect)
-
-
-# -- agreement ---------------------------------------------------------------------------------------------
-
-def check_agreement(sc: Scenario) -> dict:
-    """Parse `sc` with chatparse and the reference; assert equal messages of the intended shape."""
-    import chatparse
-    from transformers.utils.chat_parsing import parse_response as ref_parse
-
-    tpl = sc.template()
-    ours = chatparse.parse_response(sc.output, tpl, prefix=sc.prefix)
-    ref = ref_parse(sc.output, tpl, prefix=sc.prefix)
-    if ours != ref:
-        diff = sorted(k for k in set(ours) | set(ref) if ours.get(k) != ref.get(k))
-        raise AssertionError(f"{sc.name}: chatparse and the reference disagree on {diff}")
-    exp = sc.expect
-    assert ("reasoning_content" in ref) == exp["reasoning_content"], f"{sc.name}: reasoning missing/unexpected"
-    assert ("content" in ref) == exp["content"], f"{sc.name}: content missing/unexpected"
-    assert len(ref.get("tool_calls", [])) == exp["tool_calls"], f"{sc.name}: wrong number of tool calls"
-    return ref
