@@ -9,7 +9,6 @@ timeout (`backtracking_risk`) and its tie rank. runtime/oneshot.py runs the pars
 from __future__ import annotations
 
 import re
-from copy import copy
 
 from .literals import literal_pieces, literal_prefixes
 from .tables import _prefilter, whitespace_closure
@@ -29,12 +28,11 @@ def backtracking_risk(source: str) -> bool:
 class Plan:
     """What the lean path needs of a template, computed once per loaded tables (`plan_for`).
 
-    ``modes[m]``: (candidate regex, start0 flag, a `WideFinder` if the mode is whitespace-led else None, the one literal
-    every match in the mode starts with (a (literal, pattern index) pair when that literal is the mode's only
-    delimiter) or None, watched patterns as ``(pattern
-    index, compiled regex, risky, rank, literal pieces or None, literal prefixes or None)``; rank is (0 for an
-    open and 1 for a close, then the field's name): the reference's tie order for matches of equal length at
-    one start."""
+    ``modes[m]``: (candidate regex, start0 flag, a `WideFinder` if the mode is whitespace-led else None, the
+    one literal every match in the mode starts with (a (literal, pattern index) pair when that literal is the
+    mode's only delimiter) or None, watched patterns as ``(pattern index, compiled regex, risky, rank, literal
+    pieces or None, literal prefixes or None)``); rank is (0 for an open and 1 for a close, then the field's
+    name): the reference's tie order for matches of equal length at one start."""
 
     __slots__ = ("usable", "modes", "flat_defaults", "opens", "fields")
 
@@ -53,9 +51,8 @@ class Plan:
                                 literal_prefixes(pat.source) if pieces is None else None))
             # Candidates: when every match starts with one of a few literals, exactly where one occurs (one
             # literal: `str.find`; several: a `re` alternation of them, which scans faster than several finds);
-            # else the prefilter; whitespace-led modes use `Mode.skip_to` (anchors; see runtime/tables.py).
-            deep = _deeper(tables, mode)
-            finder, single = deep.first_re, None
+            # else the deeper prefilter; whitespace-led modes use their `WideFinder`.
+            finder, single = _deep_prefilter(tables, mode), None
             starts = [w[4] if w[4] is not None else w[5] for w in watched]
             if all(starts):
                 starts = list(dict.fromkeys(x for st in starts for x in st))
@@ -66,26 +63,22 @@ class Plan:
                         single = (single, watched[0][0])
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
-            self.modes.append((finder, bool(mode.start0), WideFinder(tables, mode) if mode.wchars else None, single,
-                               watched))
+            wide = WideFinder(tables, mode) if mode.wchars else None
+            self.modes.append((finder, bool(mode.start0), wide, single, watched))
         self.opens = [p.kind == "open" for p in tables.patterns]
         self.fields = [p.field for p in tables.patterns]
         defaults = tables.template["defaults"]
         self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
 
 
-def _deeper(tables, mode):
-    """`mode` with prefilters that look LEAN_PREFILTER_DEPTH characters ahead: a one-shot parse builds them
-    once per template and then tries far fewer candidates in text that shares a few characters with a
-    delimiter (``</td>`` against ``\\s*</think>``). Same tables otherwise; `skip_to` works on it unchanged."""
+def _deep_prefilter(tables, mode):
+    """The mode's prefilter looking LEAN_PREFILTER_DEPTH characters ahead (the streaming one, 3, when it
+    cannot be built): built once per template, it lets far fewer candidates through in text that shares a
+    few characters with a delimiter (``</td>`` against ``\\s*</think>``)."""
     sources = getattr(tables, "class_sources", None)
     if sources is None or mode.first_re is None:
-        return mode
-    deep = copy(mode)
-    first = _prefilter(mode, sources, depth=LEAN_PREFILTER_DEPTH)
-    if first is not None:
-        deep.first_re = first
-    return deep
+        return mode.first_re
+    return _prefilter(mode, sources, depth=LEAN_PREFILTER_DEPTH) or mode.first_re
 
 
 class WideFinder:

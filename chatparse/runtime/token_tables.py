@@ -296,10 +296,11 @@ class TokenTablesBase:
 
         A dict: token id -> ``(S', lazy_row(mode, S'), released, table)``: the attempts after that token, the
         cache of the state it leads to, how many characters of held text + token text are released, and the
-        token table of the state reached (`never` while attempts are pending, else the mode's inert table). `TokenParser` fills an entry the first time the token's transition (`transition`)
-        is known from that state with the decoder holding nothing and the token's text complete on its own:
-        the outcome depends on nothing else (the attempts' states and their distances from the end are all
-        `transition` reads), so the next parser in that state can skip the decoder and the probe.
+        token table of the state reached (`never` while attempts are pending, else the mode's inert table).
+        `TokenParser` fills an entry the first time the token's transition (`transition`) is known from that
+        state with the decoder holding nothing and the token's text complete on its own: the outcome depends
+        on nothing else (the attempts' states and their distances from the end are all `transition` reads),
+        so the next parser in that state can skip the decoder and the probe.
         """
         key = (mode, S)
         row = self._lrows.get(key)
