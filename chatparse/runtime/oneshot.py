@@ -30,9 +30,8 @@ from __future__ import annotations
 from copy import deepcopy
 
 from .oneshot_plan import plan_for
-from .parser import StreamParser, final_output, store_value
+from .parser import StreamParser, final_output, store_value, warn_stall
 from .scanner import Scanner, pick_winner
-from .tables import logger
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
@@ -173,8 +172,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             if not had and s == e:
                 stalled = True
                 if e < n:
-                    logger.warning("chatparse: zero-width close of the empty implicit field at offset %d; "
-                                   "the reference stops parsing here, so the rest of the text is ignored", s)
+                    warn_stall(s)
                 break
             current, opened, captures = implicit, False, {}
             mi = 0

@@ -54,6 +54,13 @@ def store_value(output: dict, field: dict, body: str, captures: dict, tool_param
     return value
 
 
+def warn_stall(offset: int) -> None:
+    """Log that the parse stops at a zero-width close of the empty implicit field with text after it (the
+    reference stops there too; chatparse says so instead of dropping the rest silently)."""
+    logger.warning("chatparse: zero-width close of the empty implicit field at offset %d; "
+                   "the reference stops parsing here, so the rest of the text is ignored", offset)
+
+
 def final_output(tables: Tables, output: dict) -> dict:
     """The message at the end of a parse: ValueError if a required field is missing, then keys without a
     value dropped unless they come from `defaults`. Shared by the streaming parser and the one-shot path."""
@@ -213,8 +220,7 @@ class StreamParser:
             if not had and s == e:
                 self.stalled = True
                 if e < sc.end or not eos:
-                    logger.warning("chatparse: zero-width close of the empty implicit field at offset %d; "
-                                   "the reference stops parsing here, so the rest of the text is ignored", s)
+                    warn_stall(s)
                 return False
             sc.restart(0, e)
         return True
