@@ -72,7 +72,7 @@ def test_exponential_backtracking_pattern_stays_linear():
     assert parser.finalize()[0] == {"x": "body"}
 
 
-def test_stall_on_zero_width_implicit_close_matches_reference_one_shot():
+def test_stall_on_zero_width_implicit_close_matches_reference_one_shot(caplog):
     # A zero-width close of the empty implicit region stops the reference's parse; chatparse agrees (and logs).
     t = {"start_anchor": "<|A|>",
          "fields": {"content": {"close_pattern": "(?=<x>)"}, "x": {"open": "<y>", "close": "</y>"}}}
@@ -81,4 +81,9 @@ def test_stall_on_zero_width_implicit_close_matches_reference_one_shot():
     assert ref[1] == {"content": "ab"}
     for cuts in ([], [3], [1, 2, 3, 4, 5, 6, 7]):
         chunks = [text[i:j] for i, j in zip([0] + cuts, cuts + [len(text)])]
+        caplog.clear()
         assert run_chatparse(t, chunks) == ref
+        assert "rest of the text is ignored" in caplog.text
+    caplog.clear()
+    assert chatparse.parse_response(text, t, prefix="") == ref[1]  # the one-shot path
+    assert "zero-width close of the empty implicit field at offset 2" in caplog.text
