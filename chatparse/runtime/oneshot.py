@@ -31,7 +31,7 @@ from copy import deepcopy
 
 from .oneshot_plan import plan_for
 from .parser import StreamParser, final_output, store_value, warn_stall
-from .scanner import Scanner, pick_winner
+from .scanner import Scanner, pick_winner, record_ends
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
@@ -241,8 +241,7 @@ def _dfa_decide(tables, mode, text: str, p: int, dead: set):
     ends: dict = {}
     hit = acc[st]
     if hit is not None:
-        for local, back in hit:
-            ends[local] = p - back
+        record_ends(ends, hit, p)
     i = p
     path = []
     jump, loop, wchars = mode.jump, mode.loop, mode.wchars
@@ -268,16 +267,14 @@ def _dfa_decide(tables, mode, text: str, p: int, dead: set):
                     in_run = False
             hit = acc[st]
             if hit is not None:
-                for local, back in hit:
-                    ends[local] = i - back
+                record_ends(ends, hit, i)
             if term[st]:
                 break
         else:  # the attempt is alive at the end of the text: one end-of-text step
             st = mode.eot[st]
             hit = acc[st] if st else None
             if hit is not None:
-                for local, back in hit:
-                    ends[local] = n - back
+                record_ends(ends, hit, n)
     if not ends:
         dead.update(path)
         return None

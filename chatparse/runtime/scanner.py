@@ -194,8 +194,7 @@ class Scanner:
         ends = a.ends
         if ends is None:
             ends = a.ends = {}
-        for p, back in hit:
-            ends[p] = at - back
+        record_ends(ends, hit, at)
 
     def _feed_eot(self) -> None:
         """End of text: one EOT step for every live attempt.
@@ -224,6 +223,13 @@ class Scanner:
                 if not p.exact and (p.horizon < 0 or self.end < a.fin + p.horizon):
                     return WAIT
         return pick_winner(t, self.mode, self.text, self.base, a.start, a.ends)
+
+
+def record_ends(ends: dict, hit: tuple, at: int) -> None:
+    """An accepting state's `hit` ((local pattern, characters back), ...) reached just before offset `at`:
+    each pattern's match ends `back` characters before `at`; a later end replaces an earlier one."""
+    for p, back in hit:
+        ends[p] = at - back
 
 
 def pick_winner(tables, mode, text: str, base: int, start: int, ends: dict):
