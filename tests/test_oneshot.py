@@ -23,7 +23,7 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 # quantifiers, anchors, lookarounds, inline flags, alternation.
 PIECES = ["<", "a", "b", "|", r"\|", "ab", " ", r"\ ", "\n", "\\\n", "#", "é", ".", r"\.", "*", "+", "?", "{2}",
           "[ab]", "[|]", "[^a]", "(", ")", "(?:", "(?P<n>", "(?=a)", "(?<=a)", "(?i)", "(?i:", r"\s*", r"\w",
-          "^", "$", r"\Z", "a*?", "(?x)", "}", "]"]
+          "^", "$", r"\Z", "a*?", "(?x)", "}", "]", "[(?]", r"\(?", "(?i:a)"]
 TEXT = st.text(alphabet="<ab |.\n#éAB", max_size=14)
 
 

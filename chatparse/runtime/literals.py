@@ -10,6 +10,9 @@ flags), so a None only costs speed. tests/test_oneshot.py checks them against `r
 from __future__ import annotations
 
 _META = frozenset(".^$*+?{}[]()|")
+# Groups that only group, name, refer back or look around: they mean the same in `re` and `regex` and set
+# no flags (runtime/values.py uses them too).
+PLAIN_GROUP_STARTS = ("(?:", "(?P<", "(?P=", "(?=", "(?!", "(?<=", "(?<!")
 
 
 def literal_pieces(source: str) -> tuple | None:
@@ -42,9 +45,6 @@ def literal_prefixes(source: str) -> tuple | None:
     """Non-empty literal strings, one of which every match of `source` starts with (the literal start of each
     top-level alternative), or None when that cannot be said simply. A quick test before a `regex` call:
     ``str.startswith`` costs a tenth of a match call, and a risky pattern's call costs ten times more."""
-    if "(?" in source.replace("(?:", "").replace("(?P<", "").replace("(?P=", "").replace("(?=", "").replace(
-            "(?!", "").replace("(?<=", "").replace("(?<!", ""):
-        return None  # inline flags (a global one anywhere changes the whole pattern) or exotic groups
     alternatives, depth, in_set, start, i, n = [], 0, False, 0, 0, len(source)
     while i < n:
         c = source[i]
@@ -60,6 +60,8 @@ def literal_prefixes(source: str) -> tuple | None:
             if source[i + 1:i + 2] == "]":
                 i += 1
         elif c == "(":
+            if source.startswith("(?", i) and not source.startswith(PLAIN_GROUP_STARTS, i):
+                return None  # inline flags (a global one anywhere changes the whole pattern) or other groups
             depth += 1
         elif c == ")":
             depth -= 1

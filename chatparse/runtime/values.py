@@ -9,20 +9,23 @@ exception class for exception class, including the places where the reference is
 * Only ``json.JSONDecodeError`` falls back under ``allow_non_json``; other ``ValueError`` s raised by
   ``json.loads`` (e.g. an integer with too many digits) propagate.
 
-Only the standard library and ``regex`` are imported, so the runtime stays independent of the compiler and
-of transformers. All regexes use the ``regex`` module (Unicode ``\\w``) with DOTALL where the reference
-uses it.
+Only the standard library, ``regex`` and runtime/literals.py are imported, so the runtime stays independent
+of the compiler and of transformers. Regexes mean what the reference's ``regex`` calls mean (Unicode
+``\\w``, DOTALL where it uses it); `re` runs one only where its meaning is provably the same (a tag
+pattern `_same_in_re` accepts, bare keys in ASCII text, our own sentinels), because it is faster there.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from json.encoder import encode_basestring_ascii as _encode_str
 from functools import lru_cache
+from json.encoder import encode_basestring_ascii as _encode_str
 from typing import Any, Callable
 
 import regex
+
+from .literals import PLAIN_GROUP_STARTS
 
 __all__ = ["PARSERS", "PARSER_NAMES", "STREAMABLE", "parse_content"]
 
@@ -237,7 +240,6 @@ def _parse_xml_inline(text: str, args: dict) -> dict:
 # \w \d \s \b and their negations (Unicode tables differ), inline flags, possessive quantifiers, atomic
 # groups, POSIX classes, set operations, \p, \N, \X, \G, \K, octal escapes, fuzzy matching - keeps `regex`.
 _SAME_ESCAPES = frozenset("ntrfvaxuU123456789AZ")
-_SAME_GROUP_STARTS = ("(?:", "(?P<", "(?P=", "(?=", "(?!", "(?<=", "(?<!")
 _SET_OPERATORS = ("--", "&&", "||", "~~", "[:")
 
 
@@ -264,7 +266,7 @@ def _same_in_re(pattern: str) -> bool:
                 i = j
             elif pattern[j:j + 1] == "[":
                 return False
-        elif c == "(" and pattern.startswith("(?", i) and not pattern.startswith(_SAME_GROUP_STARTS, i):
+        elif c == "(" and pattern.startswith("(?", i) and not pattern.startswith(PLAIN_GROUP_STARTS, i):
             return False
         elif c in "*+?}" and pattern[i + 1:i + 2] == "+":
             return False
