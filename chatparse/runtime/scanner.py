@@ -22,13 +22,14 @@ WAIT = object()
 
 
 class Attempt:
-    __slots__ = ("start", "state", "ends", "fin")
+    __slots__ = ("start", "state", "ends", "fin", "followers")
 
     def __init__(self, start: int, state: int):
         self.start = start
         self.state = state
         self.ends: dict | None = None  # local pattern index -> end offset of its match
         self.fin = -1  # offset after the last character the attempt needed, once decided
+        self.followers: list | None = None  # later attempts with a match merged into this one (`_merge`)
 
 
 class Scanner:
@@ -91,7 +92,8 @@ class Scanner:
                     return None
                 if r is not None:
                     return r
-                attempts.pop(0)
+                attempts[0].ends = None  # (no match after all: dropped, its followers put back)
+                self._drop_dead()
             if self.scan >= self.end:
                 if eos and not self.eot_fed:
                     self._feed_eot()
@@ -184,10 +186,65 @@ class Scanner:
                         attempts.append(a)
             i += 1
             if purge:
-                attempts[:] = [a for a in attempts if a.fin < 0 or a.ends is not None]
+                self._drop_dead()
             if not attempts or attempts[0].fin >= 0:
                 break
+            if len(attempts) > 1 and mode.exact:
+                self._merge()
         return base + i
+
+    def _merge(self) -> None:
+        """Keep the number of attempts bounded by the mode's states (exact modes only): without this, text
+        such as ``xxxx...`` under ``x[^<]*<`` starts an attempt per character, all alive, and every character
+        steps them all (quadratic).
+
+        It rests on two facts of tables that decide every watched pattern exactly (`Mode.exact`), where a
+        recorded end is a real match end. First, an attempt with a match wins unless an earlier one does, so
+        every attempt after the earliest one with a match is dropped. Second, two live attempts in one state
+        at one offset have the same future: the later one can only win if the earlier one ends without any
+        match, and then it has no match after this point either. So it is dropped if it has no match yet,
+        else kept aside as a *follower* of the earlier one, which `_drop_dead` puts back, decided, if the
+        earlier one dies without a match."""
+        attempts = self.attempts
+        kept: list = []
+        seen: dict = {}
+        for a in attempts:
+            if a.fin < 0:
+                f = seen.get(a.state)
+                if f is not None:
+                    if a.ends is not None or a.followers:
+                        if f.followers is None:
+                            f.followers = []
+                        if a.ends is not None:
+                            f.followers.append(a)
+                        if a.followers:
+                            f.followers += a.followers
+                            a.followers = None
+                    if a.ends is not None:
+                        break
+                    continue
+                seen[a.state] = a
+            kept.append(a)
+            if a.ends is not None:
+                break
+        if len(kept) != len(attempts):
+            attempts[:] = kept
+
+    def _drop_dead(self) -> None:
+        """Remove decided attempts without a match; their followers (`_merge`) take their place, decided
+        where they were, in start order."""
+        kept, back = [], []
+        for a in self.attempts:
+            if a.fin < 0 or a.ends is not None:
+                kept.append(a)
+            elif a.followers:
+                for f in a.followers:
+                    f.fin = a.fin
+                back += a.followers
+        if back:
+            kept += back
+            kept.sort(key=_start)
+        self.attempts[:] = kept
 
     @staticmethod
     def _record(a: Attempt, hit: tuple, at: int) -> None:
@@ -212,7 +269,7 @@ class Scanner:
                 if hit is not None:
                     self._record(a, hit, end)
                 a.fin = end
-        self.attempts[:] = [a for a in self.attempts if a.ends is not None]
+        self._drop_dead()
 
     def _resolve(self, a: Attempt, eos: bool):
         """Pick the winning pattern of a decided attempt; WAIT if `regex` needs more text; None if no match."""
@@ -223,6 +280,10 @@ class Scanner:
                 if not p.exact and (p.horizon < 0 or self.end < a.fin + p.horizon):
                     return WAIT
         return pick_winner(t, self.mode, self.text, self.base, a.start, a.ends)
+
+
+def _start(a: Attempt) -> int:
+    return a.start
 
 
 def record_ends(ends: dict, hit: tuple, at: int) -> None:

@@ -25,7 +25,7 @@ class Mode:
     """One parser mode: the delimiters it watches and their combined DFA."""
 
     __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes",
-                 "anchor_re", "wchars", "wdeep_re", "jump", "loop", "can_start")
+                 "anchor_re", "wchars", "wdeep_re", "jump", "loop", "can_start", "exact")
 
     def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list):
         trans = np.asarray(raw["trans"])
@@ -60,6 +60,7 @@ class Mode:
         self.jump, self.loop = _accelerations(self, class_sources)
         nullable = self.acc[self.startN] is not None
         self.can_start = [nullable or bool(self.trans[self.startN * n_classes + c]) for c in range(n_classes)]
+        self.exact = False  # every watched pattern decided by the tables alone (set by `Tables`)
 
     def cross(self, text: str, i: int, n: int, st: int) -> tuple[int, int]:
         """For a lone attempt in state `st` at offset `i` (< `n`): cross whole literals (`jump`) and runs that
@@ -314,6 +315,8 @@ class Tables:
         self.modes = [Mode(m, self.n_classes, len(self.patterns), f"mode {i}", sources)
                       for i, m in enumerate(raw["modes"])]
         self.class_sources = sources  # for deeper prefilters built on demand (runtime/oneshot.py)
+        for mode in self.modes:
+            mode.exact = all(self.patterns[pi].exact for pi in mode.patterns)
         if len(self.modes) != len(self.fields) + 1:
             raise ValueError("tables: expected one mode per field plus the outside mode")
         self.history = max([p.history for p in self.patterns] + [1])

@@ -307,7 +307,7 @@ class TokenParser:
         attempts = sc.attempts
         if attempts:
             for a in attempts:
-                if a.fin >= 0 or a.ends is not None:
+                if a.fin >= 0 or a.ends is not None or a.followers:
                     return
             if sc.pos != attempts[0].start:
                 return

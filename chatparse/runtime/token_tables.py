@@ -282,7 +282,7 @@ class TokenTablesBase:
             except _Bail:
                 d = True
             if (d is None and sc.scan == sc.end
-                    and all(a.fin < 0 and a.ends is None for a in sc.attempts)):
+                    and all(a.fin < 0 and a.ends is None and not a.followers for a in sc.attempts)):
                 ident = {id(a): k for k, a in enumerate(old)}
                 eff = tuple((ident[id(a)], -1, a.state) if id(a) in ident else (-1, a.start - 1 - n, a.state)
                             for a in sc.attempts)
