@@ -232,11 +232,15 @@ def test_one_shot_paths_agree_with_reference(data):
         ref = run_reference(template, text)
     except RefTimeout:
         assume(False)
-    saved = oneshot.SCAN_PRONE_LIMIT, oneshot.WholeTextScanner.__init__
+    saved = oneshot.SCAN_PRONE_LIMIT, oneshot.WholeTextScanner.__init__, oneshot.CLOCK_EVERY, oneshot.SCAN_SECONDS
     try:
-        for lean, limit, budget in ((True, 10**9, None), (False, 0, None), (False, 10**9, None), (False, 10**9, 0)):
+        for lean, limit, budget, clock in ((True, 10**9, None, False), (False, 0, None, False),
+                                           (False, 10**9, None, False), (False, 10**9, 0, False),
+                                           (True, 10**9, None, True)):
             oneshot.LEAN = lean
             oneshot.SCAN_PRONE_LIMIT = limit
+            # clock: the lean path's time is up at its first candidate (the automaton redoes the parse)
+            oneshot.CLOCK_EVERY, oneshot.SCAN_SECONDS = (1, -1.0) if clock else saved[2:]
 
             def init(self, tables, text, _orig=saved[1], _budget=budget):
                 _orig(self, tables, text)
@@ -248,7 +252,72 @@ def test_one_shot_paths_agree_with_reference(data):
                 got = ("ok", chatparse.parse_response(text, template, prefix=""))
             except (ValueError, KeyError, TypeError, RuntimeError) as e:
                 got = ("error", type(e).__name__)
-            assert got == ref[:2], (lean, limit, budget)
+            assert got == ref[:2], (lean, limit, budget, clock)
     finally:
-        oneshot.SCAN_PRONE_LIMIT, oneshot.WholeTextScanner.__init__ = saved
+        oneshot.SCAN_PRONE_LIMIT, oneshot.WholeTextScanner.__init__, oneshot.CLOCK_EVERY, oneshot.SCAN_SECONDS = saved
         oneshot.LEAN = True
+
+
+# -- self-overlapping delimiters: an attempt may start at every character ------------------------------------
+
+@st.composite
+def overlapping_templates(draw):
+    """Open patterns that can start again inside their own match (``x[^<]*<`` on ``xxxx``), some with a short
+    alternative that matches inside a longer attempt (``a|b[ab]*c``)."""
+    head = draw(st.sampled_from(["x", "ab", "a", "<a", "b"]))
+    body = draw(st.sampled_from([r"[^<]*", r"[ab]*", r"\w*", r"[^!]*?", r"b*", r"[ax]+", ""]))
+    tail = draw(st.sampled_from(["<", "!", "c", "", "b"]))
+    short = draw(st.sampled_from(["", "|a", "|b", "|xb", "|ab"]))
+    if draw(st.booleans()):
+        # a later alternative sharing the head: its match stays tentative while the first one can grow, so
+        # a later attempt can hold a match while an earlier one, in the same state, still may or may not
+        head = draw(st.sampled_from(["a", "ab", "x"]))
+        body = draw(st.sampled_from([r"[^<]*", r"\w*", r"[abx]*"]))
+        tail = draw(st.sampled_from(["c", "<", "!"]))
+        short = draw(st.sampled_from([f"|{head}b", f"|{head}", f"|{head}a"]))
+    fields = {"t": {"open_pattern": f"(?:{head}{body}{tail}{short})", "repeats": True}}
+    if draw(st.integers(0, 3)):
+        fields["t"]["close"] = draw(st.sampled_from(["!", "<", "c", "bb"]))
+    if draw(st.booleans()):
+        fields["content"] = {}
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
+
+
+@st.composite
+def runs_of(draw, pieces):
+    """Texts made of long runs of short pieces, where attempts pile up."""
+    out = []
+    for _ in range(draw(st.integers(1, 5))):
+        out.append(draw(st.sampled_from(pieces)) * draw(st.integers(1, 40)))
+    return "".join(out)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_self_overlapping_delimiters_match_reference(data):
+    template = data.draw(overlapping_templates())
+    assume(compiles(template))
+    text = data.draw(runs_of(["x", "a", "b", "ab", "ba", "aab", "<", "!", "c", " ", "xa<"]))
+    cuts = data.draw(st.lists(st.integers(1, max(1, len(text))), max_size=12))
+    _compare(template, text, cuts)
+
+
+@pytest.mark.parametrize("pattern, unit", [
+    (r"x[^<]*<", "x"), (r"\w+:", "ab"), (r"(?:a|b[ab]*c)", "baaaa"), (r"(?:a|b[ab]*c)", "ba"),
+    (r"(?:ab|a[ab]*c)", "aab"), (r"(?:a[ab]*c|ab)", "aab"),
+])
+def test_live_attempts_stay_bounded_by_the_states(pattern, unit):
+    """An attempt can start at every character of a run; attempts in the same state are merged
+    (`Scanner._merge`), so a feed's cost does not grow with the run. Compared with the reference too."""
+    template = {"start_anchor": "<|A|>", "fields": {"t": {"open_pattern": pattern, "close": "!"},
+                                                     "content": {}}}
+    text = unit * (3000 // len(unit))
+    p = chatparse.ResponseParser(template, prefix="")
+    scanner = p._core.scanner
+    bound = 1 + max(len(m.acc) for m in chatparse.compile_template(template).tables.modes)
+    worst = 0
+    for k in range(0, len(text), 7):
+        p.feed(text[k:k + 7])
+        worst = max(worst, len(scanner.attempts))
+    assert worst <= bound
+    assert run_chatparse(template, [text]) == run_reference(template, text)

@@ -8,13 +8,14 @@ reference with the lean path on and off.
 
 from __future__ import annotations
 
+import pytest
 import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import chatparse
 from chatparse.runtime import oneshot
-from chatparse.runtime.oneshot_plan import backtracking_risk
+from chatparse.runtime.backtrack import backtracking_risk
 from chatparse.runtime.literals import literal_pieces, literal_prefixes
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -174,3 +175,39 @@ def test_backtracking_pattern_falls_back_to_the_automaton():
     from harness import run_reference
 
     assert run_reference(templates.get("gpt_oss"), text, seconds=30)[:2] == ("ok", message)
+
+
+@pytest.mark.parametrize("source, risky", [
+    # many ways to split one text: a quantified group, a backreference, open runs without a separator
+    (r"<(?:a|aa)+>", True), (r"(?:\w+,)*x", True), (r"(a*)\1b", True), (r"(?P<q>a)(?P=q)", True),
+    (r"x[^<]*[^<]*<", True), (r"(?P<n>\w+)\w*:", True), (r"[^>]*x[^>]*y", True),
+    (r"\s*(?:</x>)?\s*(?:<y>|\Z)", True), (r"\s*(?=\s*\{)", True), (r"a{1,100}a{1,100}", True),
+    (r"[^\s<]+\s*<", True), (r"(?:a[^<]*)?[^<]*<", True), (r"x(?:a|[^<]*)[^<]*<", True),
+    # every open run stops at a character it cannot take, which must come
+    (r"\s*</think>\s*", False), (r"x[^<]*<", False), (r"\w+:", False), (r"<f=(?P<n>[^>\n]+)>", False),
+    (r"\s*(?:<a>\s*)?<b>\s*", False), (r"(?<=\])\s*(?:;\s*|(?=<x>|\{\s*\"n\"))", False),
+    (r"\s*(?:<a>|<b>)\s*", False), (r"a{2,5}b{1,3}", False), (r"\s*functools(?=\s*\[)", False),
+])
+def test_backtracking_risk_on_known_sources(source, risky):
+    assert backtracking_risk(source) is risky
+
+
+@pytest.mark.parametrize("pattern, unit, length", [
+    (r"x[^<]*<", "x", 256_000),  # linear per call, but a call at each of the first 64,000 candidates
+    (r"x[^<]*[^<]*<", "x", 64_000),  # quadratic per call
+    (r"(\w+)\w*:", "ab", 64_000),
+])
+def test_adversarial_runs_stay_bounded_one_shot(pattern, unit, length):
+    """Without the clock the first takes minutes (measured: 2 s at 64,000 characters, quadratic), without
+    the separator analysis the second takes hours (115 s at 8,000); now the automaton takes over. A hang
+    guard, not a speed test: the limit is generous."""
+    from harness import time_limit
+
+    template = {"start_anchor": "<|A|>", "fields": {"t": {"open_pattern": pattern, "close": "!"}}}
+    text = unit * (length // len(unit))
+    streamed = chatparse.ResponseParser(template, prefix="")
+    for i in range(0, len(text), 4096):
+        streamed.feed(text[i:i + 4096])
+    want = streamed.finalize()[0]
+    with time_limit(20.0, TimeoutError):
+        assert chatparse.parse_response(text, template, prefix="") == want

@@ -19,15 +19,18 @@ Three paths give the same answer; `parse_whole` takes the first that applies:
 3. The streaming parser alone (the automaton), which is linear.
 
 `regex` backtracks, so the first two are guarded: match calls on patterns that could backtrack badly
-(quantified groups, many unbounded quantifiers) have a timeout, and the number of candidate starts is
-bounded by the text length. If either is exceeded (a pathological pattern such as ``<(?:a|aa)+>`` on
-``"<aaaa..."``, or a long run of candidates), the next path redoes the parse. The result is the same
-either way; only the time differs.
+(runtime/backtrack.py) have a timeout, and the number of candidate starts is bounded by the text length.
+Each other call reads the text in linear time, but many of them could still add up to quadratic time (a
+pattern such as ``x[^<]*<`` on ``"xxxx..."`` reads to the end of the text at every ``x``), so the time spent
+is checked every `CLOCK_EVERY` candidates against `SCAN_SECONDS` + `SCAN_SECONDS_PER_CHAR` per character.
+If any of these is exceeded, the automaton redoes the parse. The result is the same either way; only the
+time differs.
 """
 
 from __future__ import annotations
 
 from copy import deepcopy
+from time import perf_counter
 
 from .oneshot_plan import plan_for
 from .parser import StreamParser, final_output, store_value, warn_stall
@@ -36,6 +39,13 @@ from .scanner import Scanner, pick_winner, record_ends
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
 LEAN = True  # False: skip the lean path (tests force each path this way)
+CLOCK_EVERY = 64  # candidates between two looks at the clock
+SCAN_SECONDS = 0.002  # time the candidate paths may take before the automaton redoes the parse ...
+SCAN_SECONDS_PER_CHAR = 1e-6  # ... plus this per character (about what the automaton itself costs)
+
+
+def _deadline(n: int) -> float:
+    return perf_counter() + SCAN_SECONDS + n * SCAN_SECONDS_PER_CHAR
 
 
 class _Fallback(Exception):
@@ -54,6 +64,7 @@ class WholeTextScanner(Scanner):
         super().__init__(tables)
         self.push(text)
         self.budget = len(text) // 4 + 64
+        self.deadline = _deadline(len(text))
         plan = plan_for(tables)
         self.watched = {id(mode): entry[4] for mode, entry in zip(tables.modes, plan.modes)}
 
@@ -75,7 +86,7 @@ class WholeTextScanner(Scanner):
                 self.scan = self.end
                 return None
             self.budget -= 1
-            if self.budget < 0:
+            if self.budget < 0 or not self.budget % CLOCK_EVERY and perf_counter() > self.deadline:
                 raise _Fallback()
             found = _decide_at(watched, text, p)
             if found is not None:
@@ -106,6 +117,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     implicit = tables.implicit
     current, opened, captures = implicit, False, {}
     budget = n // 4 + 64
+    deadline = _deadline(n)
     modes, opens, pat_field = plan.modes, plan.opens, plan.fields
     first_re, start0, wide, single, watched = modes[0]
     mi = pos = scan = 0
@@ -141,7 +153,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             if p >= n:  # a match starting at the very end never counts (as in the reference)
                 break
             budget -= 1
-            if budget < 0:
+            if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
                 raise _Fallback(automaton=True)
             if wide is not None:
                 found = _dfa_decide(tables, wide.mode, text, p, dead)

@@ -3,27 +3,18 @@
 Per mode: how to find candidate starts (one literal with ``str.find``, a `re` alternation of the literals
 every match starts with, an 8-character prefilter, or, for whitespace-led modes, `WideFinder`), and per
 watched pattern its literal pieces or prefixes (runtime/literals.py), whether its `regex` calls need a
-timeout (`backtracking_risk`) and its tie rank. runtime/oneshot.py runs the parse.
+timeout (runtime/backtrack.py) and its tie rank. runtime/oneshot.py runs the parse.
 """
 
 from __future__ import annotations
 
 import re
 
+from .backtrack import backtracking_risk
 from .literals import literal_pieces, literal_prefixes
 from .tables import _prefilter, whitespace_closure
 
 LEAN_PREFILTER_DEPTH = 8  # characters the one-shot prefilters look ahead (streaming uses 3)
-
-_QUANTIFIED_GROUP = re.compile(r"\)(?:[*+]|\{\d*,\d*\})")
-_UNBOUNDED = re.compile(r"(?<!\\)[*+]")
-
-
-def backtracking_risk(source: str) -> bool:
-    """True when `regex` might backtrack badly on `source` (a quantified group, or four or more unbounded
-    quantifiers). Only such calls get a timeout: a timeout costs about a microsecond per call."""
-    return _QUANTIFIED_GROUP.search(source) is not None or len(_UNBOUNDED.findall(source)) >= 4
-
 
 class Plan:
     """What the lean path needs of a template, computed once per loaded tables (`plan_for`).

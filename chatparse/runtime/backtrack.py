@@ -1,0 +1,213 @@
+"""Which patterns can make `regex` backtrack badly, read from their source (`backtracking_risk`).
+
+The one-shot path (runtime/oneshot.py) asks `regex` to match delimiter patterns at candidate starts. A
+`regex` call is linear in the text it reads unless the pattern lets the engine try many ways to split the
+same text. Calls on such patterns get a timeout (which costs about 1.5 us per call, so only they get one).
+The ways to many splits, and how each is recognised here:
+
+* a quantified group, such as ``(?:a|aa)+`` (exponential) or ``(?:\\w+,)*``;
+* a backreference, such as ``(a*)\\1``;
+* two unbounded quantifiers (``*``, ``+``, ``{m,}``, or a bound above `_BIG`) with no *separator* between
+  them: ``[^<]*[^<]*<``, ``(?P<name>[^\\s<]+)[^<]*``, ``\\s*(?:x)?\\s*``, or an unbounded quantifier inside
+  a lookahead while one before it is still open, as in ``\\s*(?=\\s*{)``. Each is quadratic.
+
+A separator is a character every match must contain after the first quantifier's run, which that run cannot
+consume: a mandatory literal character outside the quantifier's class, as ``<`` in ``\\s*</think>\\s*``. The
+run must then stop just before it, so only a bounded number of splits survive (the greedy run and the
+handful of characters that optional items before the separator could take).
+
+The reading is conservative: syntax it does not follow (conditionals, branch reset, a class it cannot parse)
+counts as a risk, classes never count as separators, and an alternative or an optional group keeps the open
+quantifier of every path through it.
+"""
+
+from __future__ import annotations
+
+import regex
+
+_BIG = 64  # a {m,n} quantifier with n above this counts as unbounded
+_QUANT = regex.compile(r"\{(\d*)(?:(,)(\d*))?\}")
+_ESCAPED_CONTROL = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
+_ZERO_WIDTH_ESCAPES = frozenset("AZbBGzK")
+_ARG_ESCAPES = {"x": 2, "u": 4, "U": 8}
+
+
+class _Risky(Exception):
+    pass
+
+
+def backtracking_risk(source: str) -> bool:
+    """True when `regex` might try many ways to split a text on `source` (see the module docstring).
+    False means every `regex` call on it reads the text in linear time."""
+    try:
+        _scan(source)
+    except _Risky:
+        return True
+    return False
+
+
+def _quantifier(source: str, i: int) -> tuple[int, int | None, int]:
+    """The quantifier at `i` (``(min, max or None for unbounded, offset after it)``; (1, 1, i) if none)."""
+    c = source[i:i + 1]
+    lo, hi, j = 1, 1, i
+    if c == "*":
+        lo, hi, j = 0, None, i + 1
+    elif c == "+":
+        lo, hi, j = 1, None, i + 1
+    elif c == "?":
+        lo, hi, j = 0, 1, i + 1
+    elif c == "{":
+        m = _QUANT.match(source, i)
+        if m is None:
+            return 1, 1, i  # a literal '{'
+        lo = int(m.group(1) or 0)
+        hi = lo if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+        if hi is not None and hi > _BIG:
+            hi = None
+        j = m.end()
+    if j > i and source[j:j + 1] in ("?", "+"):  # lazy or possessive
+        j += 1
+    return lo, hi, j
+
+
+def _class_end(source: str, i: int) -> int:
+    """The offset after the character class opening at `i`."""
+    j = i + 1
+    if source[j:j + 1] == "^":
+        j += 1
+    if source[j:j + 1] == "]":
+        j += 1
+    n = len(source)
+    while j < n:
+        c = source[j]
+        if c == "\\":
+            j += 2
+        elif c == "[":
+            if source.startswith("[:", j):
+                k = source.find(":]", j + 2)
+                if k < 0:
+                    raise _Risky()
+                j = k + 2
+            else:
+                raise _Risky()  # nested sets (version 1 syntax): not followed here
+        elif c == "]":
+            return j + 1
+        else:
+            j += 1
+    raise _Risky()
+
+
+def _escape_end(source: str, i: int) -> tuple[int, str | None, bool]:
+    """The escape at `i`: (offset after it, the one character it stands for or None, zero width?)."""
+    c = source[i + 1:i + 2]
+    if not c:
+        raise _Risky()
+    if c.isdigit() and c != "0" or c == "g":
+        raise _Risky()  # a backreference
+    if c in _ZERO_WIDTH_ESCAPES:
+        return i + 2, None, True
+    if c in _ESCAPED_CONTROL:
+        return i + 2, _ESCAPED_CONTROL[c], False
+    if c in _ARG_ESCAPES:
+        k = i + 2 + _ARG_ESCAPES[c]
+        try:
+            return k, chr(int(source[i + 2:k], 16)), False
+        except ValueError as e:
+            raise _Risky() from e
+    if c in "pPN":
+        if source[i + 2:i + 3] == "{":
+            k = source.find("}", i + 2)
+            if k < 0:
+                raise _Risky()
+            return k + 1, None, False
+        return i + 3, None, False
+    if c.isalnum():
+        return i + 2, None, False  # \w \d \s ... : a class
+    return i + 2, c, False
+
+
+def _scan(source: str) -> None:
+    """Walk `source`, keeping `pending`: the class sources of the unbounded quantifiers that no separator has
+    closed yet, one per path that reaches this point. Raises `_Risky` at the first sign of many splits."""
+    pending: tuple = ()
+    # per open group: (pending at its opening, lookaround?, pending at the end of each finished branch)
+    stack: list[tuple[tuple, bool, list]] = []
+    top_branches: list = []
+    i, n = 0, len(source)
+    while i < n:
+        c = source[i]
+        if c == "|":
+            (stack[-1][2] if stack else top_branches).append(pending)
+            pending = stack[-1][0] if stack else ()
+            i += 1
+            continue
+        if c == "(":
+            if source.startswith("(?#", i):
+                k = source.find(")", i)
+                if k < 0:
+                    raise _Risky()
+                i = k + 1
+                continue
+            if source.startswith(("(?P=", "(?(", "(?|"), i):
+                raise _Risky()  # backreference, conditional, branch reset
+            look = source.startswith(("(?=", "(?!", "(?<=", "(?<!"), i)
+            m = regex.match(r"\(\?[a-zA-Z\-]+\)", source[i:])
+            if m is not None:  # inline flags for the whole pattern: no group
+                i += m.end()
+                continue
+            stack.append((pending, look, []))
+            i += 1
+            if source.startswith("?", i):
+                # skip the group's head: ?: ?P<name> ?<name> ?= ?! ?<= ?<! ?> or scoped flags ?i:
+                m = regex.match(r"\?(?:P?<\w+>|<=|<!|[:=!>]|[a-zA-Z\-]+:)", source[i:])
+                if m is None:
+                    raise _Risky()
+                i += m.end()
+            continue
+        if c == ")":
+            if not stack:
+                raise _Risky()
+            at_open, look, branches = stack.pop()
+            branches.append(pending)
+            inner = tuple(dict.fromkeys(x for b in branches for x in b))
+            lo, hi, j = _quantifier(source, i + 1)
+            if j > i + 1 and (hi is None or hi > 1):
+                raise _Risky()  # a quantified group
+            if look:
+                pending = at_open
+            elif lo == 0:
+                pending = tuple(dict.fromkeys(at_open + inner))
+            else:
+                pending = inner
+            i = j
+            continue
+        # an atom: its extent, and the one character it stands for (None: a class or several)
+        if c == "\\":
+            k, char, zero = _escape_end(source, i)
+            if zero:
+                i = k
+                continue
+            atom = source[i:k]
+        elif c == "[":
+            k = _class_end(source, i)
+            atom, char = source[i:k], None
+        elif c in "^$":
+            i += 1
+            continue
+        else:
+            k = i + 1
+            atom, char = c, (None if c == "." else c)
+        lo, hi, j = _quantifier(source, k)
+        if lo >= 1 and char is not None and pending and not any(_in_class(char, p) for p in pending):
+            pending = ()  # a separator: no open run can take this character, and it must come
+        if hi is None:
+            if pending:
+                raise _Risky()
+            pending = (atom,)
+        i = j
+    if stack:
+        raise _Risky()
+
+
+def _in_class(char: str, atom: str) -> bool:
+    return regex.fullmatch(atom, char, flags=regex.DOTALL) is not None
