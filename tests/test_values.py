@@ -265,6 +265,56 @@ def test_json_parser_matches_reference(case):
     check_parse(text, "json", args)
 
 
+@st.composite
+def placeholder_case(draw):
+    """One-pair `string_delims` JSON where delimited strings stand for keys and values, some long, some keys
+    equal to keys written in the text; with the mutations of `json_case`."""
+    pair = draw(st.sampled_from([('<|"|>', '<|"|>'), ("<<", ">>"), ("'", "'")]))
+    words = st.sampled_from(["a", "b", "x", "é", "\\u0001", "\\u00010", "\n", "<", "\u2028", "\ud800"])
+    string = st.builds(lambda ws, k: "".join(ws) * k, st.lists(words, max_size=4), st.sampled_from([1, 1, 80]))
+    items = []
+    for _ in range(draw(st.integers(0, 5))):
+        kind = draw(st.integers(0, 3))
+        key = draw(st.sampled_from(["a", "b"]))
+        key_text = {0: key, 1: json.dumps(key), 2: pair[0] + key + pair[1], 3: pair[0] + draw(string) + pair[1]}[kind]
+        value = draw(st.one_of(string.map(lambda v: pair[0] + v + pair[1]), st.sampled_from(["1", "null", "[]", r'"\u00010"', r'"\u0001"']),
+                               st.lists(string.map(lambda v: pair[0] + v + pair[1]), max_size=2).map(
+                                   lambda vs: "[" + ",".join(vs) + "]")))
+        items.append(key_text + ":" + value)
+    text = "{" + ",".join(items) + "}"
+    if draw(st.integers(0, 3)) == 0:
+        i = draw(st.integers(0, len(text)))
+        text = text[:i] + draw(st.sampled_from(["{", "}", ",", ":", '"', "x", pair[0], "\\u0001"])) + text[i:]
+    args = {"string_delims": [list(pair)], "unquoted_keys": draw(st.booleans())}
+    if draw(st.booleans()):
+        args["allow_non_json"] = True
+    return text, args
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(json_case(), placeholder_case()), st.sampled_from([0, 1]))
+def test_json_with_placeholders_matches_reference(case, minimum):
+    """Delimited strings parsed through placeholders (`values._with_placeholders`, forced on from `minimum`
+    characters) give the reference's value or exception."""
+    from chatparse.runtime import values as V
+
+    text, args = case
+    saved = V._PLACEHOLDER_MIN
+    V._PLACEHOLDER_MIN = minimum
+    try:
+        check_parse(text, "json", args)
+    finally:
+        V._PLACEHOLDER_MIN = saved
+
+
+@given(st.text(alphabet=' \t\n\r{}[]",:01-.eEtruefalsnNI\\u\ufeff', max_size=12))
+@FAST
+def test_loads_equals_json_loads(text):
+    from chatparse.runtime import values as V
+
+    assert_same(outcome(V._loads, text), outcome(json.loads, text))
+
+
 @FAST
 @given(xml_case())
 def test_xml_inline_matches_reference(case):

@@ -40,6 +40,25 @@ _SENTINEL_CLOSE = "\x02"
 # A bare identifier key directly after ``{`` or ``,`` (no whitespace allowed), as the reference quotes them.
 _BARE_KEY = regex.compile(r"(?<=[{,])(\w+):")
 
+# `json.loads` for str is `JSONDecoder().scan_once` between two whitespace skips, behind two Python frames.
+_scan_json = json.JSONDecoder().scan_once
+_json_ws = json.decoder.WHITESPACE.match
+
+
+def _loads(s: str) -> Any:
+    """``json.loads(s)``: the same value or the same exception, with the C scanner called directly (a
+    third of the time on short arguments). Anything but a clean parse of a str is redone by `json.loads`."""
+    if type(s) is not str:
+        return json.loads(s)
+    i = _json_ws(s, 0).end() if s[:1] in _JSON_WS else 0
+    try:
+        value, end = _scan_json(s, i)
+    except StopIteration:
+        return json.loads(s)  # raises "Expecting value" as json.loads does
+    if end != len(s) and _json_ws(s, end).end() != len(s):
+        return json.loads(s)  # raises "Extra data"
+    return value
+
 
 def _strip_if_asked(text: str, args: dict) -> str:
     """``text`` parser: strip surrounding whitespace unless ``args["strip"]`` is falsy (default: strip).
@@ -120,6 +139,12 @@ def _one_pair_dialect(text: str, open_d: str, close_d: str, unquoted_keys: Any) 
     first ``close`` after it ends the shortest (``str.find`` twice); a placeholder character that is not
     \w, '{' or ',' hides each string from the bare-key pattern exactly as the numbered sentinel does;
     ``encode_basestring_ascii`` is what ``json.dumps`` returns for a str."""
+    return _join_strings(*_one_pair_split(text, open_d, close_d, unquoted_keys))
+
+
+def _one_pair_split(text: str, open_d: str, close_d: str, unquoted_keys: Any) -> tuple[list, list]:
+    """`_one_pair_dialect` before the strings go back in: the rewritten text split where each delimited
+    string was (``parts``, one more than ``strings``), and the strings."""
     segments, strings, pos, lo, lc = [], [], 0, len(open_d), len(close_d)
     find = text.find
     while True:
@@ -139,14 +164,68 @@ def _one_pair_dialect(text: str, open_d: str, close_d: str, unquoted_keys: Any) 
         working = _SENTINEL_OPEN.join(segments)
     if unquoted_keys:
         working = (_BARE_KEY_ASCII if working.isascii() else _BARE_KEY).sub(_quote_key, working)
-    if not strings:
-        return working
-    parts = working.split(_SENTINEL_OPEN)
+    return (working.split(_SENTINEL_OPEN) if strings else [working]), strings
+
+
+def _join_strings(parts: list, strings: list) -> str:
     out = [parts[0]]
     for value, part in zip(strings, parts[1:]):
         out.append(_encode_str(value))
         out.append(part)
     return "".join(out)
+
+
+_PLACEHOLDER_MIN = 256  # characters of delimited strings from which `_with_placeholders` pays off
+_MISS = object()
+
+
+def _with_placeholders(parts: list, strings: list) -> Any:
+    r"""The value `_loads` gives for `_join_strings(parts, strings)`, or `_MISS` (then the caller parses that
+    text, for the exact value or exception). Each string goes in as the JSON string ``"<index>"`` and
+    is put back into the parsed value, so long strings are neither encoded nor decoded.
+
+    Why it is the same value: both texts hold a JSON string token at the same places and are otherwise
+    equal, so they parse to the same structure, or both fail (then `_MISS`); every such token becomes a
+    key or a value, which is put back. Not taken (`_MISS`) where a placeholder could be confused: the text
+    already spells ````, or a string put back as a key equals a key written in the text (the parse
+    merged duplicates of that key before the string was known)."""
+    for part in parts:
+        if "\\u0001" in part:
+            return _MISS
+    out = [parts[0]]
+    for k, part in enumerate(parts[1:]):
+        out.append('"\\u0001%d"' % k)
+        out.append(part)
+    try:
+        value = _loads("".join(out))
+    except ValueError:
+        return _MISS
+    try:
+        return _put_back(value, strings)
+    except (_KeyClash, RecursionError):
+        return _MISS
+
+
+class _KeyClash(Exception):
+    pass
+
+
+def _put_back(value: Any, strings: list) -> Any:
+    t = type(value)
+    if t is str:
+        return strings[int(value[1:])] if value[:1] == "\x01" else value
+    if t is list:
+        return [_put_back(v, strings) for v in value]
+    if t is dict:
+        out = {}
+        for k, v in value.items():
+            if k[:1] == "\x01":
+                k = strings[int(k[1:])]
+                if k in value:
+                    raise _KeyClash()
+            out[k] = _put_back(v, strings)
+        return out
+    return value
 
 
 def _parse_json(text: str, args: dict) -> Any:
@@ -168,7 +247,12 @@ def _parse_json(text: str, args: dict) -> Any:
     pair = string_delims[0] if type(string_delims) is list and len(string_delims) == 1 else None
     if (type(pair) in (list, tuple) and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str
             and pair[0] and pair[1]):
-        working = _one_pair_dialect(text, pair[0], pair[1], args.get("unquoted_keys", False))
+        parts, strings = _one_pair_split(text, pair[0], pair[1], args.get("unquoted_keys", False))
+        if len(strings) <= 64 and strings and sum(map(len, strings)) >= _PLACEHOLDER_MIN:
+            value = _with_placeholders(parts, strings)
+            if value is not _MISS:
+                return value
+        working = _join_strings(parts, strings)
     else:
         captured: list[str] = []
         working = _extract_delimited(text, string_delims, captured)
@@ -181,7 +265,7 @@ def _parse_json(text: str, args: dict) -> Any:
     if args.get("allow_non_json") and type(working) is str and _cannot_be_json(working):
         return _strip_if_asked(text, args)
     try:
-        return json.loads(working)
+        return _loads(working)
     except json.JSONDecodeError as err:
         if args.get("allow_non_json"):
             return _strip_if_asked(text, args)
