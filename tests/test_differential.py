@@ -275,7 +275,10 @@ def overlapping_templates(draw):
         body = draw(st.sampled_from([r"[^<]*", r"\w*", r"[abx]*"]))
         tail = draw(st.sampled_from(["c", "<", "!"]))
         short = draw(st.sampled_from([f"|{head}b", f"|{head}", f"|{head}a"]))
-    fields = {"t": {"open_pattern": f"(?:{head}{body}{tail}{short})", "repeats": True}}
+    look = draw(st.sampled_from(["", "", "", "(?=<)", "(?=a)", "(?<=a)", "(?<![ab])"]))
+    source = f"(?:{head}{body}{tail}{short})"
+    source = look + source if look.startswith("(?<") else source + look
+    fields = {"t": {"open_pattern": source, "repeats": True}}
     if draw(st.integers(0, 3)):
         fields["t"]["close"] = draw(st.sampled_from(["!", "<", "c", "bb"]))
     if draw(st.booleans()):
@@ -302,16 +305,19 @@ def test_self_overlapping_delimiters_match_reference(data):
     _compare(template, text, cuts)
 
 
-@pytest.mark.parametrize("pattern, unit", [
-    (r"x[^<]*<", "x"), (r"\w+:", "ab"), (r"(?:a|b[ab]*c)", "baaaa"), (r"(?:a|b[ab]*c)", "ba"),
-    (r"(?:ab|a[ab]*c)", "aab"), (r"(?:a[ab]*c|ab)", "aab"),
+@pytest.mark.parametrize("pattern, unit, tail", [
+    (r"x[^<]*<", "x", ""), (r"x[^<]*<", "x", "<"), (r"\w+:", "ab", ""), (r"(?:a|b[ab]*c)", "baaaa", ""),
+    (r"(?:a|b[ab]*c)", "ba", "c"), (r"(?:ab|a[ab]*c)", "aab", ""), (r"(?:a[ab]*c|ab)", "aab", " "),
+    # lookarounds: `regex` decides at each attempt's start, and the later attempts wait as followers
+    (r"\s*</t>\s*|\s*(?=<c>)", " ", "<c>"), (r"\s*</t>\s*|\s*(?=<c>)", " \n", "x"),
+    (r"(?<=a)[ab]*c", "ab", "c"), (r"(?<=a)[ab]*c", "xab", "c"),
 ])
-def test_live_attempts_stay_bounded_by_the_states(pattern, unit):
+def test_live_attempts_stay_bounded_by_the_states(pattern, unit, tail):
     """An attempt can start at every character of a run; attempts in the same state are merged
     (`Scanner._merge`), so a feed's cost does not grow with the run. Compared with the reference too."""
     template = {"start_anchor": "<|A|>", "fields": {"t": {"open_pattern": pattern, "close": "!"},
                                                      "content": {}}}
-    text = unit * (3000 // len(unit))
+    text = unit * (3000 // len(unit)) + tail + "!"
     p = chatparse.ResponseParser(template, prefix="")
     scanner = p._core.scanner
     bound = 1 + max(len(m.acc) for m in chatparse.compile_template(template).tables.modes)

@@ -29,7 +29,7 @@ class Attempt:
         self.state = state
         self.ends: dict | None = None  # local pattern index -> end offset of its match
         self.fin = -1  # offset after the last character the attempt needed, once decided
-        self.followers: list | None = None  # later attempts with a match merged into this one (`_merge`)
+        self.followers: list | None = None  # later attempts in its state, not stepped (`_merge`)
 
 
 class Scanner:
@@ -92,8 +92,7 @@ class Scanner:
                     return None
                 if r is not None:
                     return r
-                attempts[0].ends = None  # (no match after all: dropped, its followers put back)
-                self._drop_dead()
+                self._drop([attempts[0]])  # (no match after all; its followers take its place)
             if self.scan >= self.end:
                 if eos and not self.eot_fed:
                     self._feed_eot()
@@ -189,22 +188,26 @@ class Scanner:
                 self._drop_dead()
             if not attempts or attempts[0].fin >= 0:
                 break
-            if len(attempts) > 1 and mode.exact:
+            if len(attempts) > 1:
                 self._merge()
         return base + i
 
     def _merge(self) -> None:
-        """Keep the number of attempts bounded by the mode's states (exact modes only): without this, text
-        such as ``xxxx...`` under ``x[^<]*<`` starts an attempt per character, all alive, and every character
-        steps them all (quadratic).
+        """Keep the number of stepped attempts bounded by the mode's states: without this, text such as
+        ``xxxx...`` under ``x[^<]*<``, or a run of spaces under ``\\s*</think>``, starts an attempt per
+        character, all alive, and every character steps them all (quadratic).
 
-        It rests on two facts of tables that decide every watched pattern exactly (`Mode.exact`), where a
-        recorded end is a real match end. First, an attempt with a match wins unless an earlier one does, so
-        every attempt after the earliest one with a match is dropped. Second, two live attempts in one state
-        at one offset have the same future: the later one can only win if the earlier one ends without any
-        match, and then it has no match after this point either. So it is dropped if it has no match yet,
-        else kept aside as a *follower* of the earlier one, which `_drop_dead` puts back, decided, if the
-        earlier one dies without a match."""
+        Two live attempts in one state at one offset have the same future in the tables: they record the
+        same match ends from here on and die at the same place. The later one can only matter if the
+        earlier one ends without a match, so it stops being stepped and waits as a *follower* of the earlier
+        one, which `_drop` puts back, decided where the earlier one was decided, if that happens.
+
+        Where the tables decide every pattern exactly (`Mode.exact`), a recorded end is a real match end,
+        which gives two more facts: an attempt with a match wins unless an earlier one does, so everything
+        after the earliest attempt with a match is dropped; and a follower that has no match yet will never
+        get one (the earlier one had none either), so it is dropped at once. Elsewhere `regex` decides at
+        each attempt's own start (lookarounds), so followers are kept and inherit the pattern candidates."""
+        exact = self.mode.exact
         attempts = self.attempts
         kept: list = []
         seen: dict = {}
@@ -212,37 +215,47 @@ class Scanner:
             if a.fin < 0:
                 f = seen.get(a.state)
                 if f is not None:
-                    if a.ends is not None or a.followers:
+                    if a.ends is not None or a.followers or not exact:
                         if f.followers is None:
                             f.followers = []
-                        if a.ends is not None:
+                        if a.ends is not None or not exact:
                             f.followers.append(a)
                         if a.followers:
                             f.followers += a.followers
                             a.followers = None
-                    if a.ends is not None:
+                    if exact and a.ends is not None:
                         break
                     continue
                 seen[a.state] = a
             kept.append(a)
-            if a.ends is not None:
+            if exact and a.ends is not None:
                 break
         if len(kept) != len(attempts):
             attempts[:] = kept
 
     def _drop_dead(self) -> None:
-        """Remove decided attempts without a match; their followers (`_merge`) take their place, decided
-        where they were, in start order."""
-        kept, back = [], []
-        for a in self.attempts:
-            if a.fin < 0 or a.ends is not None:
-                kept.append(a)
-            elif a.followers:
+        """Remove decided attempts without a match (`_drop`)."""
+        if any(a.fin >= 0 and a.ends is None for a in self.attempts):
+            self._drop([a for a in self.attempts if a.fin >= 0 and a.ends is None])
+
+    def _drop(self, gone: list) -> None:
+        """Remove the attempts in `gone` (decided, no match); their followers (`_merge`) take their place,
+        decided where they were, with the pattern candidates they had (`regex` decides those at the
+        follower's own start), in start order."""
+        ids = {id(a) for a in gone}
+        kept = [a for a in self.attempts if id(a) not in ids]
+        back = []
+        for a in gone:
+            if a.followers:
                 for f in a.followers:
                     f.fin = a.fin
+                    if a.ends:
+                        ends = f.ends = f.ends or {}
+                        for k, e in a.ends.items():
+                            ends.setdefault(k, e)
                 back += a.followers
         if back:
-            kept += back
+            kept += [f for f in back if f.ends is not None]
             kept.sort(key=_start)
         self.attempts[:] = kept
 
