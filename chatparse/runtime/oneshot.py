@@ -33,7 +33,7 @@ from copy import deepcopy
 from time import perf_counter
 
 from .oneshot_plan import plan_for
-from .parser import StreamParser, final_output, store_value, warn_stall
+from .parser import StreamParser, captures_of, final_output, store_value, warn_stall
 from .scanner import Scanner, pick_winner, record_ends
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
@@ -177,7 +177,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             store_value(output, fields[current], text[pos:s], captures, tool_params)
         if opens[pi]:  # ... and opens its field
             current, opened = pat_field[pi], True
-            captures = {k: v for k, v in m.groupdict().items() if v is not None} if m is not None else {}
+            captures = captures_of(m)
             mi = 1 + current
             first_re, start0, wide, single, watched = modes[mi]
         else:  # ... and the implicit field may open after it

@@ -61,14 +61,28 @@ def warn_stall(offset: int) -> None:
                    "the reference stops parsing here, so the rest of the text is ignored", offset)
 
 
+def captures_of(m: Any) -> dict:
+    """The named groups of an open match that took part in it (a transform's scope); {} for None."""
+    if m is None:
+        return {}
+    groups = m.groupdict()  # a fresh dict
+    if None in groups.values():
+        return {k: v for k, v in groups.items() if v is not None}
+    return groups
+
+
 def final_output(tables: Tables, output: dict) -> dict:
     """The message at the end of a parse: ValueError if a required field is missing, then keys without a
     value dropped unless they come from `defaults`. Shared by the streaming parser and the one-shot path."""
-    missing = [f["name"] for f in tables.fields if not f["optional"] and f["name"] not in output]
-    if missing:
-        raise ValueError(f"Required response_template fields missing from parsed output: {missing}")
+    for name in tables.required:
+        if name not in output:
+            missing = [n for n in tables.required if n not in output]
+            raise ValueError(f"Required response_template fields missing from parsed output: {missing}")
     defaults = tables.template["defaults"]
-    return {k: v for k, v in output.items() if k in defaults or not _is_empty(v)}
+    for k, v in output.items():
+        if k not in defaults and _is_empty(v):
+            return {k: v for k, v in output.items() if k in defaults or not _is_empty(v)}
+    return output
 
 
 class StreamParser:
@@ -254,7 +268,7 @@ class StreamParser:
 
     def _open(self, fi: int, m, events: list) -> None:
         self.current = fi
-        self.captures = {k: v for k, v in m.groupdict().items() if v is not None} if m is not None else {}
+        self.captures = captures_of(m)
         self.body, self.tail, self.tail_len = [], [], 0
         self.opened = True
         events.append({"type": "region_open", "field": self.t.fields[fi]["name"]})

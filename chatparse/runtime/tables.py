@@ -306,6 +306,7 @@ class Tables:
         names = [f["name"] for f in self.fields]
         implicit = self.template["implicit"]
         self.implicit = names.index(implicit) if implicit is not None else None
+        self.required = [f["name"] for f in self.fields if not f["optional"]]  # (`parser.final_output`)
         self.n_classes = int(raw["n_classes"])
         if not 1 <= self.n_classes <= 65535:
             raise ValueError("tables: n_classes out of range")
