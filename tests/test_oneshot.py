@@ -211,3 +211,17 @@ def test_adversarial_runs_stay_bounded_one_shot(pattern, unit, length):
     want = streamed.finalize()[0]
     with time_limit(20.0, TimeoutError):
         assert chatparse.parse_response(text, template, prefix="") == want
+
+
+def test_wide_prefilter_that_stops_on_whitespace():
+    """Found by a 1,500-example run of the differential one-shot test: for ``\\s\\w`` the whitespace-led
+    finder's prefilter takes any character, so it stopped on the space itself, and the space was skipped as
+    if it were an anchor no match starts at; the lean path missed the close."""
+    from harness import run_reference
+
+    template = {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",
+                "fields": {"a": {"open": "<", "content_args": {"strip": False}},
+                           "b": {"open": "<<", "close_pattern": r"\s\w", "content_args": {"strip": False}}}}
+    for text in ("<< a", "<<  a", "<<x \tb", "<< "):
+        got = oneshot._parse_lean(chatparse.compile_template(template).tables, {}, text)
+        assert ("ok", got) == run_reference(template, text)[:2], text

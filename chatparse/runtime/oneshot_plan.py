@@ -110,7 +110,9 @@ class WideFinder:
                 return i + len(text[i:].rstrip(w))
             q = m.start()
             p = i + len(text[i:q].rstrip(w))
-            if p < q or self.at.match(text, q):
+            # (a prefilter too wide to name its anchors, such as one that took any character, may stop on
+            # whitespace: the run there is a candidate like any other)
+            if p < q or text[q] in w or self.at.match(text, q):
                 return p
             i = q + 1
 
