@@ -72,8 +72,22 @@ def compile_transform(template: Any) -> Callable[[dict], Any]:
     Why: a transform runs once per closed region, and examining the template each time (a placeholder
     regex per string, an isinstance chain per node) costs more than the dict it builds."""
     if isinstance(template, dict):
-        items = [(key, compile_transform(item)) for key, item in template.items()]
-        return lambda scope: {key: fn(scope) for key, fn in items}
+        # One frame per dict: its constants and simple names are filled in place, in the template's key
+        # order (so the first failing placeholder is the reference's first); only nested parts are calls.
+        spec = tuple((key,) + _part(item) for key, item in template.items())
+
+        def build(scope: dict) -> dict:
+            out = {}
+            for key, kind, arg in spec:
+                if kind == _CONST:
+                    out[key] = arg
+                elif kind == _NAME:
+                    out[key] = scope[arg] if arg in scope else _resolve(arg, scope)
+                else:
+                    out[key] = arg(scope)
+            return out
+
+        return build
     if isinstance(template, list):
         fns = [compile_transform(item) for item in template]
         return lambda scope: [fn(scope) for fn in fns]
@@ -85,6 +99,21 @@ def compile_transform(template: Any) -> Callable[[dict], Any]:
                 return lambda scope: scope[path] if path in scope else _resolve(path, scope)
             return lambda scope: _resolve(path, scope)
     return lambda scope: template
+
+
+_CONST, _NAME, _CALL = 0, 1, 2
+
+
+def _part(item: Any) -> tuple[int, Any]:
+    """How a dict's value is built: a constant, a root name looked up in the scope, or a compiled call."""
+    if isinstance(item, (dict, list)):
+        return _CALL, compile_transform(item)
+    if isinstance(item, str):
+        whole = PLACEHOLDER.fullmatch(item)
+        if whole is not None:
+            path = whole.group(1)
+            return (_NAME, path) if "." not in path else (_CALL, compile_transform(item))
+    return _CONST, item
 
 
 _compiled: dict[int, tuple[Any, Callable[[dict], Any]]] = {}
