@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTIONS = ("streaming", "oneshot", "compile", "memory", "tokens")
+SECTIONS = ("streaming", "oneshot", "runs", "compile", "memory", "tokens")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> Path:
     steps = [
         ("streaming", measure.streaming, plots.streaming),
         ("oneshot", measure.oneshot, plots.oneshot),
+        ("runs", measure.runs, None),
         ("compile", measure.compile_times, plots.compile_times),
         ("memory", measure.memory, plots.memory),
         ("tokens", measure.tokens, plots.tokens),

@@ -67,6 +67,12 @@ class Config:
     token_build_reps: int = 5
     token_build_templates: tuple = ("qwen3",) + S.FORMATS
     token_tekken: bool = True  # tekken (mistral-common) when importable, else a byte-level BPE trained here
+    # runs of possible delimiter starts (`runs`): spaces in the reasoning, the reference only up to its limits
+    runs_template: str = "qwen3"
+    runs_lengths: tuple = (1_000, 4_000, 16_000, 64_000)
+    runs_ref_stream: int = 1_000  # the reference's streamed cost grows with the cube of the run here
+    runs_ref_oneshot: int = 4_000
+    runs_reps: int = 3
     progress: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
     @classmethod
@@ -76,7 +82,8 @@ class Config:
             oneshot_small=4_000, oneshot_large=64_000, batch_small=8, batch_large=2, oneshot_reps=3,
             min_timed_s=0.005, pair_budget_s=3.0, memory_lengths=(4_000, 8_000, 16_000), compile_templates=S.FORMATS,
             compile_reps=2, token_lengths=(1_024, 4_096), token_window=256, token_reps=2, token_stream_steps=256,
-            token_stream_reps=2, token_build_reps=1,
+            token_stream_reps=2, token_build_reps=1, runs_lengths=(500, 2_000), runs_ref_stream=500,
+            runs_ref_oneshot=2_000, runs_reps=2,
         )
         base.update(kw)
         return cls(**base)
@@ -339,6 +346,58 @@ def oneshot(cfg: Config) -> list:
                 "cp_s": cpt, "ref_s": reft, "ratio": reft / cpt,
                 "cp_mbps": chars / cpt / 1e6, "ref_mbps": chars / reft / 1e6, "reps": len(a),
             })
+    return records
+
+
+# -- runs of possible delimiter starts ---------------------------------------------------------------------
+
+def _run_text(spaces: int) -> str:
+    return "<think>Let me think.\n" + " " * spaces + "\nSo it is 4.</think>\n\nThe answer is 4.<|im_end|>"
+
+
+def runs(cfg: Config) -> list:
+    """A reasoning that holds a run of spaces, where the reasoning close of `cfg.runs_template`
+    (``\\s*</think>\\s*|\\s*(?=<tool_call>)`` for qwen3) could start at every space: the time to stream the
+    whole output in 4-character feeds, and to parse it one-shot. The reference re-searches its buffer from
+    every space on each feed, so its cost grows with a power of the run; it runs only up to
+    `runs_ref_stream` / `runs_ref_oneshot` spaces (None beyond)."""
+    cp, ref = impls(cfg.runs_template)
+    records = []
+    for n in cfg.runs_lengths:
+        cfg.progress(f"  runs {cfg.runs_template} {n:,} spaces")
+        text = _run_text(n)
+
+        def stream(impl):
+            def run():
+                p = impl.parser("")
+                for i in range(0, len(text), 4):
+                    p.feed(text[i:i + 4])
+                return p.finalize()[0]
+            return run
+
+        def oneshot_of(impl):
+            return lambda: impl.parse(text, "")
+
+        want = cp.parse(text, "")
+        assert stream(cp)() == want and want.get("content") == "The answer is 4."
+        rec = {"template": cfg.runs_template, "spaces": n, "chars": len(text)}
+        for key, fn_of, limit in (("stream", stream, cfg.runs_ref_stream), ("oneshot", oneshot_of, cfg.runs_ref_oneshot)):
+            samples = []
+            for _ in range(cfg.runs_reps):
+                with _NoGC():
+                    t = time.perf_counter()
+                    fn_of(cp)()
+                    samples.append(time.perf_counter() - t)
+            rec[f"cp_{key}_s"] = statistics.median(samples)
+            rec[f"ref_{key}_s"] = None
+            if n <= limit:
+                with _NoGC():
+                    t = time.perf_counter()
+                    got = fn_of(ref)()
+                    rec[f"ref_{key}_s"] = time.perf_counter() - t
+                if got != want:
+                    raise AssertionError(f"runs {n}: chatparse and the reference disagree ({key})")
+        records.append(rec)
     return records
 
 
