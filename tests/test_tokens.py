@@ -916,6 +916,82 @@ def test_streams_split_characters_and_pending_runs_match_single_parsers(toks, da
         assert got[1] == [p.finalize() for p in singles]
 
 
+# Whitespace runs before qwen3's `\s*</think>\s*|\s*(?=<tool_call>)` (a lookahead mode): the scanner merges the
+# attempts that start at each whitespace character into one attempt with followers (`Scanner._merge`), and the
+# lazy token paths and the stream rows hold such runs as pending attempts without the engine.
+WS_PIECES = [" ", "  ", "\n", "\n\n", "\t", " \n", ".\n\n", "!\n", "x", "word", "</think>", "<tool_call>", "</",
+             "think>", "<", "中文", "😀"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_merged_whitespace_attempts_match_text_and_single_parsers(toks, data):
+    """Generations with whitespace runs (merged scanner attempts with followers) give, token by token, exactly
+    ResponseParser's events and message, before and after the shared lazy caches are filled; and streams
+    stepped together (learned rows, small buffer) give each stream exactly its own TokenParser's."""
+    tok = toks[data.draw(st.sampled_from(["bl-plain", "bl-special"]))]
+    b = bind(templates.get("qwen3"), tok)
+    body = "".join(data.draw(st.lists(st.sampled_from(WS_PIECES), min_size=1, max_size=20)))
+    tail = "".join(data.draw(st.lists(st.sampled_from(WS_PIECES), max_size=8)))
+    text = "<think>\n" + body + "\n</think>\n\n" + tail + "<|im_end|>"
+    ids = tok.encode(text).ids
+    seed = data.draw(st.integers(0, 2 ** 16))
+    seqs = [ids, split_into_bytes(tok, ids, random.Random(seed), 0.3), ids]
+    for q in seqs[:2]:
+        for _ in range(2):  # the second run takes the cached lazy transitions of the first
+            try:
+                run_tokens(b, "", q)
+            except (ValueError, KeyError, TypeError) as e:  # a bad tool-call body fails the text parser too
+                with pytest.raises(type(e)):
+                    chatparse.parse_response(decode(tok, q), b.compiled, prefix="")
+    B = len(seqs)
+    s = TokenStreams(b, B, prefix="", capacity=data.draw(st.sampled_from([3, 1024])))
+    singles = [b.parser(prefix="") for _ in range(B)]
+    for k in range(max(map(len, seqs))):
+        act = np.array([k < len(q) for q in seqs])
+        step_ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
+        out = s.step(step_ids, active=act if not act.all() else None)
+        for j in range(B):
+            want = outcome(lambda: singles[j].feed_tokens(int(step_ids[j]))) if act[j] else ("ok", [])
+            assert outcome(lambda: out[j]) == want, (j, k)
+    got = outcome(s.finalize_all)
+    want = outcome(lambda: [p.finalize() for p in singles])
+    assert got[0] == want[0]
+    if got[0] == "ok":
+        assert got == want
+
+
+def test_merged_whitespace_attempts_take_the_lazy_path(toks):
+    """A run of whitespace pending before ``\\s*</think>`` (one scanner attempt with followers) keeps the lazy
+    token paths on: the parser holds it as one pending attempt, and the streams hold it in a pending row."""
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    call = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    for rest in ("\n</think>\n\nAnswer.", " more\n\n", "\n\n" + call):
+        p = b.parser(prefix="")
+        ref = chatparse.ResponseParser(b.compiled, prefix="")
+        head = "<think>\nSome words.\n\n"
+        for i in tok.encode(head).ids:
+            p.feed_tokens(i)
+        ref.feed(head)
+        p._sync()
+        p._refresh()  # the token paths worked out from the core's own state
+        assert [len(a.followers or ()) for a in p._core.scanner.attempts] == [1]
+        assert p._lazy_ok and p._pend == (((2, p._pend[0][0][1]),), "\n\n")
+        for i in tok.encode(rest).ids:  # from there, exactly the text parser's events
+            assert p.feed_tokens(i) == ref.feed(decode(tok, [i]))
+        assert p.finalize() == ref.finalize()
+    s = b.streams(2, prefix="<|im_start|>assistant\n<think>\n")
+    for i in tok.encode("Some words.\n\n").ids:
+        s.step([i, i])
+    assert s._R.info[int(s._rowoff[0]) // s._size][0] == "P"
+    i = tok.encode("Done").ids[0]
+    out = s.step([i, i])
+    assert out.slow == []  # the word kills the pending attempt: a row transition, no engine
+    text = "\n\n" + decode(tok, [i])
+    assert out[1] == [{"type": "region_chunk", "field": "reasoning_content", "text": text, "dirty": False}]
+
+
 def outcome(fn):
     """("ok", result) or (exception class, message): streams and single parsers must agree on failures too."""
     try:

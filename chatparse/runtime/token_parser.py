@@ -27,6 +27,7 @@ from .parser import StreamParser
 from .scanner import Scanner
 from .token_binding import TokenBinding, token_binding
 from .token_decode import _Decoder, _ids_list, _out_of_range
+from .token_tables import undecided
 
 __all__ = ["TokenParser"]
 
@@ -306,10 +307,7 @@ class TokenParser:
             self._fdirty = self._dirty[f]
         attempts = sc.attempts
         if attempts:
-            for a in attempts:
-                if a.fin >= 0 or a.ends is not None or a.followers:
-                    return
-            if sc.pos != attempts[0].start:
+            if not undecided(attempts) or sc.pos != attempts[0].start:
                 return
             end = sc.end
             S = tuple([(end - a.start, a.state) for a in attempts])

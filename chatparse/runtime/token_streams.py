@@ -68,6 +68,7 @@ class _Rows:
         for m in range(tt.n_modes):
             nxt[m][base[m] == 1] = m * V
         self.next = nxt.reshape(-1)  # entries are row offsets (row * V): a gather gives the next offsets
+        self._store = self.next  # `next` is a view of its first rows; room for more rows (see `pending_row`)
         self.info: list = [("Q", m, (), 0) for m in range(tt.n_modes)] + [("NONE", -1, (), 0)]
         self.keys: dict = {}
         cmap = tt.compiled.tables.cmap
@@ -97,9 +98,14 @@ class _Rows:
             kill = np.array(tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
             V = self.V
             inert = tt.flat[mode * V:(mode + 1) * V].astype(bool)
-            row = np.where(inert & kill[self.first_cls], mode * V, -1).astype(self.dtype)
             r = len(self.info)
-            self.next = np.concatenate([self.next, row])  # readers keep the old array until they reload
+            store = self._store
+            if store.size < (r + 1) * V:  # double the room: n new rows cost O(n) copies, not O(n^2)
+                store = np.empty(min(2 * r, self.MAX_ROWS) * V, dtype=self.dtype)
+                store[:r * V] = self._store[:r * V]
+                self._store = store
+            store[r * V:(r + 1) * V] = np.where(inert & kill[self.first_cls], mode * V, -1)
+            self.next = store[:(r + 1) * V]  # a reader keeps its view (still valid) until it reloads
             self.info.append(("P", mode, S, S[0][0]))
             self.keys[key] = r
             return r

@@ -178,6 +178,26 @@ def _whole_delimiter(tables, mode: int, text: str):
     return pi, caps
 
 
+def undecided(attempts: list) -> bool:
+    """True when every attempt in `attempts` (a scanner's) is undecided and match-free, followers included.
+
+    Then the attempts themselves - without their followers (`Scanner._merge`) - are all the lazy token paths
+    need to know: a follower is in its leader's state, so it has its leader's future, and is not stepped; it
+    starts after its leader, so it never moves the release point; and while neither it nor its leader has
+    a match recorded it cannot outlive its leader (`Scanner._drop` brings a follower back only with a match
+    of its own or a pattern candidate its leader recorded; a token that records one is not lazy). The core
+    parser, fed the same text later, keeps its own followers. So the lazy state keeps the attempts alone,
+    which also keeps it as small as the scanner's (a run of spaces is one attempt)."""
+    for a in attempts:
+        if a.fin >= 0 or a.ends is not None:
+            return False
+        if a.followers:
+            for f in a.followers:
+                if f.ends is not None:
+                    return False
+    return True
+
+
 _TRANSITION_CACHE = 65536
 _LAZY_ROWS = 4096  # states whose lazy transitions are cached (`TokenTablesBase.lazy_row`)
 
@@ -251,7 +271,8 @@ class TokenTablesBase:
         attempts in `states` (oldest first; ``()`` = quiet), when nothing gets decided or matched within it.
 
         Returns None when something would (then the character engine runs), else a tuple of the surviving
-        attempts in scanner order: ``(old_index, -1, new_state)`` for an attempt that was live before, and
+        attempts in scanner order (followers of merged attempts left out, see `undecided`):
+        ``(old_index, -1, new_state)`` for an attempt that was live before, and
         ``(-1, offset_in_text, state)`` for one that starts inside the text. Cached lazily per mode (the
         texts are token texts, so the variety is bounded by the vocabulary).
         The probe runs the real `Scanner` on the text after placeholder characters (the attempts' states do
@@ -281,8 +302,7 @@ class TokenTablesBase:
                 d = sc.decide(False)
             except _Bail:
                 d = True
-            if (d is None and sc.scan == sc.end
-                    and all(a.fin < 0 and a.ends is None and not a.followers for a in sc.attempts)):
+            if d is None and sc.scan == sc.end and undecided(sc.attempts):
                 ident = {id(a): k for k, a in enumerate(old)}
                 eff = tuple((ident[id(a)], -1, a.state) if id(a) in ident else (-1, a.start - 1 - n, a.state)
                             for a in sc.attempts)
