@@ -225,3 +225,74 @@ def test_wide_prefilter_that_stops_on_whitespace():
     for text in ("<< a", "<<  a", "<<x \tb", "<< "):
         got = oneshot._parse_lean(chatparse.compile_template(template).tables, {}, text)
         assert ("ok", got) == run_reference(template, text)[:2], text
+
+
+@pytest.mark.parametrize("source, bound", [
+    (r"x[^<]*[^<]*<", ("<", 1)), (r"(\w+)\w*:", (":", 1)), (r"x[^<]*[^<]*<|y[^<]*[^<]*<<", ("<", 2)),
+    (r"<a>(?P<n>[^\s<]+)[^<]*(?:<b>[^<]*)?<c>", ("<", 3)),
+    (r"x[^<]*[^<]*<", ("<", 1)),
+    (r"x.*[^<]*<", None),  # '.' takes every character
+    (r"x[^<]*[^<]*<(?=y)", None), (r"x[^<]*[^<]*<$", None), (r"x[^<]*[^<]*<+", None),  # looks past / unbounded
+    (r"x\s*\w*\s*y", None),  # cubic: left to the timeout
+    (r"<(?:a|aa)+>", None), (r"x[^<]*<", None),  # exponential; not risky at all
+])
+def test_match_bound_on_known_sources(source, bound):
+    from chatparse.runtime.backtrack import match_bound
+
+    assert match_bound(source) == bound
+
+
+B_ATOMS = ["<", "a", "b", ":", "[^<]", "[^\\s<]", "\\s", "\\w", "[ab]", "(?:<b>)?", "(?P<g>[^<:]+)", "\\|"]
+B_QUANTS = ["", "", "*", "+", "?", "{1,3}"]
+
+
+RUNS = ["[^<]", "[^\\s<]", "\\s", "\\w", "[ab]", "[^<:]"]
+
+
+@st.composite
+def bounded_sources(draw):
+    """Pattern sources: random atoms, or the shape `match_bound` is for (two open runs in a row, then
+    literals), so that many examples have a bound."""
+    if draw(st.booleans()):
+        items = draw(st.lists(st.tuples(st.sampled_from(B_ATOMS), st.sampled_from(B_QUANTS)), min_size=1,
+                              max_size=7))
+        return [atom + ("" if atom.startswith("(?P") else quant) for atom, quant in items]
+    lit = st.sampled_from(["", "a", "<", ":", "<b>", "a<", "(?=<)", "$", "\\b"])
+    run = st.builds(lambda c, q: c + q, st.sampled_from(RUNS), st.sampled_from(["*", "+", "{1,}", "*?"]))
+    first = draw(run)
+    if draw(st.booleans()):
+        first = "(?P<g>" + first + ")"
+    return [draw(lit), first, draw(run), draw(st.sampled_from(["", "(?:<b>[^<]*)?", "\\s*"])),
+            draw(st.sampled_from(["<", ":", "<b>", "<<"])), draw(lit)]
+
+
+B_TEXT = st.lists(st.sampled_from(["a", "b", "ab", " ", ":", "<", "<b>", "<<", "|", "\n"]), max_size=16).map("".join)
+
+
+@SETTINGS
+@given(bounded_sources(), st.booleans(), B_TEXT, st.integers(0, 3))
+def test_match_bound_never_changes_a_match(parts, alternation, text, p):
+    """Where `match_bound` gives (c, k), `regex` stopped before the (k+1)-th c from p matches exactly as it
+    does on the whole text: same span, same groups."""
+    from chatparse.runtime.backtrack import match_bound
+
+    source = "".join(parts)
+    if alternation:
+        source = source + "|" + "".join(reversed(parts)).replace("(?P<g>", "(?:")
+    try:
+        rx = regex.compile(source, regex.DOTALL)
+    except regex.error:
+        return
+    bound = match_bound(source)
+    if bound is None:
+        return
+    c, k = bound
+    p = min(p, len(text))
+    end = p - 1
+    for _ in range(k + 1):
+        end = text.find(c, end + 1)
+        if end < 0:
+            end = len(text)
+            break
+    whole, cut = rx.match(text, p), rx.match(text, p, end)
+    assert (whole and (whole.span(), whole.groupdict())) == (cut and (cut.span(), cut.groupdict()))

@@ -19,9 +19,15 @@ handful of characters that optional items before the separator could take).
 The reading is conservative: syntax it does not follow (conditionals, branch reset, a class it cannot parse)
 counts as a risk, classes never count as separators, and an alternative or an optional group keeps the open
 quantifier of every path through it.
+
+A quadratic pattern can still be cheap to call: gpt-oss's tool-call open never takes more than three '<',
+and no class in it takes a '<' at all, so a call can stop just before the fourth '<' after its start, and
+costs at most the square of that span (`match_bound`). A short span then needs no timeout.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 import regex
 
@@ -39,11 +45,55 @@ class _Risky(Exception):
 def backtracking_risk(source: str) -> bool:
     """True when `regex` might try many ways to split a text on `source` (see the module docstring).
     False means every `regex` call on it reads the text in linear time."""
+    return _analysis(source).risky
+
+
+def match_bound(source: str) -> tuple[str, int] | None:
+    """For a pattern whose only risk is two open unbounded runs in a row (quadratic, not worse): a character
+    `c` and a count `k` such that no match, and no path `regex` tries, holds more than `k` occurrences of `c`,
+    and nothing in the pattern looks past its match. Then a call at `p` may stop the text just before the
+    (k+1)-th `c` from `p` (``endpos``) without changing its result, and its time is at most quadratic in that
+    span, so a short span needs no timeout (runtime/oneshot.py). None when there is no such character."""
+    a = _analysis(source)
+    if not a.risky or a.other or a.degree > 2 or a.looks:
+        return None
+    best = None
+    for c in dict.fromkeys(ch for ch, _, _ in a.literals):
+        if any(_in_class(c, atom) for atom in a.classes):
+            continue
+        per_branch: dict = {}
+        for ch, hi, branch in a.literals:
+            if ch == c:
+                per_branch[branch] = None if hi is None or per_branch.get(branch, 0) is None else \
+                    per_branch.get(branch, 0) + hi
+        if None in per_branch.values():
+            continue
+        k = max(per_branch.values())  # a match takes one top-level alternative
+        if best is None or k < best[1]:
+            best = (c, k)
+    return best
+
+
+class _Analysis:
+    __slots__ = ("risky", "other", "degree", "looks", "literals", "classes", "branch")
+
+    def __init__(self):
+        self.risky = self.other = self.looks = False
+        self.degree = 1  # the longest chain of open unbounded runs
+        # per literal atom: (character, most occurrences or None for unbounded, top-level alternative)
+        self.literals: list = []
+        self.branch = 0
+        self.classes: list = []  # sources of the atoms that match a class of characters
+
+
+@lru_cache(maxsize=1024)
+def _analysis(source: str) -> _Analysis:
+    a = _Analysis()
     try:
-        _scan(source)
+        _scan(source, a)
     except _Risky:
-        return True
-    return False
+        a.risky = a.other = True
+    return a
 
 
 def _quantifier(source: str, i: int) -> tuple[int, int | None, int]:
@@ -126,9 +176,10 @@ def _escape_end(source: str, i: int) -> tuple[int, str | None, bool]:
     return i + 2, c, False
 
 
-def _scan(source: str) -> None:
-    """Walk `source`, keeping `pending`: the class sources of the unbounded quantifiers that no separator has
-    closed yet, one per path that reaches this point. Raises `_Risky` at the first sign of many splits."""
+def _scan(source: str, a: _Analysis) -> None:
+    """Walk `source` into `a`, keeping `pending`: (class source, chain length) of the unbounded quantifiers
+    that no separator has closed yet, one per path that reaches this point. An unbounded quantifier while
+    one is pending makes a chain (``risky``, ``degree``); raises `_Risky` at other signs of many splits."""
     pending: tuple = ()
     # per open group: (pending at its opening, lookaround?, pending at the end of each finished branch)
     stack: list[tuple[tuple, bool, list]] = []
@@ -137,6 +188,8 @@ def _scan(source: str) -> None:
     while i < n:
         c = source[i]
         if c == "|":
+            if not stack:
+                a.branch += 1
             (stack[-1][2] if stack else top_branches).append(pending)
             pending = stack[-1][0] if stack else ()
             i += 1
@@ -151,6 +204,7 @@ def _scan(source: str) -> None:
             if source.startswith(("(?P=", "(?(", "(?|"), i):
                 raise _Risky()  # backreference, conditional, branch reset
             look = source.startswith(("(?=", "(?!", "(?<=", "(?<!"), i)
+            a.looks = a.looks or look
             m = regex.match(r"\(\?[a-zA-Z\-]+\)", source[i:])
             if m is not None:  # inline flags for the whole pattern: no group
                 i += m.end()
@@ -185,6 +239,7 @@ def _scan(source: str) -> None:
         if c == "\\":
             k, char, zero = _escape_end(source, i)
             if zero:
+                a.looks = a.looks or source[i + 1] not in "A"  # \Z \z \b \B \G \K read around the match
                 i = k
                 continue
             atom = source[i:k]
@@ -192,18 +247,25 @@ def _scan(source: str) -> None:
             k = _class_end(source, i)
             atom, char = source[i:k], None
         elif c in "^$":
+            a.looks = a.looks or c == "$"
             i += 1
             continue
         else:
             k = i + 1
             atom, char = c, (None if c == "." else c)
         lo, hi, j = _quantifier(source, k)
-        if lo >= 1 and char is not None and pending and not any(_in_class(char, p) for p in pending):
+        if char is None:
+            a.classes.append(atom)
+        else:
+            a.literals.append((char, hi, a.branch))
+        if lo >= 1 and char is not None and pending and not any(_in_class(char, p) for p, _ in pending):
             pending = ()  # a separator: no open run can take this character, and it must come
         if hi is None:
-            if pending:
-                raise _Risky()
-            pending = (atom,)
+            chain = 1 + max((n for _, n in pending), default=0)
+            if chain > 1:
+                a.risky = True
+                a.degree = max(a.degree, chain)
+            pending = ((atom, chain),)
         i = j
     if stack:
         raise _Risky()

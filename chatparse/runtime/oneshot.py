@@ -37,6 +37,7 @@ from .parser import StreamParser, captures_of, final_output, store_value, warn_s
 from .scanner import Scanner, pick_winner, record_ends
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
+BOUNDED_SPAN = 1024  # a quadratic pattern's call on at most this many characters needs no timeout
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
 LEAN = True  # False: skip the lean path (tests force each path this way)
 CLOCK_EVERY = 64  # candidates between two looks at the clock
@@ -201,8 +202,9 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
 def _decide_at(watched: list, text: str, p: int):
     """The delimiter starting at `p` among a mode's `watched` patterns (`oneshot_plan.Plan`):
     ``(p, end, pattern index, match or None)``, or None. Literal patterns are decided by ``str.startswith``,
-    others by `regex` after their literal-prefix test (with a timeout where they could backtrack badly:
-    `_Fallback` to the automaton when it runs out); among matches, the longest, then the tie rank."""
+    others by `regex` after their literal-prefix test (with a timeout where they could backtrack badly and
+    no bound keeps the call short: `_Fallback` to the automaton when it runs out); among matches, the
+    longest, then the tie rank."""
     best_key = found = None
     for pi, rx, risky, rank, pieces, prefixes in watched:
         if prefixes is not None and not text.startswith(prefixes, p):
@@ -215,11 +217,22 @@ def _decide_at(watched: list, text: str, p: int):
                         best_key, found = key, (p, p + len(piece), pi, None)
                     break
             continue
-        if risky:
-            try:
-                m = rx.match(text, p, timeout=MATCH_TIMEOUT)
-            except TimeoutError as e:
-                raise _Fallback(automaton=True) from e
+        if risky is not True and risky:
+            # (c, k): no path takes more than k c's, so the call may stop before the (k+1)-th c from p, and
+            # its time is quadratic in that span at most (`backtrack.match_bound`)
+            c, k = risky
+            end = p - 1
+            for _ in range(k + 1):
+                end = text.find(c, end + 1)
+                if end < 0:
+                    end = len(text)
+                    break
+            if end - p <= BOUNDED_SPAN:
+                m = rx.match(text, p, end)
+            else:
+                m = _guarded_match(rx, text, p)
+        elif risky:
+            m = _guarded_match(rx, text, p)
         else:
             m = rx.match(text, p)
         if m is not None:
@@ -227,6 +240,13 @@ def _decide_at(watched: list, text: str, p: int):
             if best_key is None or key < best_key:
                 best_key, found = key, (p, m.end(), pi, m)
     return found
+
+
+def _guarded_match(rx, text: str, p: int):
+    try:
+        return rx.match(text, p, timeout=MATCH_TIMEOUT)
+    except TimeoutError as e:
+        raise _Fallback(automaton=True) from e
 
 
 def _dfa_decide(tables, mode, text: str, p: int, dead: set):

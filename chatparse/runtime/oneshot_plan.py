@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .backtrack import backtracking_risk
+from .backtrack import backtracking_risk, match_bound
 from .literals import literal_pieces, literal_prefixes
 from .tables import _prefilter, whitespace_closure
 
@@ -22,13 +22,14 @@ class Plan:
     ``modes[m]``: (candidate regex, start0 flag, a `WideFinder` if the mode is whitespace-led else None, the
     one literal every match in the mode starts with (a (literal, pattern index) pair when that literal is the
     mode's only delimiter) or None, watched patterns as ``(pattern index, compiled regex, risky, rank, literal
-    pieces or None, literal prefixes or None)``); rank is (0 for an open and 1 for a close, then the field's
-    name): the reference's tie order for matches of equal length at one start."""
+    pieces or None, literal prefixes or None)``); risky is False, True (`regex` calls get a timeout) or a
+    `backtrack.match_bound` pair (no timeout where the span it bounds is short); rank is (0 for an open and 1
+    for a close, then the field's name): the reference's tie order for matches of equal length at one start."""
 
     __slots__ = ("usable", "modes", "flat_defaults", "opens", "fields")
 
     def __init__(self, tables):
-        risky = [backtracking_risk(p.source) for p in tables.patterns]
+        risky = [backtracking_risk(p.source) and (match_bound(p.source) or True) for p in tables.patterns]
         names = [f["name"] for f in tables.fields]
         self.usable = all(m.first_re is not None for m in tables.modes)
         self.modes = []
