@@ -18,7 +18,7 @@ Cost per step: when every row stays (quiet streams, inert tokens) a step is a fi
 operations on arrays of B (a copy of the ids, the range check, one gather, one comparison of bytes) and one
 `StepEvents`; row changes the tables know add two or three; only streams the tables do not know cost Python
 work each. When the ring buffer wraps, and at `finalize_all`, the deferred tokens of all streams become
-text in one gather (their texts join each parser's deferred text, joined once when the parser next runs).
+text in one gather (at a wrap, each stream's texts are joined at once and join its parser's deferred text).
 """
 
 from __future__ import annotations
@@ -413,7 +413,9 @@ class TokenStreams:
         p._lrow = self._tt.lazy_row(m, S)
 
     def _catch_up_all(self, r: int) -> None:
-        """`_catch_up` for every open stream at once (one gather of the texts of the whole buffer)."""
+        """`_catch_up` for every open stream at once (one gather of the texts of the whole buffer). Each stream's
+        texts are joined here, while the gathered list is fresh in the cache, and reach its parser as one
+        string: joining them later, when the parser next needs its core, costs about twice as much."""
         since = self._since
         todo = [b for b in range(self.n) if not self.done[b] and since[b] < r]
         if not todo:
@@ -423,7 +425,7 @@ class TokenStreams:
             s0 = since[b]
             since[b] = r
             col = cols[b]
-            self._deferred(b, col[s0:] if s0 else col, None)
+            self._deferred(b, ["".join(col[s0:] if s0 else col)], None)
 
     def _wrap(self) -> None:
         self._catch_up_all(self._r)
