@@ -25,7 +25,7 @@ class Mode:
     """One parser mode: the delimiters it watches and their combined DFA."""
 
     __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes",
-                 "anchor_re", "wchars", "wdeep_re", "jump", "loop", "can_start", "exact")
+                 "anchor_re", "anchor_char", "wchars", "wdeep_re", "jump", "loop", "can_start", "exact")
 
     def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list):
         trans = np.asarray(raw["trans"])
@@ -56,7 +56,7 @@ class Mode:
         ]
         _check_first(raw["first"], where)
         self.first_re = _prefilter(self, class_sources)
-        self.anchor_re, self.wchars, self.wdeep_re = _anchors(self, class_sources)
+        self.anchor_re, self.wchars, self.wdeep_re, self.anchor_char = _anchors(self, class_sources)
         self.jump, self.loop = _accelerations(self, class_sources)
         nullable = self.acc[self.startN] is not None
         self.can_start = [nullable or bool(self.trans[self.startN * n_classes + c]) for c in range(n_classes)]
@@ -101,11 +101,20 @@ class Mode:
         if not w or n - i <= 256:  # short spans (streamed chunks): one C-level search is cheapest
             m = deep.search(text, i)
             return m.start() if m is not None else n
+        one = self.anchor_char
         while True:
-            m = anchor.search(text, i)
-            q = m.start() if m is not None else n
-            p = i + len(text[i:q].rstrip(w)) if w else q
-            if m is None:
+            if one is not None:  # one anchor character: `str.find` is many times faster than a search
+                q = text.find(one, i)
+                found = q >= 0
+                if not found:
+                    q = n
+            else:
+                m = anchor.search(text, i)
+                found = m is not None
+                q = m.start() if found else n
+            # (the slice is copied only when whitespace comes just before the anchor)
+            p = i + len(text[i:q].rstrip(w)) if q > i and text[q - 1] in w else q
+            if not found:
                 return p
             check = deep if p == q else self.wdeep_re
             if check is None or check.match(text, q):
@@ -150,7 +159,8 @@ def _union_source(classes: list, class_sources: list) -> str:
 
 
 def _anchors(mode: "Mode", class_sources: list, depth: int = 0):
-    """Anchor characters and leading-whitespace characters of a mode (see `Mode.skip_to`).
+    """Anchor characters and leading-whitespace characters of a mode (see `Mode.skip_to`): (anchor regex,
+    whitespace characters, prefilter after a whitespace run, the anchor character if there is only one).
 
     W is the set of whitespace characters an attempt can start with; it is used only if every state reached
     from the start through W alone neither accepts nor decides (so a run of W can matter only when followed by
@@ -160,14 +170,16 @@ def _anchors(mode: "Mode", class_sources: list, depth: int = 0):
     s = mode.startN
     trans, n = mode.trans, mode.n_classes
     if s == 0 or mode.acc[s] is not None:
-        return re.compile("(?!)"), "", None
+        return re.compile("(?!)"), "", None, None
     w_classes, states = whitespace_closure(mode, class_sources)
     wset = set(w_classes)
     anchors = sorted({c for st in states for c in range(n) if c not in wset and trans[st * n + c]})
     wchars = "".join(chr(cp) for c in w_classes for lo, hi in class_sources[c] for cp in range(lo, hi + 1))
     anchor_re = re.compile(_union_source(anchors, class_sources) if anchors else "(?!)")
+    ranges = [r for c in anchors for r in (class_sources[c] or [(0, 1)])]
+    one = chr(ranges[0][0]) if len(ranges) == 1 and ranges[0][0] == ranges[0][1] else None
     # At an anchor after a whitespace run, the attempt is in one of `states`: filter on what they survive.
-    return anchor_re, wchars, (_prefilter(mode, class_sources, states, depth) if wchars else None)
+    return anchor_re, wchars, (_prefilter(mode, class_sources, states, depth) if wchars else None), one
 
 
 def whitespace_closure(mode: "Mode", class_sources: list) -> tuple[list, set]:
