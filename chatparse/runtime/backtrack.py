@@ -74,6 +74,18 @@ def match_bound(source: str) -> tuple[str, int] | None:
     return best
 
 
+def bound_end(text: str, p: int, bound: tuple[str, int]) -> int:
+    """Where a call at `p` may stop the text for a `match_bound` of (c, k): the offset of the (k+1)-th c at
+    or after `p`, or the end of the text."""
+    c, k = bound
+    end = p - 1
+    for _ in range(k + 1):
+        end = text.find(c, end + 1)
+        if end < 0:
+            return len(text)
+    return end
+
+
 class _Analysis:
     __slots__ = ("risky", "other", "degree", "looks", "literals", "classes", "branch")
 
@@ -183,15 +195,16 @@ def _scan(source: str, a: _Analysis) -> None:
     pending: tuple = ()
     # per open group: (pending at its opening, lookaround?, pending at the end of each finished branch)
     stack: list[tuple[tuple, bool, list]] = []
-    top_branches: list = []
     i, n = 0, len(source)
     while i < n:
         c = source[i]
         if c == "|":
-            if not stack:
+            if stack:
+                stack[-1][2].append(pending)
+                pending = stack[-1][0]
+            else:  # a new top-level alternative: nothing is open at its start
                 a.branch += 1
-            (stack[-1][2] if stack else top_branches).append(pending)
-            pending = stack[-1][0] if stack else ()
+                pending = ()
             i += 1
             continue
         if c == "(":
@@ -261,7 +274,7 @@ def _scan(source: str, a: _Analysis) -> None:
         if lo >= 1 and char is not None and pending and not any(_in_class(char, p) for p, _ in pending):
             pending = ()  # a separator: no open run can take this character, and it must come
         if hi is None:
-            chain = 1 + max((n for _, n in pending), default=0)
+            chain = 1 + max((length for _, length in pending), default=0)
             if chain > 1:
                 a.risky = True
                 a.degree = max(a.degree, chain)

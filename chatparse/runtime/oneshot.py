@@ -32,6 +32,7 @@ from __future__ import annotations
 from copy import deepcopy
 from time import perf_counter
 
+from .backtrack import bound_end
 from .oneshot_plan import plan_for
 from .parser import StreamParser, captures_of, final_output, store_value, warn_stall
 from .scanner import Scanner, pick_winner, record_ends
@@ -220,13 +221,7 @@ def _decide_at(watched: list, text: str, p: int):
         if risky is not True and risky:
             # (c, k): no path takes more than k c's, so the call may stop before the (k+1)-th c from p, and
             # its time is quadratic in that span at most (`backtrack.match_bound`)
-            c, k = risky
-            end = p - 1
-            for _ in range(k + 1):
-                end = text.find(c, end + 1)
-                if end < 0:
-                    end = len(text)
-                    break
+            end = bound_end(text, p, risky)
             if end - p <= BOUNDED_SPAN:
                 m = rx.match(text, p, end)
             else:
