@@ -181,13 +181,13 @@ _MISS = object()
 
 def _with_placeholders(parts: list, strings: list) -> Any:
     r"""The value `_loads` gives for `_join_strings(parts, strings)`, or `_MISS` (then the caller parses that
-    text, for the exact value or exception). Each string goes in as the JSON string ``"<index>"`` and
+    text, for the exact value or exception). Each string goes in as the JSON string ``"\u0001<index>"`` and
     is put back into the parsed value, so long strings are neither encoded nor decoded.
 
     Why it is the same value: both texts hold a JSON string token at the same places and are otherwise
     equal, so they parse to the same structure, or both fail (then `_MISS`); every such token becomes a
     key or a value, which is put back. Not taken (`_MISS`) where a placeholder could be confused: the text
-    already spells ````, or a string put back as a key equals a key written in the text (the parse
+    already spells ``\u0001``, or a string put back as a key equals a key written in the text (the parse
     merged duplicates of that key before the string was known)."""
     for part in parts:
         if "\\u0001" in part:
