@@ -2,12 +2,15 @@
 
 `compile_template` is the one entry point from a template dict to runtime tables. Results are cached by the
 template's canonical JSON, so passing the same dict to `parse_response` a million times compiles it once.
+The same dict object passed again unchanged (compared strictly with a copy taken when it was compiled) skips
+even the validation and the canonical JSON, which cost about as much as a short parse.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from copy import deepcopy
 from typing import Any
 
 from .runtime.tables import Tables
@@ -15,6 +18,8 @@ from .runtime.tables import Tables
 _CACHE_SIZE = 64
 _cache: "OrderedDict[str, CompiledTemplate]" = OrderedDict()
 _lock = threading.Lock()
+# id(template) -> (the template object, a copy of its content or None, its compiled template): `_remember`
+_by_id: dict[int, tuple[Any, Any, "CompiledTemplate"]] = {}
 
 
 class CompiledTemplate:
@@ -75,6 +80,9 @@ def compile_template(template: Any) -> CompiledTemplate:
     """Validate `template` (same rules and errors as transformers) and compile it, cached."""
     if isinstance(template, CompiledTemplate):
         return template
+    seen = _by_id.get(id(template))
+    if seen is not None and seen[0] is template and seen[1] is not None and _same(template, seen[1]):
+        return seen[2]
     # Imported here so that loading precompiled tables never imports the compiler.
     from .compiler.build import build_tables
     from .compiler.validate import canonical_json, load_template
@@ -82,13 +90,51 @@ def compile_template(template: Any) -> CompiledTemplate:
     spec = load_template(template)
     key = canonical_json(spec)
     with _lock:
-        hit = _cache.get(key)
-        if hit is not None:
+        compiled = _cache.get(key)
+        if compiled is not None:
             _cache.move_to_end(key)
-            return hit
-    compiled = CompiledTemplate(spec, build_tables(spec))
-    with _lock:
-        _cache[key] = compiled
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+    if compiled is None:
+        compiled = CompiledTemplate(spec, build_tables(spec))
+        with _lock:
+            _cache[key] = compiled
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    _remember(template, compiled)
     return compiled
+
+
+def _remember(template: Any, compiled: "CompiledTemplate") -> None:
+    """Keep `template` (so its id stays its own). The second time the same object is compiled, keep a copy of
+    its content too, when that content is plain JSON data `_same` can compare: from then on an unchanged
+    object skips validation. (Copying at the first sighting would slow down callers that build a new dict
+    for every call.)"""
+    seen = _by_id.get(id(template))
+    snapshot = None
+    if seen is not None and seen[0] is template:
+        snapshot = deepcopy(template)
+        if not _same(template, snapshot):
+            snapshot = None
+    with _lock:
+        if len(_by_id) >= _CACHE_SIZE:
+            _by_id.clear()
+        _by_id[id(template)] = (template, snapshot, compiled)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """`a` and `b` are the same JSON data: same types (True is not 1, a tuple is not a list), same values,
+    same key order. Anything else is never the same."""
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is dict:
+        if len(a) != len(b):
+            return False
+        for (ka, va), (kb, vb) in zip(a.items(), b.items()):
+            if type(ka) is not str or type(kb) is not str or ka != kb or not _same(va, vb):
+                return False
+        return True
+    if t is list:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if t is str or t is int or t is bool or t is float or a is None:
+        return a == b
+    return False

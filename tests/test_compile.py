@@ -102,3 +102,38 @@ def test_lookaround_patterns_are_marked_regex_decided_with_reasons():
         "x": {"open_pattern": r"(?<=\n)<x>", "close_pattern": r"</x>(?!y)"}}})
     reasons = {p["key"]: p["reasons"] for p in c.raw_tables["patterns"]}
     assert reasons == {"open_pattern": ["lookbehind"], "close_pattern": ["lookahead"]}
+
+
+# -- the compile cache: the same dict object, unchanged, skips validation (chatparse/compiled.py) ------------
+
+def _outcome(fn):
+    try:
+        return ("ok", fn())
+    except Exception as e:  # noqa: BLE001 - class and message are compared
+        return (type(e), str(e))
+
+
+EDITS = [
+    ("repeats", True), ("repeats", 1), ("repeats", 1.0), ("repeats", False), ("close", "</t>"), ("close", ("</t>",)), ("close", ["</t>"]),
+    ("close", ["</t>", "</u>"]), ("close", 7), ("open", "<t>"), ("open", "<u>"), ("content", "json"),
+    ("content", "nope"), ("join", "\n"), ("join", None),
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(EDITS), max_size=12))
+def test_reused_template_dict_follows_every_edit(edits):
+    """A template dict compiled again and again while it is edited in place (values of other types that
+    compare equal, tuples for lists, invalid values) gives what validating a fresh copy gives, every time."""
+    import copy
+
+    from chatparse.compiler.validate import load_template
+
+    template = {"start_anchor": "<|A|>", "fields": {"t": {"open": "<t>", "close": "</t>"}, "content": {}}}
+    field = template["fields"]["t"]
+    for key, value in [(None, None)] * 3 + edits:  # (three plain rounds first: the copy is taken on the second)
+        if key is not None:
+            field[key] = value
+        got = _outcome(lambda: chatparse.compile_template(template).spec)
+        want = _outcome(lambda: load_template(copy.deepcopy(template)))
+        assert got == want, (key, value)
