@@ -381,7 +381,8 @@ def runs(cfg: Config) -> list:
         want = cp.parse(text, "")
         assert stream(cp)() == want and want.get("content") == "The answer is 4."
         rec = {"template": cfg.runs_template, "spaces": n, "chars": len(text)}
-        for key, fn_of, limit in (("stream", stream, cfg.runs_ref_stream), ("oneshot", oneshot_of, cfg.runs_ref_oneshot)):
+        sides = (("stream", stream, cfg.runs_ref_stream), ("oneshot", oneshot_of, cfg.runs_ref_oneshot))
+        for key, fn_of, limit in sides:
             samples = []
             for _ in range(cfg.runs_reps):
                 with _NoGC():

@@ -111,8 +111,11 @@ def _remember(template: Any, compiled: "CompiledTemplate") -> None:
     seen = _by_id.get(id(template))
     snapshot = None
     if seen is not None and seen[0] is template:
-        snapshot = deepcopy(template)
-        if not _same(template, snapshot):
+        try:
+            snapshot = deepcopy(template)
+        except Exception:  # noqa: BLE001 - content that cannot be copied is simply not remembered
+            snapshot = None
+        if snapshot is not None and not _same(template, snapshot):
             snapshot = None
     with _lock:
         if len(_by_id) >= _CACHE_SIZE:
