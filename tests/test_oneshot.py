@@ -28,12 +28,12 @@ PIECES = ["<", "a", "b", "|", r"\|", "ab", " ", r"\ ", "\n", "\\\n", "#", "é", 
 TEXT = st.text(alphabet="<ab |.\n#éAB", max_size=14)
 
 
-def _compiles(source: str) -> bool:
+def _compiled(source: str):
+    """`source` compiled as the tables compile delimiters (DOTALL), or None if `regex` refuses it."""
     try:
-        regex.compile(source, regex.DOTALL)
-        return True
+        return regex.compile(source, regex.DOTALL)
     except regex.error:
-        return False
+        return None
 
 
 @SETTINGS
@@ -41,9 +41,9 @@ def _compiles(source: str) -> bool:
 def test_literal_pieces_decide_like_regex(parts, text):
     source = "".join(parts)
     pieces = literal_pieces(source)
-    if pieces is None or not _compiles(source):
+    rx = _compiled(source)
+    if pieces is None or rx is None:
         return
-    rx = regex.compile(source, regex.DOTALL)
     for p in range(len(text) + 1):
         m = rx.match(text, p)
         first = next((q for q in pieces if text.startswith(q, p)), None)
@@ -55,10 +55,10 @@ def test_literal_pieces_decide_like_regex(parts, text):
 def test_literal_prefixes_never_skip_a_match(parts, text):
     source = "".join(parts)
     prefixes = literal_prefixes(source)
-    if prefixes is None or not _compiles(source):
+    rx = _compiled(source)
+    if prefixes is None or rx is None:
         return
     assert all(prefixes)
-    rx = regex.compile(source, regex.DOTALL)
     for p in range(len(text) + 1):
         if rx.match(text, p) is not None:
             assert text.startswith(prefixes, p), (source, text, p)
@@ -279,11 +279,8 @@ def test_match_bound_never_changes_a_match(parts, alternation, text, p):
     source = "".join(parts)
     if alternation:
         source = source + "|" + "".join(reversed(parts)).replace("(?P<g>", "(?:")
-    try:
-        rx = regex.compile(source, regex.DOTALL)
-    except regex.error:
-        return
-    bound = match_bound(source)
+    rx = _compiled(source)
+    bound = match_bound(source) if rx is not None else None
     if bound is None:
         return
     p = min(p, len(text))
