@@ -35,7 +35,6 @@ import numpy as np
 import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 import chatparse  # noqa: E402
 import chatparse.tokenizer_dir as td  # noqa: E402
@@ -44,8 +43,8 @@ from chatparse.compiler.tokens import TokenVocab, bind, vocab_for  # noqa: E402
 from chatparse.compiler.writer import dumps, save, vocab_hash  # noqa: E402
 from chatparse.runtime.loader import load, loads, vocab_digest  # noqa: E402
 from chatparse.runtime.tokens import TokenParser, binding_from_data, token_binding  # noqa: E402
-from test_tokens import (CASES, mutate, split_into_bytes, tekken_tokenizer, trained_tokenizers,  # noqa: E402
-                         training_text)
+from test_tokens import (CASES, metaspace_tokenizer, mutate, split_into_bytes, tekken_tokenizer,  # noqa: E402
+                         trained_tokenizers)
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")
@@ -54,20 +53,10 @@ HEADER_SIZE = 160
 
 
 # ------------------------------------------------------------------------------------------------ tokenizers
-def metaspace_tokenizer():
-    """Unigram + Metaspace (the first token drops its ▁): exercises the first-token texts of the section."""
-    tok = Tokenizer(models.Unigram())
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    tr = trainers.UnigramTrainer(vocab_size=300, special_tokens=["<think>", "</think>", "<|im_end|>"],
-                                 show_progress=False)
-    tok.train_from_iterator(training_text(), trainer=tr)
-    return tok
-
-
 @pytest.fixture(scope="module")
 def toks():
-    return {**trained_tokenizers(), "metaspace": metaspace_tokenizer()}
+    # Metaspace exercises the first-token texts of the table format's section
+    return {**trained_tokenizers(), "metaspace": metaspace_tokenizer(300)}
 
 
 from bench.bench_load import synthetic_vocab  # noqa: E402  (one generator for the benchmark and the tests)

@@ -116,6 +116,17 @@ def sentencepiece_tokenizer(specials, vocab_size=700):
     return tok
 
 
+def metaspace_tokenizer(vocab_size: int):
+    """Unigram + Metaspace, trained here (the first token of a text drops its ▁)."""
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tr = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=["<think>", "</think>", "<|im_end|>"],
+                                 show_progress=False)
+    tok.train_from_iterator(training_text(), trainer=tr)
+    return tok
+
+
 def trained_tokenizers() -> dict:
     """The tokenizers the token tests run on, trained here: byte-level BPE and SentencePiece-style byte
     fallback, each with the delimiters as special tokens and without them."""
@@ -559,12 +570,7 @@ def test_metaspace_and_cleanup_tokenizers():
     pytest.importorskip("transformers")
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.Unigram())
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    tr = trainers.UnigramTrainer(vocab_size=200, special_tokens=["<think>", "</think>", "<|im_end|>"],
-                                 show_progress=False)
-    tok.train_from_iterator(training_text(), trainer=tr)
+    tok = metaspace_tokenizer(200)
     rng = random.Random(3)
     v = vocab_for(tok)
     assert v.first_text
