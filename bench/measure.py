@@ -28,6 +28,7 @@ from typing import Callable
 from . import scenarios as S
 from .pertoken import NoGC as _NoGC  # one definition of the GC guard and the sampler
 from .pertoken import timed as _timed
+from .pertoken import windows as _windows
 
 ns = time.perf_counter_ns
 
@@ -219,14 +220,8 @@ def _stream_pass(impl: Impl, sc: S.Scenario, lengths, chunk: int, window: int, p
     Returns, per length, (median ns per feed, mean ns per feed) over the window's feeds."""
     out = sc.output
     p = impl.parser(sc.prefix)
-    pos = 0
     res = []
-    for L in lengths:
-        start = L - window
-        while pos < start:
-            nxt = min(pos + prefeed, start)
-            p.feed(out[pos:nxt])
-            pos = nxt
+    for L, start in zip(lengths, _windows(p.feed, out, lengths, window, prefeed)):
         chunks = [out[i:min(i + chunk, L)] for i in range(start, L, chunk)]
         times = [0] * len(chunks)
         feed = p.feed
@@ -235,7 +230,6 @@ def _stream_pass(impl: Impl, sc: S.Scenario, lengths, chunk: int, window: int, p
                 t = ns()
                 feed(c)
                 times[i] = ns() - t
-        pos = L
         res.append((statistics.median(times), sum(times) / len(times)))
     return res
 

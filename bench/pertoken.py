@@ -374,20 +374,27 @@ def build_times(tok, template_names, reps: int) -> dict:
 COLUMNS = ("chatparse feed_tokens", "decode + chatparse feed", "decode + reference feed")
 
 
-def _window_pass(feed_many, feed_one, ids, lengths, window: int, prefeed: int) -> list:
-    """One stream: feed untimed (`feed_many(list of ids)`, `prefeed` ids per call) up to each window, then
-    time every `feed_one(id)` of the window. Returns, per length, the window's per-call ns."""
+def windows(feed_many, seq, lengths, window: int, prefeed: int):
+    """For each length L: feed `seq` untimed (`feed_many(piece)`, `prefeed` items per call) up to the window
+    ``[L - window, L)``, then yield the window's start; the caller feeds the window itself (timed)."""
     pos = 0
-    res = []
     for L in lengths:
         start = L - window
         while pos < start:
             nxt = min(pos + prefeed, start)
-            feed_many(ids[pos:nxt])
+            feed_many(seq[pos:nxt])
             pos = nxt
+        yield start
+        pos = L
+
+
+def _window_pass(feed_many, feed_one, ids, lengths, window: int, prefeed: int) -> list:
+    """One stream: feed untimed (`feed_many(list of ids)`, `prefeed` ids per call) up to each window, then
+    time every `feed_one(id)` of the window. Returns, per length, the window's per-call ns."""
+    res = []
+    for L, start in zip(lengths, windows(feed_many, ids, lengths, window, prefeed)):
         with NoGC():
             res.append(per_call(feed_one, ids[start:L]))
-        pos = L
     return res
 
 
