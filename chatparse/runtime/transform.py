@@ -23,7 +23,7 @@ import regex
 
 from .values import parse_content
 
-__all__ = ["PLACEHOLDER", "apply_transform", "compile_transform", "process_value"]
+__all__ = ["PLACEHOLDER", "compile_transform", "process_value"]
 
 # One placeholder: a word, optionally followed by ``.word`` segments, in braces. ``regex`` gives \w its
 # Unicode meaning, like the reference. Shared with the loader's "mixes placeholder and text" check.
@@ -49,32 +49,31 @@ def _resolve(path: str, scope: dict) -> Any:
     return value
 
 
-def apply_transform(template: Any, scope: dict) -> Any:
-    """Instantiate ``template`` against ``scope`` (name -> value).
-
-    Guarantees: output dicts/lists are fresh containers mirroring the template; looked-up values are
-    inserted as-is (not copied), exactly as the reference does."""
-    if isinstance(template, dict):
-        return {key: apply_transform(item, scope) for key, item in template.items()}
-    if isinstance(template, list):
-        return [apply_transform(item, scope) for item in template]
-    if isinstance(template, str):
-        whole = PLACEHOLDER.fullmatch(template)
-        if whole is not None:
-            return _resolve(whole.group(1), scope)
-    return template
-
-
 def compile_transform(template: Any) -> Callable[[dict], Any]:
-    """A function of the scope that returns ``apply_transform(template, scope)``: the same value, the same
-    exception (class and message) in the same order, without re-examining the template on every call.
+    """A function of the scope that instantiates `template` against it (name -> value), as the module says:
+    fresh dicts and lists mirroring the template, looked-up values inserted as they are (not copied), the
+    reference's value and exception (class and message, first failing placeholder first), without
+    re-examining the template on every call.
 
     Why: a transform runs once per closed region, and examining the template each time (a placeholder
     regex per string, an isinstance chain per node) costs more than the dict it builds."""
-    if isinstance(template, dict):
+    kind, arg = _part(template)
+    if kind == _CALL:
+        return arg
+    if kind == _NAME:
+        return lambda scope: scope[arg] if arg in scope else _resolve(arg, scope)
+    return lambda scope: arg
+
+
+_CONST, _NAME, _CALL = 0, 1, 2
+
+
+def _part(item: Any) -> tuple[int, Any]:
+    """How a template node is built: a constant, a root name looked up in the scope, or a compiled call."""
+    if isinstance(item, dict):
         # One frame per dict: its constants and simple names are filled in place, in the template's key
         # order (so the first failing placeholder is the reference's first); only nested parts are calls.
-        spec = tuple((key,) + _part(item) for key, item in template.items())
+        spec = tuple((key,) + _part(value) for key, value in item.items())
 
         def build(scope: dict) -> dict:
             out = {}
@@ -87,32 +86,17 @@ def compile_transform(template: Any) -> Callable[[dict], Any]:
                     out[key] = arg(scope)
             return out
 
-        return build
-    if isinstance(template, list):
-        fns = [compile_transform(item) for item in template]
-        return lambda scope: [fn(scope) for fn in fns]
-    if isinstance(template, str):
-        whole = PLACEHOLDER.fullmatch(template)
-        if whole is not None:
-            path = whole.group(1)
-            if "." not in path:
-                return lambda scope: scope[path] if path in scope else _resolve(path, scope)
-            return lambda scope: _resolve(path, scope)
-    return lambda scope: template
-
-
-_CONST, _NAME, _CALL = 0, 1, 2
-
-
-def _part(item: Any) -> tuple[int, Any]:
-    """How a dict's value is built: a constant, a root name looked up in the scope, or a compiled call."""
-    if isinstance(item, (dict, list)):
-        return _CALL, compile_transform(item)
+        return _CALL, build
+    if isinstance(item, list):
+        fns = [compile_transform(value) for value in item]
+        return _CALL, lambda scope: [fn(scope) for fn in fns]
     if isinstance(item, str):
         whole = PLACEHOLDER.fullmatch(item)
         if whole is not None:
             path = whole.group(1)
-            return (_NAME, path) if "." not in path else (_CALL, compile_transform(item))
+            if "." not in path:
+                return _NAME, path
+            return _CALL, lambda scope: _resolve(path, scope)
     return _CONST, item
 
 

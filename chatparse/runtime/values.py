@@ -130,21 +130,17 @@ def _quote_key(m: Any) -> str:
     return '"' + m.group(1) + '":'
 
 
-def _one_pair_dialect(text: str, open_d: str, close_d: str, unquoted_keys: Any) -> str:
+def _one_pair_split(text: str, open_d: str, close_d: str, unquoted_keys: Any) -> tuple[list, list]:
     r"""The reference's rewrite for one ``[open, close]`` pair of non-empty strings (the input holds no
-    ``\x01``/``\x02``): the same text as extracting each ``open(.*?)close`` (DOTALL) to a sentinel, quoting
-    bare keys and putting each string back as ``json.dumps`` of it, built in fewer passes.
+    ``\x01``/``\x02``), before the strings go back in: the rewritten text split where each delimited string
+    was (``parts``, one more than ``strings``), and the strings. `_join_strings` of them is the same text as
+    extracting each ``open(.*?)close`` (DOTALL) to a sentinel, quoting bare keys and putting each string
+    back as ``json.dumps`` of it, built in fewer passes.
 
     Why it is the same: the leftmost ``open`` with a ``close`` after it starts the leftmost match, and the
     first ``close`` after it ends the shortest (``str.find`` twice); a placeholder character that is not
     \w, '{' or ',' hides each string from the bare-key pattern exactly as the numbered sentinel does;
     ``encode_basestring_ascii`` is what ``json.dumps`` returns for a str."""
-    return _join_strings(*_one_pair_split(text, open_d, close_d, unquoted_keys))
-
-
-def _one_pair_split(text: str, open_d: str, close_d: str, unquoted_keys: Any) -> tuple[list, list]:
-    """`_one_pair_dialect` before the strings go back in: the rewritten text split where each delimited
-    string was (``parts``, one more than ``strings``), and the strings."""
     segments, strings, pos, lo, lc = [], [], 0, len(open_d), len(close_d)
     find = text.find
     while True:
