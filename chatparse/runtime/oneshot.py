@@ -46,8 +46,10 @@ SCAN_SECONDS = 0.002  # time the candidate paths may take before the automaton r
 SCAN_SECONDS_PER_CHAR = 1e-6  # ... plus this per character (about what the automaton itself costs)
 
 
-def _deadline(n: int) -> float:
-    return perf_counter() + SCAN_SECONDS + n * SCAN_SECONDS_PER_CHAR
+def _limits(n: int) -> tuple[int, float]:
+    """For a text of `n` characters: how many candidate starts the candidate paths may try, and when their
+    time is up (`perf_counter`)."""
+    return n // 4 + 64, perf_counter() + SCAN_SECONDS + n * SCAN_SECONDS_PER_CHAR
 
 
 class _Fallback(Exception):
@@ -65,8 +67,7 @@ class WholeTextScanner(Scanner):
     def __init__(self, tables, text: str):
         super().__init__(tables)
         self.push(text)
-        self.budget = len(text) // 4 + 64
-        self.deadline = _deadline(len(text))
+        self.budget, self.deadline = _limits(len(text))
         plan = plan_for(tables)
         self.watched = {id(mode): entry[4] for mode, entry in zip(tables.modes, plan.modes)}
 
@@ -118,8 +119,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     output = dict(defaults) if plan.flat_defaults else deepcopy(defaults)
     implicit = tables.implicit
     current, opened, captures = implicit, False, {}
-    budget = n // 4 + 64
-    deadline = _deadline(n)
+    budget, deadline = _limits(n)
     modes, opens, pat_field = plan.modes, plan.opens, plan.fields
     first_re, start0, wide, single, watched = modes[0]
     mi = pos = scan = 0

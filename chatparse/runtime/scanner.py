@@ -235,8 +235,9 @@ class Scanner:
 
     def _drop_dead(self) -> None:
         """Remove decided attempts without a match (`_drop`)."""
-        if any(a.fin >= 0 and a.ends is None for a in self.attempts):
-            self._drop([a for a in self.attempts if a.fin >= 0 and a.ends is None])
+        gone = [a for a in self.attempts if a.fin >= 0 and a.ends is None]
+        if gone:
+            self._drop(gone)
 
     def _drop(self, gone: list) -> None:
         """Remove the attempts in `gone` (decided, no match); their followers (`_merge`) take their place,
