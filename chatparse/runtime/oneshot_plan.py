@@ -44,7 +44,7 @@ class Plan:
             # Candidates: when every match starts with one of a few literals, exactly where one occurs (one
             # literal: `str.find`; several: a `re` alternation of them, which scans faster than several finds);
             # else the deeper prefilter; whitespace-led modes use their `WideFinder`.
-            finder, single = _deep_prefilter(tables, mode), None
+            finder = single = None  # (the lean path reads `finder` only when `single` is None)
             starts = [w[4] if w[4] is not None else w[5] for w in watched]
             if all(starts):
                 starts = list(dict.fromkeys(x for st in starts for x in st))
@@ -55,6 +55,8 @@ class Plan:
                         single = (single, watched[0][0])
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
+            else:
+                finder = _deep_prefilter(tables, mode)
             wide = WideFinder(tables, mode) if mode.wchars else None
             self.modes.append((finder, bool(mode.start0), wide, single, watched))
         self.opens = [p.kind == "open" for p in tables.patterns]
