@@ -34,7 +34,7 @@ from time import perf_counter
 
 from .backtrack import bound_end
 from .oneshot_plan import plan_for
-from .parser import StreamParser, captures_of, final_output, store_value, warn_stall
+from .parser import StreamParser, captures_of, final_output, stores_for, warn_stall
 from .scanner import Scanner, pick_winner, record_ends
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
@@ -114,7 +114,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     n = len(text)
     if not plan.usable:
         raise _Fallback()
-    fields = tables.fields
+    stores = stores_for(tables)
     defaults = tables.template["defaults"]
     output = dict(defaults) if plan.flat_defaults else deepcopy(defaults)
     implicit = tables.implicit
@@ -176,7 +176,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             opened = True
         had = opened
         if current is not None and opened:
-            store_value(output, fields[current], text[pos:s], captures, tool_params)
+            stores[current](output, text[pos:s], captures, tool_params)
         if opens[pi]:  # ... and opens its field
             current, opened = pat_field[pi], True
             captures = captures_of(m)
@@ -196,7 +196,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
         if n > pos and current is not None:
             opened = True
         if current is not None and opened:
-            store_value(output, fields[current], text[pos:], captures, tool_params)
+            stores[current](output, text[pos:], captures, tool_params)
     return final_output(tables, output)
 
 

@@ -20,38 +20,53 @@ state.
 from __future__ import annotations
 
 from copy import deepcopy
-from typing import Any
+from typing import Any, Callable
 
 from .coerce import coerce_tool_calls
 from .scanner import Scanner
 from .tables import Tables, logger
-from .transform import process_value
+from .transform import value_maker
 
 
 def _is_empty(v: Any) -> bool:
     return v is None or (isinstance(v, (list, dict, str)) and not v)
 
 
-def store_value(output: dict, field: dict, body: str, captures: dict, tool_params: dict) -> Any:
-    """Close one region of `field` with raw `body`: parse and transform it, type tool-call arguments, and put
-    the value into `output` (joined, appended when the field repeats, else set). Returns the value (the
-    ``region_close`` event's). Shared by the streaming parser and the one-shot path."""
+def field_store(field: dict) -> Callable[[dict, str, dict, dict], Any]:
+    """``store(output, body, captures, tool_params)``: close one region of `field` with raw `body`: parse
+    and transform it (`transform.value_maker`), type tool-call arguments, and put the value into `output`
+    (joined, appended when the field repeats, else set). Returns the value (the ``region_close`` event's).
+    Built once per field (`stores_for`); shared by the streaming parser and the one-shot path."""
     name = field["name"]
-    value = process_value(body, field, captures)
-    if tool_params:
-        value = coerce_tool_calls(value, tool_params)
+    make = value_maker(field)
     join = field["join"]
-    if join is not None:
-        if not isinstance(value, str):
-            raise ValueError(f"Field '{name}': 'join' requires each match to parse to a string, "
-                             f"got {type(value).__name__}.")
-        prev = output.get(name)
-        output[name] = value if prev is None else prev + join + value
-    elif field["repeats"]:
-        output.setdefault(name, []).append(value)
-    else:
-        output[name] = value
-    return value
+    repeats = field["repeats"]
+
+    def store(output: dict, body: str, captures: dict, tool_params: dict) -> Any:
+        value = make(body, captures)
+        if tool_params:
+            value = coerce_tool_calls(value, tool_params)
+        if join is not None:
+            if not isinstance(value, str):
+                raise ValueError(f"Field '{name}': 'join' requires each match to parse to a string, "
+                                 f"got {type(value).__name__}.")
+            prev = output.get(name)
+            output[name] = value if prev is None else prev + join + value
+        elif repeats:
+            output.setdefault(name, []).append(value)
+        else:
+            output[name] = value
+        return value
+
+    return store
+
+
+def stores_for(tables: Tables) -> list:
+    """`field_store` of each field of `tables`, built once per loaded tables."""
+    stores = getattr(tables, "stores", None)
+    if stores is None:
+        stores = tables.stores = [field_store(f) for f in tables.fields]
+    return stores
 
 
 def warn_stall(offset: int) -> None:
@@ -107,6 +122,7 @@ class StreamParser:
         self.failed: BaseException | None = None
         self.usable = True  # False once finished or failed
         self.names = [f["name"] for f in tables.fields]
+        self.stores = stores_for(tables)
 
     # -- public steps ----------------------------------------------------------------------------------------
     def feed(self, text: str) -> list[dict]:
@@ -278,8 +294,7 @@ class StreamParser:
         if fi is not None and self.opened:
             self._flush(events)
             field = self.t.fields[fi]
-            value = store_value(self.output, field, "".join(self.body + self.tail), self.captures,
-                                self.tool_params)
+            value = self.stores[fi](self.output, "".join(self.body + self.tail), self.captures, self.tool_params)
             events.append({"type": "region_close", "field": field["name"], "value": value})
         self.current = self.t.implicit
         self.captures = {}

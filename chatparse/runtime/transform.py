@@ -21,9 +21,9 @@ from typing import Any, Callable
 
 import regex
 
-from .values import parse_content
+from .values import content_parser
 
-__all__ = ["PLACEHOLDER", "compile_transform", "process_value"]
+__all__ = ["PLACEHOLDER", "compile_transform", "process_value", "value_maker"]
 
 # One placeholder: a word, optionally followed by ``.word`` segments, in braces. ``regex`` gives \w its
 # Unicode meaning, like the reference. Shared with the loader's "mixes placeholder and text" check.
@@ -100,52 +100,53 @@ def _part(item: Any) -> tuple[int, Any]:
     return _CONST, item
 
 
-_compiled: dict[int, tuple[Any, Callable[[dict], Any]]] = {}
-
-
-def _transform_fn(template: Any) -> Callable[[dict], Any]:
-    """`compile_transform(template)`, cached by identity (templates are the loaded tables' own objects, which
-    are never mutated; the entry keeps its template alive so the id cannot be reused)."""
-    hit = _compiled.get(id(template))
-    if hit is not None and hit[0] is template:
-        return hit[1]
-    fn = compile_transform(template)
-    if len(_compiled) >= 4096:
-        _compiled.clear()
-    _compiled[id(template)] = (template, fn)
-    return fn
-
-
-def process_value(body: str, field: dict, captures: dict) -> Any:
-    """Parse a closed region's raw ``body`` and apply the field's transform.
+def value_maker(field: dict) -> Callable[[str, dict], Any]:
+    """``make(body, captures)``: the value of a closed region of `field`, as `process_value` says, with the
+    field's parser options and transform read once (a region's value is made once per region; on short
+    bodies reading them again costs as much as the parse).
 
     ``field`` is one normalized field dict from ``chatparse.compiler.validate.load_template`` (keys
     ``name``, ``content``, ``content_args``, ``transform``, ``transform_each``); ``captures`` are the
-    named groups of the open match (groups that did not participate must already be left out).
+    named groups of the open match (groups that did not participate must already be left out)."""
+    parse = content_parser(field["content"], field["content_args"])
+    template = field.get("transform")
+    if template is None:
+        return lambda body, captures: parse(body)
+    fn = compile_transform(template)
+    if not field.get("transform_each", False):
+        def make(body: str, captures: dict) -> Any:
+            value = parse(body)
+            if not captures:
+                return fn({"content": value})
+            return fn({**captures, "content": value})
+        return make
+    name = field["name"]
+
+    def make_each(body: str, captures: dict) -> list:
+        value = parse(body)
+        if not isinstance(value, list):
+            raise ValueError(
+                f"Field '{name}': transform_each requires the parsed content to be a list, "
+                f"got {type(value).__name__}."
+            )
+        results = []
+        for element in value:
+            if not isinstance(element, dict):
+                raise ValueError(
+                    f"Field '{name}': transform_each requires each list element to be a dict, "
+                    f"got {type(element).__name__}."
+                )
+            results.append(fn({**captures, **element}))
+        return results
+
+    return make_each
+
+
+def process_value(body: str, field: dict, captures: dict) -> Any:
+    """Parse a closed region's raw ``body`` and apply the field's transform (`value_maker` once).
 
     Without a transform the parsed value is returned. With ``transform_each`` the parsed value must be a
     list of dicts and the transform is applied to each element with the element's keys in scope (they
     shadow captures of the same name); ``content`` is not in scope then. Otherwise the scope is the
     captures plus ``content`` (which shadows a capture called ``content``)."""
-    value = parse_content(body, field["content"], field["content_args"])
-    template = field.get("transform")
-    if template is None:
-        return value
-    fn = _transform_fn(template)
-    if not field.get("transform_each", False):
-        return fn({**captures, "content": value})
-    name = field["name"]
-    if not isinstance(value, list):
-        raise ValueError(
-            f"Field '{name}': transform_each requires the parsed content to be a list, "
-            f"got {type(value).__name__}."
-        )
-    results = []
-    for element in value:
-        if not isinstance(element, dict):
-            raise ValueError(
-                f"Field '{name}': transform_each requires each list element to be a dict, "
-                f"got {type(element).__name__}."
-            )
-        results.append(fn({**captures, **element}))
-    return results
+    return value_maker(field)(body, captures)

@@ -27,7 +27,7 @@ import regex
 
 from .literals import PLAIN_GROUP_STARTS
 
-__all__ = ["PARSERS", "PARSER_NAMES", "STREAMABLE", "parse_content"]
+__all__ = ["PARSERS", "PARSER_NAMES", "STREAMABLE", "content_parser", "parse_content"]
 
 # Content types whose chunks already are part of the final value (modulo stripping): their
 # ``region_chunk`` events carry ``dirty=False``. Structured types only mean something once parsed.
@@ -37,8 +37,9 @@ STREAMABLE = frozenset({"text", "int", "float", "bool"})
 _SENTINEL_OPEN = "\x01"
 _SENTINEL_CLOSE = "\x02"
 
-# A bare identifier key directly after ``{`` or ``,`` (no whitespace allowed), as the reference quotes them.
-_BARE_KEY = regex.compile(r"(?<=[{,])(\w+):")
+# A bare identifier key directly after ``{`` or ``,`` and before ``:`` (no whitespace allowed), as the
+# reference quotes them (it replaces ``(?<=[{,])(\w+):`` by ``"\1":``; see `_quote_bare_keys`).
+_BARE_KEY = regex.compile(r"(?<=[{,])(\w+)(?=:)")
 
 # `json.loads` for str is `JSONDecoder().scan_once` between two whitespace skips, behind two Python frames.
 _scan_json = json.JSONDecoder().scan_once
@@ -123,11 +124,14 @@ def _cannot_be_json(text: str) -> bool:
 
 
 # `_BARE_KEY` for ASCII text, where `re`'s \w and `regex`'s \w are the same ten digits, 52 letters and '_'.
-_BARE_KEY_ASCII = re.compile(r"(?<=[{,])(\w+):", re.ASCII)
+_BARE_KEY_ASCII = re.compile(r"(?<=[{,])(\w+)(?=:)", re.ASCII)
 
 
-def _quote_key(m: Any) -> str:
-    return '"' + m.group(1) + '":'
+def _quote_bare_keys(text: str) -> str:
+    """The reference's ``regex.sub(r'(?<=[{,])(\\w+):', r'"\\1":', text)``, as one split and one join: the
+    split alternates text and keys, so joining with '"' quotes every key (a key's match ends before the
+    ':', and no match can start at that ':' or just after it, so the matches are the reference's)."""
+    return '"'.join((_BARE_KEY_ASCII if text.isascii() else _BARE_KEY).split(text))
 
 
 def _one_pair_split(text: str, open_d: str, close_d: str, unquoted_keys: Any) -> tuple[list, list]:
@@ -159,7 +163,7 @@ def _one_pair_split(text: str, open_d: str, close_d: str, unquoted_keys: Any) ->
         segments.append(text[pos:])
         working = _SENTINEL_OPEN.join(segments)
     if unquoted_keys:
-        working = (_BARE_KEY_ASCII if working.isascii() else _BARE_KEY).sub(_quote_key, working)
+        working = _quote_bare_keys(working)
     return (working.split(_SENTINEL_OPEN) if strings else [working]), strings
 
 
@@ -235,36 +239,72 @@ def _parse_json(text: str, args: dict) -> Any:
 
     Otherwise a syntax error raises ``ValueError`` quoting the text (and the rewritten text when a
     dialect knob changed it), with the same message shape as the reference."""
+    return _json_knobs(args)(text)
+
+
+def _json_knobs(args: dict) -> Callable[[str], Any]:
+    """`_parse_json` with `args` read once: the knobs are looked up here, the text is parsed by the
+    function returned. Reading a dict's values has no effect, so reading them before the text is known
+    changes neither value nor exception."""
     string_delims = args.get("string_delims", [])
-    if string_delims and (_SENTINEL_OPEN in text or _SENTINEL_CLOSE in text):
-        raise ValueError(
-            "json: input contains reserved sentinel characters (\\x01/\\x02); cannot parse safely."
-        )
+    unquoted_keys = args.get("unquoted_keys", False)
+    allow_non_json = args.get("allow_non_json")
     pair = string_delims[0] if type(string_delims) is list and len(string_delims) == 1 else None
-    if (type(pair) in (list, tuple) and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str
+    if not (type(pair) in (list, tuple) and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str
             and pair[0] and pair[1]):
-        parts, strings = _one_pair_split(text, pair[0], pair[1], args.get("unquoted_keys", False))
-        if len(strings) <= 64 and strings and sum(map(len, strings)) >= _PLACEHOLDER_MIN:
-            value = _with_placeholders(parts, strings)
-            if value is not _MISS:
-                return value
-        working = _join_strings(parts, strings)
-    else:
-        captured: list[str] = []
-        working = _extract_delimited(text, string_delims, captured)
-        if args.get("unquoted_keys", False):
-            working = _BARE_KEY.sub(r'"\1":', working)
-        if captured:
-            # One pass instead of one `replace` per string: the sentinels are unique and `json.dumps` output
-            # never contains a raw \x01/\x02, so this is the reference's sequential replacement.
-            working = _SENTINEL_TOKEN.sub(lambda m: json.dumps(captured[int(m.group(1))]), working)
-    if args.get("allow_non_json") and type(working) is str and _cannot_be_json(working):
-        return _strip_if_asked(text, args)
+        pair = None
+    if not string_delims and type(string_delims) in (list, tuple, str, dict) and not unquoted_keys:
+        # no rewrite at all (a falsy non-iterable `string_delims` fails in the general path, as it should)
+        if allow_non_json:
+            return lambda text: (_strip_if_asked(text, args) if type(text) is str and _cannot_be_json(text)
+                                 else _json_or_text(text, args))
+        return lambda text: _json_or_raise(text, text)
+
+    def parse(text: str) -> Any:
+        if string_delims and (_SENTINEL_OPEN in text or _SENTINEL_CLOSE in text):
+            raise ValueError(
+                "json: input contains reserved sentinel characters (\\x01/\\x02); cannot parse safely."
+            )
+        if pair is not None:
+            parts, strings = _one_pair_split(text, pair[0], pair[1], unquoted_keys)
+            if len(strings) <= 64 and strings and sum(map(len, strings)) >= _PLACEHOLDER_MIN:
+                value = _with_placeholders(parts, strings)
+                if value is not _MISS:
+                    return value
+            working = _join_strings(parts, strings)
+        else:
+            captured: list[str] = []
+            working = _extract_delimited(text, string_delims, captured)
+            if unquoted_keys:
+                working = _quote_bare_keys(working)
+            if captured:
+                # One pass instead of one `replace` per string: the sentinels are unique and `json.dumps`
+                # output never contains a raw \x01/\x02, so this is the reference's sequential replacement.
+                working = _SENTINEL_TOKEN.sub(lambda m: json.dumps(captured[int(m.group(1))]), working)
+        if allow_non_json:
+            if type(working) is str and _cannot_be_json(working):
+                return _strip_if_asked(text, args)
+            return _json_or_text(working, args, text)
+        return _json_or_raise(working, text)
+
+    return parse
+
+
+def _json_or_text(working: str, args: dict, text: str | None = None) -> Any:
+    """`_loads(working)`, or on a JSON syntax error the original `text` (default: `working`) stripped as
+    the ``text`` parser would (``allow_non_json``)."""
+    try:
+        return _loads(working)
+    except json.JSONDecodeError:
+        return _strip_if_asked(working if text is None else text, args)
+
+
+def _json_or_raise(working: str, text: str) -> Any:
+    """`_loads(working)`, or on a JSON syntax error the reference's ValueError quoting the original `text`
+    (and `working`, when a dialect knob rewrote it)."""
     try:
         return _loads(working)
     except json.JSONDecodeError as err:
-        if args.get("allow_non_json"):
-            return _strip_if_asked(text, args)
         if working == text:
             raise ValueError(
                 f"json parser could not parse region as JSON.\nContent: {text!r}\nError: {err}"
@@ -420,3 +460,20 @@ def parse_content(text: str, name: str, args: dict) -> Any:
     ``KeyError`` (the loader rejects unknown top-level names earlier; nested ``value_parser`` names are
     only checked here, as in the reference)."""
     return PARSERS[name](text, args)
+
+
+def content_parser(name: str, args: Any) -> Callable[[str], Any]:
+    """``lambda text: parse_content(text, name, args)`` for a field whose `name` and `args` never change,
+    with what can be read ahead read once: the ``strip`` flag of ``text``, the knobs of ``json``.
+
+    Why: a region's value is parsed once per region, and on short bodies (a tool call's arguments) looking
+    the options up again each time costs as much as the parse. Arguments that are not a dict keep the
+    generic call, so they still fail only when a body is parsed, as in the reference."""
+    if type(args) is not dict or name not in PARSERS:
+        return lambda text: PARSERS[name](text, args)
+    if name == "text":
+        return str.strip if args.get("strip", True) else str
+    if name == "json":
+        return _json_knobs(args)
+    fn = PARSERS[name]
+    return lambda text: fn(text, args)
