@@ -286,3 +286,25 @@ def test_match_bound_never_changes_a_match(parts, alternation, text, p):
     p = min(p, len(text))
     whole, cut = rx.match(text, p), rx.match(text, p, bound_end(text, p, bound))
     assert (whole and (whole.span(), whole.groupdict())) == (cut and (cut.span(), cut.groupdict()))
+
+
+@SETTINGS
+@given(st.lists(st.text(alphabet="ab<", min_size=1, max_size=4), min_size=1, max_size=3, unique=True),
+       st.text(alphabet="ab<x", max_size=24))
+def test_cut_prefix_finds_the_last_anchor_match(literals, prefix):
+    """`Tables.cut_prefix` takes its `str.rfind` shortcut only where it gives the end of the last
+    non-overlapping match of the anchors' alternation (longest literal first, as compiled)."""
+    template = {"start_anchor": literals, "fields": {"content": {}}}
+    tables = chatparse.compile_template(template).tables
+    alternation = regex.compile("|".join(regex.escape(s) for s in sorted(literals, key=len, reverse=True)))
+    ends = [m.end() for m in alternation.finditer(prefix)]
+    assert tables.cut_prefix(prefix) == (prefix[ends[-1]:] if ends else prefix)
+
+
+def test_cut_prefix_shortcut_is_taken_where_anchors_cannot_overlap():
+    kinds = {tuple(a): chatparse.compile_template({"start_anchor": a, "fields": {"content": {}}})
+             .tables.anchor_literals is not None
+             for a in (["<|start|>assistant"], ["<|turn>model\n", "<tool_response|>"], ["aa"], ["ab", "ba"],
+                       ["abc", "b"])}
+    assert kinds == {("<|start|>assistant",): True, ("<|turn>model\n", "<tool_response|>"): True,
+                     ("aa",): False, ("ab", "ba"): False, ("abc", "b"): False}

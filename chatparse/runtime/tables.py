@@ -335,8 +335,12 @@ class Tables:
         self.history = max([p.history for p in self.patterns] + [1])
         self.dirty = [f["content"] not in STREAMABLE for f in self.fields]
         anchor = self.template["start_anchor"]
+        self.anchor_literals = None
         if "literals" in anchor:
-            src = "|".join(regex.escape(s) for s in sorted(anchor["literals"], key=len, reverse=True))
+            literals = anchor["literals"]
+            src = "|".join(regex.escape(s) for s in sorted(literals, key=len, reverse=True))
+            if _occur_apart(literals):
+                self.anchor_literals = tuple(literals)
             self.anchor_kind = "start_anchor"
         else:
             src = anchor["pattern"]
@@ -346,13 +350,35 @@ class Tables:
     def cut_prefix(self, prefix: str) -> str:
         """The part of `prefix` after the last (non-overlapping) start-anchor match; all of it if none."""
         last = None
-        for m in self.anchor_rx.finditer(prefix):
-            last = m.end()
+        if self.anchor_literals is not None:
+            # occurrences cannot overlap or nest, so every one is a match and the last ends furthest
+            for s in self.anchor_literals:
+                i = prefix.rfind(s)
+                if i >= 0 and (last is None or i + len(s) > last):
+                    last = i + len(s)
+        else:
+            for m in self.anchor_rx.finditer(prefix):
+                last = m.end()
         if last is None:
             logger.info("response_template defines %s but the anchor was not found in the prefix; "
                         "the parser will process the entire prefix instead.", self.anchor_kind)
             return prefix
         return prefix[last:]
+
+
+def _occur_apart(literals: list) -> bool:
+    """True when no two occurrences of these (non-empty) literals in any text can overlap: no literal holds
+    another, and no proper suffix of one is a prefix of one. Then a left-to-right scan finds every
+    occurrence, so the last match of their alternation is the occurrence that ends furthest."""
+    if not all(literals):
+        return False
+    for a in literals:
+        for b in literals:
+            if a != b and a in b:
+                return False
+            if any(b.startswith(a[i:]) for i in range(1, len(a))):
+                return False
+    return True
 
 
 def _class_map(starts: np.ndarray, ids: np.ndarray, n_classes: int):
