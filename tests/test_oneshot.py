@@ -272,9 +272,9 @@ B_TEXT = st.lists(st.sampled_from(["a", "b", "ab", " ", ":", "<", "<b>", "<<", "
 @SETTINGS
 @given(bounded_sources(), st.booleans(), B_TEXT, st.integers(0, 3))
 def test_match_bound_never_changes_a_match(parts, alternation, text, p):
-    """Where `match_bound` gives (c, k), `regex` stopped before the (k+1)-th c from p matches exactly as it
-    does on the whole text: same span, same groups."""
-    from chatparse.runtime.backtrack import bound_end, match_bound
+    """Where `match_bound` gives (c, k), `regex` stopped anywhere at or after the (k+1)-th c from p matches
+    exactly as it does on the whole text: same span, same groups; `stops_within` says so exactly there."""
+    from chatparse.runtime.backtrack import match_bound, stops_within
 
     source = "".join(parts)
     if alternation:
@@ -284,8 +284,19 @@ def test_match_bound_never_changes_a_match(parts, alternation, text, p):
     if bound is None:
         return
     p = min(p, len(text))
-    whole, cut = rx.match(text, p), rx.match(text, p, bound_end(text, p, bound))
-    assert (whole and (whole.span(), whole.groupdict())) == (cut and (cut.span(), cut.groupdict()))
+    c, k = bound
+    q = p - 1
+    for _ in range(k + 1):
+        q = text.find(c, q + 1)
+        if q < 0:
+            q = len(text)
+            break
+    whole = rx.match(text, p)
+    for end in range(q, len(text) + 1):
+        cut = rx.match(text, p, end)
+        assert (whole and (whole.span(), whole.groupdict())) == (cut and (cut.span(), cut.groupdict()))
+    for span in range(len(text) + 2):
+        assert stops_within(text, p, bound, span) == (p + span > q or p + span >= len(text))
 
 
 @SETTINGS
@@ -308,3 +319,20 @@ def test_cut_prefix_shortcut_is_taken_where_anchors_cannot_overlap():
                        ["abc", "b"])}
     assert kinds == {("<|start|>assistant",): True, ("<|turn>model\n", "<tool_response|>"): True,
                      ("aa",): False, ("ab", "ba"): False, ("abc", "b"): False}
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(PIECES + ["(?P<m>b)", "|", "(?P<n>a)?"]), min_size=1, max_size=6), TEXT)
+def test_capture_reader_reads_what_groupdict_reads(parts, text):
+    """`capture_reader` (one group read directly) gives `captures_of`'s dict at every offset."""
+    from chatparse.runtime.parser import capture_reader, captures_of
+
+    rx = _compiled("".join(parts))
+    if rx is None:
+        return
+    read = capture_reader(rx)
+    assert read(None) == {}
+    for p in range(len(text) + 1):
+        m = rx.match(text, p)
+        if m is not None:
+            assert read(m) == captures_of(m)

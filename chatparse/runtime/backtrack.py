@@ -53,7 +53,8 @@ def match_bound(source: str) -> tuple[str, int] | None:
     `c` and a count `k` such that no match, and no path `regex` tries, holds more than `k` occurrences of `c`,
     and nothing in the pattern looks past its match. Then a call at `p` may stop the text just before the
     (k+1)-th `c` from `p` (``endpos``) without changing its result, and its time is at most quadratic in that
-    span, so a short span needs no timeout (runtime/oneshot.py). None when there is no such character."""
+    span, so a short span needs no timeout (`stops_within`, runtime/oneshot.py). None when there is no such
+    character."""
     a = _analysis(source)
     if not a.risky or a.other or a.degree > 2 or a.looks:
         return None
@@ -74,16 +75,13 @@ def match_bound(source: str) -> tuple[str, int] | None:
     return best
 
 
-def bound_end(text: str, p: int, bound: tuple[str, int]) -> int:
-    """Where a call at `p` may stop the text for a `match_bound` of (c, k): the offset of the (k+1)-th c at
-    or after `p`, or the end of the text."""
+def stops_within(text: str, p: int, bound: tuple[str, int], span: int) -> bool:
+    """For a `match_bound` of (c, k): True when a call at `p` may stop the text at ``p + span`` without
+    changing its result, because the (k+1)-th c from `p` comes before it or the text ends first. (No path
+    can take that c, and nothing looks past a match, so any end at or after it gives the whole text's
+    result; the call's time is then at most quadratic in `span`.)"""
     c, k = bound
-    end = p - 1
-    for _ in range(k + 1):
-        end = text.find(c, end + 1)
-        if end < 0:
-            return len(text)
-    return end
+    return len(text) - p <= span or text.count(c, p, p + span) > k
 
 
 class _Analysis:

@@ -32,9 +32,9 @@ from __future__ import annotations
 from copy import deepcopy
 from time import perf_counter
 
-from .backtrack import bound_end
+from .backtrack import stops_within
 from .oneshot_plan import plan_for
-from .parser import StreamParser, captures_of, final_output, stores_for, warn_stall
+from .parser import StreamParser, final_output, stores_for, warn_stall
 from .scanner import Scanner, pick_winner, record_ends
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
@@ -120,7 +120,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     implicit = tables.implicit
     current, opened, captures = implicit, False, {}
     budget, deadline = _limits(n)
-    modes, opens, pat_field = plan.modes, plan.opens, plan.fields
+    modes, opens, pat_field, read_captures = plan.modes, plan.opens, plan.fields, plan.captures
     first_re, start0, wide, single, watched = modes[0]
     mi = pos = scan = 0
     stalled = False
@@ -179,7 +179,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             stores[current](output, text[pos:s], captures, tool_params)
         if opens[pi]:  # ... and opens its field
             current, opened = pat_field[pi], True
-            captures = captures_of(m)
+            captures = read_captures[pi](m)
             mi = 1 + current
             first_re, start0, wide, single, watched = modes[mi]
         else:  # ... and the implicit field may open after it
@@ -219,11 +219,10 @@ def _decide_at(watched: list, text: str, p: int):
                     break
             continue
         if risky is not True and risky:
-            # (c, k): no path takes more than k c's, so the call may stop before the (k+1)-th c from p, and
-            # its time is quadratic in that span at most (`backtrack.match_bound`)
-            end = bound_end(text, p, risky)
-            if end - p <= BOUNDED_SPAN:
-                m = rx.match(text, p, end)
+            # (c, k): no path takes more than k c's, so the call may stop at or after the (k+1)-th c from
+            # p, and its time is quadratic in that span at most (`backtrack.match_bound`)
+            if stops_within(text, p, risky, BOUNDED_SPAN):
+                m = rx.match(text, p, p + BOUNDED_SPAN)
             else:
                 m = _guarded_match(rx, text, p)
         elif risky:

@@ -12,6 +12,7 @@ import re
 
 from .backtrack import backtracking_risk, match_bound
 from .literals import literal_pieces, literal_prefixes
+from .parser import capture_reader
 from .tables import _prefilter, whitespace_closure
 
 LEAN_PREFILTER_DEPTH = 8  # characters the one-shot prefilters look ahead (streaming uses 3)
@@ -26,7 +27,7 @@ class Plan:
     `backtrack.match_bound` pair (no timeout where the span it bounds is short); rank is (0 for an open and 1
     for a close, then the field's name): the reference's tie order for matches of equal length at one start."""
 
-    __slots__ = ("usable", "modes", "flat_defaults", "opens", "fields")
+    __slots__ = ("usable", "modes", "flat_defaults", "opens", "fields", "captures")
 
     def __init__(self, tables):
         risky = [backtracking_risk(p.source) and (match_bound(p.source) or True) for p in tables.patterns]
@@ -61,6 +62,7 @@ class Plan:
             self.modes.append((finder, bool(mode.start0), wide, single, watched))
         self.opens = [p.kind == "open" for p in tables.patterns]
         self.fields = [p.field for p in tables.patterns]
+        self.captures = [capture_reader(p.rx) for p in tables.patterns]  # per pattern: match -> named groups
         defaults = tables.template["defaults"]
         self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
 
