@@ -274,7 +274,7 @@ B_TEXT = st.lists(st.sampled_from(["a", "b", "ab", " ", ":", "<", "<b>", "<<", "
 def test_match_bound_never_changes_a_match(parts, alternation, text, p):
     """Where `match_bound` gives (c, k), `regex` stopped anywhere at or after the (k+1)-th c from p matches
     exactly as it does on the whole text: same span, same groups; `stops_within` says so exactly there."""
-    from chatparse.runtime.backtrack import match_bound, stops_within
+    from chatparse.runtime.backtrack import match_bound, span_test, stops_within
 
     source = "".join(parts)
     if alternation:
@@ -296,7 +296,7 @@ def test_match_bound_never_changes_a_match(parts, alternation, text, p):
         cut = rx.match(text, p, end)
         assert (whole and (whole.span(), whole.groupdict())) == (cut and (cut.span(), cut.groupdict()))
     for span in range(len(text) + 2):
-        assert stops_within(text, p, bound, span) == (p + span > q or p + span >= len(text))
+        assert stops_within(text, p, span_test(bound), span) == (p + span > q or p + span >= len(text))
 
 
 @SETTINGS
@@ -336,3 +336,32 @@ def test_capture_reader_reads_what_groupdict_reads(parts, text):
         m = rx.match(text, p)
         if m is not None:
             assert read(m) == captures_of(m)
+
+
+def test_keyed_modes_need_literals_that_name_one_pattern():
+    """`oneshot_plan._keyed` keys a mode by the literal its candidate search finds only where that literal
+    names the one pattern that can match there: no literal a prefix of another, none shared."""
+    from chatparse.runtime.oneshot_plan import plan_for
+
+    def keyed(fields):
+        tables = chatparse.compile_template({"start_anchor": "S", "fields": fields}).tables
+        entry = plan_for(tables).modes[0][5]
+        return None if entry is None else {lit: (pi, rx is None) for lit, (pi, rx, _risk) in entry.items()}
+
+    # (pattern indexes: each field's open, then its close)
+    assert keyed({"a": {"open": "<a>", "close": "!"}, "b": {"open_pattern": "<b(?P<n>x+)>", "close": "!",
+                                                            "transform": "{n}"}}) == {"<a>": (0, True),
+                                                                                   "<b": (2, False)}
+    assert keyed({"a": {"open": "<a", "close": "!"}, "b": {"open": "<ab", "close": "!"}}) is None  # prefix
+    assert keyed({"a": {"open": "<a>", "close": "!"}, "b": {"open_pattern": "<a>x", "close": "!"}}) is None
+
+
+@pytest.mark.parametrize("text", ["<<", "a<b<c", "<", "x" * 5000 + "<" + "y" * 5000])
+def test_field_without_close_in_the_lean_path(text):
+    """A field with no close watches nothing: its region runs to the end of the text (found by the long
+    differential run, where the keyed candidate search once looked up an empty literal)."""
+    from harness import run_reference
+
+    template = {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",
+                "fields": {"a": {"open": "<", "content_args": {"strip": False}}, "b": {"open": "<b", "close": "!"}}}
+    assert chatparse.parse_response(text, template, prefix="") == run_reference(template, text)[1]

@@ -27,6 +27,7 @@ costs at most the square of that span (`match_bound`). A short span then needs n
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import regex
@@ -75,13 +76,21 @@ def match_bound(source: str) -> tuple[str, int] | None:
     return best
 
 
-def stops_within(text: str, p: int, bound: tuple[str, int], span: int) -> bool:
-    """For a `match_bound` of (c, k): True when a call at `p` may stop the text at ``p + span`` without
-    changing its result, because the (k+1)-th c from `p` comes before it or the text ends first. (No path
-    can take that c, and nothing looks past a match, so any end at or after it gives the whole text's
-    result; the call's time is then at most quadratic in `span`.)"""
+def span_test(bound: tuple[str, int]):
+    """For a `match_bound` of (c, k): a compiled `re` pattern that matches at `p`, with the text stopped at
+    some end, exactly when the (k+1)-th c from `p` comes before that end (one C call: counting or finding
+    the c's from Python costs twice as much). `stops_within` asks it."""
     c, k = bound
-    return len(text) - p <= span or text.count(c, p, p + span) > k
+    e = re.escape(c)
+    return re.compile(f"(?:[^{e}]*{e}){{{k + 1}}}", re.DOTALL)
+
+
+def stops_within(text: str, p: int, test, span: int) -> bool:
+    """For a `match_bound` whose `span_test` is `test`: True when a call at `p` may stop the text at
+    ``p + span`` without changing its result, because the (k+1)-th c from `p` comes before it or the text
+    ends first. (No path can take that c, and nothing looks past a match, so any end at or after it gives
+    the whole text's result; the call's time is then at most quadratic in `span`.)"""
+    return len(text) - p <= span or test.match(text, p, p + span) is not None
 
 
 class _Analysis:

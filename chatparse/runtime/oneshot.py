@@ -121,9 +121,10 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     current, opened, captures = implicit, False, {}
     budget, deadline = _limits(n)
     modes, opens, pat_field, read_captures = plan.modes, plan.opens, plan.fields, plan.captures
-    first_re, start0, wide, single, watched = modes[0]
+    first_re, start0, wide, single, watched, keyed = modes[0]
     mi = pos = scan = 0
     stalled = False
+    hit = None  # the candidate search's match, where it found the candidate
     dead: set = set()  # offset * states + state: where attempts without any match went (`_dfa_decide`)
     after = [-1] * len(modes)  # per mode: where its single start literal next occurs (n: nowhere)
     while True:
@@ -142,16 +143,16 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                     p = text.find(single, i)
                     after[mi] = p = n if p < 0 else p
             elif i == 0 and start0:
-                p = 0
+                p, hit = 0, None
             elif wide is not None:
                 # just after a failed attempt, the rest of a whitespace run is tried at once (the memo of
                 # dead states makes that cheap); elsewhere the anchors say where to look
                 p = i if dead and i < n and text[i] in wide.wchars else wide.next(text, i)
             else:
-                m = first_re.search(text, i)
-                if m is None:
+                hit = first_re.search(text, i)
+                if hit is None:
                     break
-                p = m.start()
+                p = hit.start()
             if p >= n:  # a match starting at the very end never counts (as in the reference)
                 break
             budget -= 1
@@ -161,6 +162,17 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 found = _dfa_decide(tables, wide.mode, text, p, dead)
                 if found is not None:
                     dead.clear()
+                    break
+                i = p + 1
+                continue
+            if keyed is not None and hit is not None:  # the literal found names the only pattern that can match
+                pi, rx, risky = keyed[hit.group()]
+                if rx is None:
+                    found = (p, hit.end(), pi, None)
+                    break
+                m = _match_at(rx, risky, text, p)
+                if m is not None:
+                    found = (p, m.end(), pi, m)
                     break
                 i = p + 1
                 continue
@@ -181,7 +193,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             current, opened = pat_field[pi], True
             captures = read_captures[pi](m)
             mi = 1 + current
-            first_re, start0, wide, single, watched = modes[mi]
+            first_re, start0, wide, single, watched, keyed = modes[mi]
         else:  # ... and the implicit field may open after it
             if not had and s == e:
                 stalled = True
@@ -190,7 +202,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 break
             current, opened, captures = implicit, False, {}
             mi = 0
-            first_re, start0, wide, single, watched = modes[0]
+            first_re, start0, wide, single, watched, keyed = modes[0]
         pos = scan = e
     if not stalled:
         if n > pos and current is not None:
@@ -218,22 +230,25 @@ def _decide_at(watched: list, text: str, p: int):
                         best_key, found = key, (p, p + len(piece), pi, None)
                     break
             continue
-        if risky is not True and risky:
-            # (c, k): no path takes more than k c's, so the call may stop at or after the (k+1)-th c from
-            # p, and its time is quadratic in that span at most (`backtrack.match_bound`)
-            if stops_within(text, p, risky, BOUNDED_SPAN):
-                m = rx.match(text, p, p + BOUNDED_SPAN)
-            else:
-                m = _guarded_match(rx, text, p)
-        elif risky:
-            m = _guarded_match(rx, text, p)
-        else:
-            m = rx.match(text, p)
+        m = _match_at(rx, risky, text, p) if risky else rx.match(text, p)
         if m is not None:
             key = (p - m.end(), rank)
             if best_key is None or key < best_key:
                 best_key, found = key, (p, m.end(), pi, m)
     return found
+
+
+def _match_at(rx, risky, text: str, p: int):
+    """`rx`'s match at `p` or None, with the care its `risky` (`oneshot_plan.Plan`) asks for."""
+    if risky is not True and risky:
+        # (c, k): no path takes more than k c's, so the call may stop at or after the (k+1)-th c from p,
+        # and its time is quadratic in that span at most (`backtrack.match_bound`)
+        if stops_within(text, p, risky, BOUNDED_SPAN):
+            return rx.match(text, p, p + BOUNDED_SPAN)
+        return _guarded_match(rx, text, p)
+    if risky:
+        return _guarded_match(rx, text, p)
+    return rx.match(text, p)
 
 
 def _guarded_match(rx, text: str, p: int):

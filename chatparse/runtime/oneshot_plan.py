@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .backtrack import backtracking_risk, match_bound
+from .backtrack import backtracking_risk, match_bound, span_test
 from .literals import literal_pieces, literal_prefixes
 from .parser import capture_reader
 from .tables import _prefilter, whitespace_closure
@@ -23,14 +23,15 @@ class Plan:
     ``modes[m]``: (candidate regex, start0 flag, a `WideFinder` if the mode is whitespace-led else None, the
     one literal every match in the mode starts with (a (literal, pattern index) pair when that literal is the
     mode's only delimiter) or None, watched patterns as ``(pattern index, compiled regex, risky, rank, literal
-    pieces or None, literal prefixes or None)``); risky is False, True (`regex` calls get a timeout) or a
-    `backtrack.match_bound` pair (no timeout where the span it bounds is short); rank is (0 for an open and 1
-    for a close, then the field's name): the reference's tie order for matches of equal length at one start."""
+    pieces or None, literal prefixes or None)``, `_keyed`'s table or None); risky is False, True (`regex`
+    calls get a timeout) or a `backtrack.span_test` (no timeout where the span it bounds is short); rank is
+    (0 for an open and 1 for a close, then the field's name): the reference's tie order for matches of equal
+    length at one start."""
 
     __slots__ = ("usable", "modes", "flat_defaults", "opens", "fields", "captures")
 
     def __init__(self, tables):
-        risky = [backtracking_risk(p.source) and (match_bound(p.source) or True) for p in tables.patterns]
+        risky = [backtracking_risk(p.source) and _bounded(p.source) for p in tables.patterns]
         names = [f["name"] for f in tables.fields]
         self.usable = all(m.first_re is not None for m in tables.modes)
         self.modes = []
@@ -45,9 +46,11 @@ class Plan:
             # Candidates: when every match starts with one of a few literals, exactly where one occurs (one
             # literal: `str.find`; several: a `re` alternation of them, which scans faster than several finds);
             # else the deeper prefilter; whitespace-led modes use their `WideFinder`.
-            finder = single = None  # (the lean path reads `finder` only when `single` is None)
+            finder = single = keyed = None  # (the lean path reads `finder` only when `single` is None)
             starts = [w[4] if w[4] is not None else w[5] for w in watched]
-            if all(starts):
+            if not watched:  # a field without a close: nothing ends its region
+                finder = _NOWHERE
+            elif all(starts):
                 starts = list(dict.fromkeys(x for st in starts for x in st))
                 if len(starts) == 1:
                     single = starts[0]
@@ -56,15 +59,52 @@ class Plan:
                         single = (single, watched[0][0])
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
+                    keyed = _keyed(watched) if not mode.wchars else None
             else:
                 finder = _deep_prefilter(tables, mode)
             wide = WideFinder(tables, mode) if mode.wchars else None
-            self.modes.append((finder, bool(mode.start0), wide, single, watched))
+            self.modes.append((finder, bool(mode.start0), wide, single, watched, keyed))
         self.opens = [p.kind == "open" for p in tables.patterns]
         self.fields = [p.field for p in tables.patterns]
         self.captures = [capture_reader(p.rx) for p in tables.patterns]  # per pattern: match -> named groups
         defaults = tables.template["defaults"]
         self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
+
+
+class _Nowhere:
+    """The candidate search of a mode that watches no pattern (`re` would try every offset to say so)."""
+
+    @staticmethod
+    def search(text: str, pos: int = 0) -> None:
+        return None
+
+
+_NOWHERE = _Nowhere()
+
+
+def _bounded(source: str):
+    """A risky pattern's care: its `backtrack.span_test` when it has a `match_bound`, else True."""
+    bound = match_bound(source)
+    return True if bound is None else span_test(bound)
+
+
+def _keyed(watched: list) -> dict | None:
+    """For a mode whose every delimiter match starts with one of a few literals: literal -> (pattern index,
+    None for a pattern that is that literal, else its compiled regex and risk), when no literal is a prefix
+    of another and no two patterns share one. Then the literal the candidate search found at an offset is
+    the only one there, so at most one pattern can match there: a literal pattern is decided, another needs
+    one `regex` call, and the others need no look (`oneshot._decide_at` would try each). None otherwise."""
+    keyed: dict = {}
+    for pi, rx, risky, _rank, pieces, prefixes in watched:
+        for lit in pieces if pieces is not None else prefixes:
+            if lit in keyed and keyed[lit][0] != pi:
+                return None
+            keyed[lit] = (pi, None, None) if pieces is not None else (pi, rx, risky)
+    for a in keyed:
+        for b in keyed:
+            if a != b and b.startswith(a):
+                return None
+    return keyed
 
 
 def _deep_prefilter(tables, mode):

@@ -113,7 +113,7 @@ def final_output(tables: Tables, output: dict) -> dict:
             raise ValueError(f"Required response_template fields missing from parsed output: {missing}")
     defaults = tables.template["defaults"]
     for k, v in output.items():
-        if k not in defaults and _is_empty(v):
+        if not v and k not in defaults and _is_empty(v):  # (`not v` first: a non-empty value is kept at once)
             return {k: v for k, v in output.items() if k in defaults or not _is_empty(v)}
     return output
 
