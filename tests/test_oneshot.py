@@ -346,7 +346,7 @@ def test_keyed_modes_need_literals_that_name_one_pattern():
     def keyed(fields):
         tables = chatparse.compile_template({"start_anchor": "S", "fields": fields}).tables
         entry = plan_for(tables).modes[0][5]
-        return None if entry is None else {lit: (pi, rx is None) for lit, (pi, rx, _risk) in entry.items()}
+        return None if entry is None else {lit: (pi, rx is None) for lit, (pi, rx, _risk, _read) in entry.items()}
 
     # (pattern indexes: each field's open, then its close)
     assert keyed({"a": {"open": "<a>", "close": "!"}, "b": {"open_pattern": "<b(?P<n>x+)>", "close": "!",
@@ -365,3 +365,36 @@ def test_field_without_close_in_the_lean_path(text):
     template = {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",
                 "fields": {"a": {"open": "<", "content_args": {"strip": False}}, "b": {"open": "<b", "close": "!"}}}
     assert chatparse.parse_response(text, template, prefix="") == run_reference(template, text)[1]
+
+
+ASCII_TEXT = st.text(alphabet="<ab |.\n#AB_1\t\x1c\x0b-", max_size=14)
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(PIECES + [r"\d", r"\W", r"[\w.\-]+", r"[^\s<]+", r"\b", r"\S", r"\D"]), min_size=1,
+                max_size=6), ASCII_TEXT)
+def test_ascii_twin_matches_like_regex_on_ascii_text(parts, text):
+    """Where `re_compat.ascii_twin` gives an `re` pattern, it matches ASCII text as `regex` does: same span
+    and groups at every offset, with and without an end."""
+    from chatparse.runtime.re_compat import ascii_twin
+
+    source = "".join(parts)
+    rx = _compiled(source)
+    twin = ascii_twin(source) if rx is not None else None
+    if twin is None:
+        return
+    for p in range(len(text) + 1):
+        for end in (len(text), min(len(text), p + 3)):
+            want, got = rx.match(text, p, end), twin.match(text, p, end)
+            assert (want and (want.span(), want.groupdict())) == (got and (got.span(), got.groupdict()))
+
+
+def test_ascii_class_escapes_agree_on_every_ascii_character():
+    """The premise of `re_compat`: `regex`'s Unicode \\w \\d \\s and the twins' agree on all 128 ASCII
+    characters (plain `re` does not: its \\s takes \\x1c to \\x1f)."""
+    from chatparse.runtime.re_compat import ascii_twin
+
+    for esc in (r"\w", r"\d", r"\s", r"\W", r"\D", r"\S", r"[^\s<]", r"a\b", r"a\B"):
+        rx, twin = regex.compile(esc), ascii_twin(esc)
+        texts = [c for c in map(chr, range(128))] + ["a" + c for c in map(chr, range(128))]
+        assert [t for t in texts if bool(rx.match(t)) != bool(twin.match(t))] == [], esc

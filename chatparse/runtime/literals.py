@@ -45,6 +45,22 @@ def literal_prefixes(source: str) -> tuple | None:
     """Non-empty literal strings, one of which every match of `source` starts with (the literal start of each
     top-level alternative), or None when that cannot be said simply. A quick test before a `regex` call:
     ``str.startswith`` costs a tenth of a match call, and a risky pattern's call costs ten times more."""
+    alternatives = top_alternatives(source)
+    if alternatives is None:
+        return None
+    prefixes = []
+    for alt in alternatives:
+        lit = _literal_start(alt)
+        if not lit:
+            return None
+        prefixes.append(lit)
+    return tuple(prefixes)
+
+
+def top_alternatives(source: str) -> list | None:
+    """The sources of the top-level alternatives of `source` (``a|b(c|d)``: ["a", "b(c|d)"]), or None when
+    it uses a group other than a plain, named, lookaround or backreference one (inline flags: a global one
+    anywhere changes every alternative)."""
     alternatives, depth, in_set, start, i, n = [], 0, False, 0, 0, len(source)
     while i < n:
         c = source[i]
@@ -70,25 +86,25 @@ def literal_prefixes(source: str) -> tuple | None:
             start = i + 1
         i += 1
     alternatives.append(source[start:])
-    prefixes = []
-    for alt in alternatives:
-        lit, i = [], 0
-        while i < len(alt):
-            c = alt[i]
-            if c == "\\":
-                d = alt[i + 1:i + 2]
-                if not d or d.isalnum():
-                    break
-                lit.append(d)
-                i += 2
-            elif c in _META:
-                if c in "*+?{" and lit:
-                    lit.pop()  # the last character was quantified
+    return alternatives
+
+
+def _literal_start(alt: str) -> str:
+    """The literal characters every match of the alternative `alt` starts with ("" if none)."""
+    lit, i = [], 0
+    while i < len(alt):
+        c = alt[i]
+        if c == "\\":
+            d = alt[i + 1:i + 2]
+            if not d or d.isalnum():
                 break
-            else:
-                lit.append(c)
-                i += 1
-        if not lit:
-            return None
-        prefixes.append("".join(lit))
-    return tuple(prefixes)
+            lit.append(d)
+            i += 2
+        elif c in _META:
+            if c in "*+?{" and lit:
+                lit.pop()  # the last character was quantified
+            break
+        else:
+            lit.append(c)
+            i += 1
+    return "".join(lit)

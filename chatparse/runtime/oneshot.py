@@ -120,7 +120,8 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     implicit = tables.implicit
     current, opened, captures = implicit, False, {}
     budget, deadline = _limits(n)
-    modes, opens, pat_field, read_captures = plan.modes, plan.opens, plan.fields, plan.captures
+    modes = plan.ascii_modes if text.isascii() else plan.modes
+    opens, pat_field, read_captures = plan.opens, plan.fields, plan.captures
     first_re, start0, wide, single, watched, keyed = modes[0]
     mi = pos = scan = 0
     stalled = False
@@ -129,7 +130,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     after = [-1] * len(modes)  # per mode: where its single start literal next occurs (n: nowhere)
     while True:
         # -- the next delimiter at or after `scan` (WholeTextScanner.decide) --
-        found = None
+        found = read = None  # (read: a keyed decision's capture reader, for a twin's own group numbers)
         i = scan
         if type(single) is tuple:  # the mode's only delimiter is one literal
             p = text.find(single[0], scan)
@@ -166,11 +167,11 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 i = p + 1
                 continue
             if keyed is not None and hit is not None:  # the literal found names the only pattern that can match
-                pi, rx, risky = keyed[hit.group()]
+                pi, rx, risky, read = keyed[hit.group()]
                 if rx is None:
                     found = (p, hit.end(), pi, None)
                     break
-                m = _match_at(rx, risky, text, p)
+                m = rx.match(text, p) if risky is False else _match_at(rx, risky, text, p)
                 if m is not None:
                     found = (p, m.end(), pi, m)
                     break
@@ -191,7 +192,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             stores[current](output, text[pos:s], captures, tool_params)
         if opens[pi]:  # ... and opens its field
             current, opened = pat_field[pi], True
-            captures = read_captures[pi](m)
+            captures = read_captures[pi](m) if read is None else read(m)
             mi = 1 + current
             first_re, start0, wide, single, watched, keyed = modes[mi]
         else:  # ... and the implicit field may open after it

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 
 from .backtrack import backtracking_risk, match_bound, span_test
-from .literals import literal_pieces, literal_prefixes
+from .literals import literal_pieces, literal_prefixes, top_alternatives
 from .parser import capture_reader
+from .re_compat import ascii_twin
 from .tables import _prefilter, whitespace_closure
 
 LEAN_PREFILTER_DEPTH = 8  # characters the one-shot prefilters look ahead (streaming uses 3)
@@ -28,13 +29,15 @@ class Plan:
     (0 for an open and 1 for a close, then the field's name): the reference's tie order for matches of equal
     length at one start."""
 
-    __slots__ = ("usable", "modes", "flat_defaults", "opens", "fields", "captures")
+    __slots__ = ("usable", "modes", "ascii_modes", "flat_defaults", "opens", "fields", "captures")
 
     def __init__(self, tables):
         risky = [backtracking_risk(p.source) and _bounded(p.source) for p in tables.patterns]
         names = [f["name"] for f in tables.fields]
         self.usable = all(m.first_re is not None for m in tables.modes)
+        self.captures = [capture_reader(p.rx) for p in tables.patterns]  # per pattern: match -> named groups
         self.modes = []
+        self.ascii_modes = []  # the same, with `_keyed`'s tables for text that is all ASCII
         for mode in tables.modes:
             watched = []
             for pi in mode.patterns:
@@ -46,7 +49,7 @@ class Plan:
             # Candidates: when every match starts with one of a few literals, exactly where one occurs (one
             # literal: `str.find`; several: a `re` alternation of them, which scans faster than several finds);
             # else the deeper prefilter; whitespace-led modes use their `WideFinder`.
-            finder = single = keyed = None  # (the lean path reads `finder` only when `single` is None)
+            finder = single = keyed = ascii_keyed = None  # (the lean path reads `finder` only if `single` is None)
             starts = [w[4] if w[4] is not None else w[5] for w in watched]
             if not watched:  # a field without a close: nothing ends its region
                 finder = _NOWHERE
@@ -59,14 +62,15 @@ class Plan:
                         single = (single, watched[0][0])
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
-                    keyed = _keyed(watched) if not mode.wchars else None
+                    if not mode.wchars:
+                        keyed, ascii_keyed = _keyed(watched, tables.patterns, self.captures)
             else:
                 finder = _deep_prefilter(tables, mode)
             wide = WideFinder(tables, mode) if mode.wchars else None
             self.modes.append((finder, bool(mode.start0), wide, single, watched, keyed))
+            self.ascii_modes.append((finder, bool(mode.start0), wide, single, watched, ascii_keyed))
         self.opens = [p.kind == "open" for p in tables.patterns]
         self.fields = [p.field for p in tables.patterns]
-        self.captures = [capture_reader(p.rx) for p in tables.patterns]  # per pattern: match -> named groups
         defaults = tables.template["defaults"]
         self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
 
@@ -88,23 +92,38 @@ def _bounded(source: str):
     return True if bound is None else span_test(bound)
 
 
-def _keyed(watched: list) -> dict | None:
-    """For a mode whose every delimiter match starts with one of a few literals: literal -> (pattern index,
-    None for a pattern that is that literal, else its compiled regex and risk), when no literal is a prefix
-    of another and no two patterns share one. Then the literal the candidate search found at an offset is
-    the only one there, so at most one pattern can match there: a literal pattern is decided, another needs
-    one `regex` call, and the others need no look (`oneshot._decide_at` would try each). None otherwise."""
+def _keyed(watched: list, patterns: list, readers: list) -> tuple:
+    """For a mode whose every delimiter match starts with one of a few literals: two tables, literal ->
+    (pattern index, compiled pattern and risk or None, None for a pattern that is that literal, capture
+    reader), when no literal is a prefix of another and no two patterns share one; (None, None) otherwise.
+
+    Then the literal the candidate search found at an offset is the only one there, so at most one pattern
+    can match there, and of it only the top-level alternative that starts with that literal: a literal
+    pattern is decided, another needs one call, and the others need no look (`oneshot._decide_at` would try
+    each). The second table is for text that is all ASCII: there an alternative that cannot backtrack badly
+    is run by `re` where it means the same (`re_compat.ascii_twin`)."""
     keyed: dict = {}
     for pi, rx, risky, _rank, pieces, prefixes in watched:
         for lit in pieces if pieces is not None else prefixes:
             if lit in keyed and keyed[lit][0] != pi:
-                return None
-            keyed[lit] = (pi, None, None) if pieces is not None else (pi, rx, risky)
+                return None, None
+            keyed[lit] = (pi, None, None, None) if pieces is not None else (pi, rx, risky, readers[pi])
     for a in keyed:
         for b in keyed:
             if a != b and b.startswith(a):
-                return None
-    return keyed
+                return None, None
+    ascii_keyed = dict(keyed)
+    for lit, (pi, rx, risky, _read) in keyed.items():
+        if rx is None:
+            continue
+        alternatives = [alt for alt in top_alternatives(patterns[pi].source) if alt.startswith(lit) or
+                        literal_prefixes(alt) == (lit,)]
+        if len(alternatives) != 1:
+            continue
+        twin = ascii_twin(alternatives[0])
+        if twin is not None and not backtracking_risk(alternatives[0]):  # (`re` has no timeout to fall back on)
+            ascii_keyed[lit] = (pi, twin, False, capture_reader(twin))
+    return keyed, ascii_keyed
 
 
 def _deep_prefilter(tables, mode):

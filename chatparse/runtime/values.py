@@ -12,7 +12,7 @@ exception class for exception class, including the places where the reference is
 Only the standard library, ``regex`` and runtime/literals.py are imported, so the runtime stays independent
 of the compiler and of transformers. Regexes mean what the reference's ``regex`` calls mean (Unicode
 ``\\w``, DOTALL where it uses it); `re` runs one only where its meaning is provably the same (a tag
-pattern `_same_in_re` accepts, bare keys in ASCII text, our own sentinels), because it is faster there.
+pattern `re_compat.same_in_re` accepts, bare keys in ASCII text, our own sentinels), because it is faster there.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import regex
 
-from .literals import PLAIN_GROUP_STARTS
+from .re_compat import same_in_re
 
 __all__ = ["PARSERS", "PARSER_NAMES", "STREAMABLE", "content_parser", "parse_content"]
 
@@ -356,51 +356,13 @@ def _parse_xml_inline(text: str, args: dict) -> dict:
     return result
 
 
-# `regex` syntax whose meaning `re` shares exactly (str patterns, DOTALL, no other flags). Everything else -
-# \w \d \s \b and their negations (Unicode tables differ), inline flags, possessive quantifiers, atomic
-# groups, POSIX classes, set operations, \p, \N, \X, \G, \K, octal escapes, fuzzy matching - keeps `regex`.
-_SAME_ESCAPES = frozenset("ntrfvaxuU123456789AZ")
-_SET_OPERATORS = ("--", "&&", "||", "~~", "[:")
-
-
-def _same_in_re(pattern: str) -> bool:
-    """True when `pattern` uses only syntax with the same meaning in `re` and in `regex` (version 0)."""
-    i, n, in_set = 0, len(pattern), False
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            nxt = pattern[i + 1:i + 2]
-            if nxt.isalnum() and nxt not in _SAME_ESCAPES or nxt.isdigit() and pattern[i + 2:i + 3].isdigit():
-                return False  # (a single-digit backreference only: longer ones may read as octal)
-            i += 2
-            continue
-        if in_set:
-            if c == "[" or pattern.startswith(_SET_OPERATORS, i):
-                return False
-            if c == "]":
-                in_set = False
-        elif c == "[":
-            in_set = True
-            j = i + 1 + (pattern[i + 1:i + 2] == "^")
-            if pattern[j:j + 1] == "]":  # a leading ']' is a literal member
-                i = j
-            elif pattern[j:j + 1] == "[":
-                return False
-        elif c == "(" and pattern.startswith("(?", i) and not pattern.startswith(PLAIN_GROUP_STARTS, i):
-            return False
-        elif c in "*+?}" and pattern[i + 1:i + 2] == "+":
-            return False
-        i += 1
-    return True
-
-
 @lru_cache(maxsize=256)
 def _tag_regexes(tag_pattern: str):
     """(`regex` compile, `re` compile or None). The `regex` compile comes first so that an invalid pattern
     raises `regex`'s error, as in the reference."""
     rx = regex.compile(tag_pattern, regex.DOTALL)
     fast = None
-    if _same_in_re(tag_pattern):
+    if same_in_re(tag_pattern):
         try:
             fast = re.compile(tag_pattern, re.DOTALL)
         except (re.error, ValueError, OverflowError):
