@@ -1202,3 +1202,49 @@ def split_into_bytes_tekken(tok, ids, rng):
         else:
             out.append(i)
     return out
+
+
+def test_streams_pending_rows_take_cached_lazy_transitions(toks):
+    """A token that leaves attempts pending after attempts were pending (whitespace after whitespace, "</" and
+    "think" after a newline, before qwen3's ``\\s*</think>``) moves a stream from one pending row to another by
+    the transition its binding's parsers cached (`TokenStreams._lazy`), without the stream's parser. Its events,
+    the held text the next token releases (by a row transition, the parser, a wrap or finalize), and the
+    message are exactly those of the stream's own TokenParser."""
+    for tokname in ("bl-plain", "bl-special"):
+        tok = toks[tokname]
+        b = bind(templates.get("qwen3"), tok)
+        texts = ["<think>\nSome words. \n</think>\n\nDone.<|im_end|>",
+                 "<think>\nA b.  \n\n x\n</think> ok<|im_end|>",
+                 "<think>\nWords \n\t \nmore \n </thin k</think>\n\nEnd.\n \n<|im_end|>",
+                 "<think>\nx \n\n</th  \n 中文\n </think>y<|im_end|>"]
+        seqs = [tok.encode(t).ids for t in texts]
+        for q in seqs:
+            run_tokens(b, "", q)  # fills the shared lazy caches (and checks against ResponseParser)
+        seqs += [q[1:] for q in seqs]  # the same tokens at other steps, and with other neighbours
+        B = len(seqs)
+        lazy = 0
+        for capacity, sparse in ((1024, False), (3, False), (2, True)):  # wraps while rows are pending
+            s = TokenStreams(b, B, prefix="", capacity=capacity)
+            singles = [b.parser(prefix="") for _ in range(B)]
+            calls = [0] * B
+            for j, p in enumerate(s.parsers):
+                p.feed_tokens = (lambda real, j: lambda i: calls.__setitem__(j, calls[j] + 1) or real(i))(
+                    p.feed_tokens, j)
+            rng = random.Random(capacity)
+            pos = [0] * B
+            while any(pos[j] < len(seqs[j]) for j in range(B)):
+                act = np.array([pos[j] < len(seqs[j]) and (not sparse or rng.random() < 0.7) for j in range(B)])
+                ids = np.array([seqs[j][pos[j]] if act[j] else 0 for j in range(B)])
+                before = [s._R.info[int(x) // s._size][0] for x in s._rowoff]
+                n0 = list(calls)
+                out = s.step(ids, active=act if not act.all() else None)
+                after = [s._R.info[int(x) // s._size][0] for x in s._rowoff]
+                for j in range(B):
+                    want = singles[j].feed_tokens(int(ids[j])) if act[j] else []
+                    assert out[j] == want, (tokname, capacity, j, pos[j])
+                    if act[j] and before[j] == after[j] == "P" and calls[j] == n0[j]:
+                        lazy += 1
+                        assert j in out.slow
+                    pos[j] += bool(act[j])
+            assert s.finalize_all() == [p.finalize() for p in singles]
+        assert lazy >= 6, (tokname, lazy)

@@ -11,14 +11,18 @@ Why it is built this way: every stream has an abstract row (`_Rows`, shared by a
 One numpy gather finds every stream's next row, and the known transitions (inert tokens, tokens ending in
 whitespace before a ``\\s*`` delimiter and the tokens after them) need no Python work per stream: the token
 id goes to a ring buffer, the events are built only when read, and the text reaches the stream's parser the
-next time that stream needs the character engine (or the buffer wraps). Only the other tokens run through
-the stream's own `TokenParser` (which serves most of them from its cached lazy transitions).
+next time that stream needs the character engine (or the buffer wraps). A token that leaves attempts pending
+after attempts were pending (pending row to pending row) takes, in Python but without the stream's parser,
+the lazy transition the binding's parsers cached for that state (`TokenStreams._lazy`). Only the other
+tokens run through the stream's own `TokenParser` (which serves most of them from the same cache).
 
 Cost per step: when every row stays (quiet streams, inert tokens) a step is a fixed handful of numpy
 operations on arrays of B (a copy of the ids, the range check, one gather, one comparison of bytes) and one
 `StepEvents`; row changes the tables know add two or three; only streams the tables do not know cost Python
-work each. When the ring buffer wraps, and at `finalize_all`, the deferred tokens of all streams become
-text in one gather (at a wrap, each stream's texts are joined at once and join its parser's deferred text).
+work each (a dict lookup for a cached pending-to-pending transition, else the parser). When the ring buffer
+wraps, and at `finalize_all`, the deferred tokens of all streams become text in one gather (at a wrap, each
+stream's texts are joined at once and join its parser's deferred text); when one stream's parser needs its
+deferred tokens earlier, they too are joined at once, while fresh in the cache.
 """
 
 from __future__ import annotations
@@ -118,7 +122,8 @@ class StepEvents(Sequence):
     """The per-stream events of one `TokenStreams.step`: ``events[b]`` is stream b's list of events.
 
     Events of streams whose token was handled by the row tables (no character engine) are built when read;
-    ``slow`` lists the streams that ran their parser's engine in this step; ``errors`` maps a stream to the
+    ``slow`` lists the streams whose token was handled in Python in this step (by their parser, or by a cached
+    lazy transition between pending rows, see `TokenStreams._lazy`); ``errors`` maps a stream to the
     exception its parser raised (reading that stream's events re-raises it).
     """
 
@@ -212,8 +217,9 @@ class TokenStreams:
     transitions (inert tokens, tokens ending in whitespace before a ``\\s*`` delimiter and the tokens after
     them) are applied with numpy too, so those streams cost no Python work per stream: the token id goes to a
     ring buffer, the events are built when read, and the text reaches the stream's parser the next time that
-    stream needs the character engine (or the buffer wraps). Only the other tokens run through the stream's
-    own `TokenParser`.
+    stream needs the character engine (or the buffer wraps). A token from a pending row that the binding's
+    parsers have a cached lazy transition for takes it in Python without the parser (`_lazy`); only the other
+    tokens run through the stream's own `TokenParser`.
     """
 
     def __init__(self, binding: TokenBinding, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
@@ -236,12 +242,19 @@ class TokenStreams:
         self._tok_text = binding.vocab.tok_text
         self._held_str = [""] * n  # P rows entered by the engine: the text the pending attempts hold
         self._held_shared = False  # `_held_str` is referenced by a StepEvents: copy before writing
-        self._held_tok = np.full(n, -1, dtype=np.int64)  # P rows entered by a token: that token
+        # P rows entered by a token: that token (-1: entered in Python, by the parser or `_lazy`, see
+        # `_held_str`). A P row lasts one step of its stream (no row table entry leads from a P row to a P row),
+        # so this is each stream's id of its last (active) step, with -1 where Python left it in a P row.
+        self._held_tok = np.full(n, -1, dtype=np.int64)
         self._p_first = (self._none + 1) * V  # row offsets from here on are P rows
-        rows = np.array([self._row_of(b, p) for b, p in enumerate(self.parsers)], dtype=np.int64)
-        self._rowoff = (rows * V).astype(self._R.dtype)  # never mutated once a step has returned
-        self._rowb = self._rowoff.tobytes()
+        rows = [self._row_of(b, p) for b, p in enumerate(self.parsers)]
+        # Row offsets (never mutated once a step has returned): `_rows` in the table's dtype (what a gather
+        # returns), `_rowb` its bytes, `_rowoff` the same as int64 (numpy gathers fastest with intp indexes).
+        self._set_rows((np.array(rows, dtype=np.int64) * V).astype(self._R.dtype))
         self._bad = np.empty(n, dtype=bool)  # scratch for the range check
+        self._neg = np.empty(n, dtype=bool)  # scratch: the streams the row tables do not know
+        self._Vu = np.array(V, dtype=np.uint64)  # 0-d constants: cheaper in ufuncs than Python ints
+        self._zero = np.array(0, dtype=self._R.dtype)
         self._cap = capacity
         self._buf = np.empty((capacity, n), dtype=np.int64)
         self._since = [0] * n
@@ -261,20 +274,23 @@ class TokenStreams:
             S, held = p._pend
             r = self._R.pending_row(p._mode, S)
             if r != self._none:
-                if self._held_shared:  # copy on write: earlier StepEvents keep the list they were given
-                    self._held_str = list(self._held_str)
-                    self._held_shared = False
-                self._held_str[b] = held
-                if self._held_tok[b] >= 0:
-                    ht = self._held_tok.copy()
-                    ht[b] = -1
-                    self._held_tok = ht
+                self._hold(b, held)
             return r
         return self._none
 
-    def _set_rows(self, rowoff) -> None:
-        self._rowoff = rowoff
-        self._rowb = rowoff.tobytes()
+    def _hold(self, b: int, held: str) -> None:
+        """Stream b enters a P row in Python: `held` is the text its attempts hold (the caller marks the
+        stream's held token -1)."""
+        if self._held_shared:  # copy on write: earlier StepEvents keep the list they were given
+            self._held_str = list(self._held_str)
+            self._held_shared = False
+        self._held_str[b] = held
+
+    def _set_rows(self, rows) -> None:
+        """The streams' rows from here on: `rows`, row offsets in the table's dtype (not mutated afterwards)."""
+        self._rows = rows
+        self._rowb = rows.tobytes()
+        self._rowoff = rows.astype(np.int64)
 
     def step(self, ids, active=None) -> StepEvents:
         """Advance every stream (every active one) by one token; returns the step's `StepEvents`.
@@ -282,32 +298,34 @@ class TokenStreams:
         The all-quiet path (every stream quiet and its token inert) is a handful of numpy operations on
         arrays of B: the range check, one gather of the next rows, one comparison of their bytes.
         """
-        n, V = self.n, self._size
+        n = self.n
         a = np.asarray(ids)
         if a.dtype.kind not in "iu":
             raise TypeError(f"token ids must be integers, got dtype {a.dtype}")
         if a.size != n:
             raise ValueError(f"step() takes one token id per stream ({n}), got shape {a.shape}")
         ids = a.astype(np.int64).reshape(n)  # always a copy: the lazy events of this step keep it
+        u = ids.view(np.uint64)  # negative ids are huge as uint64
         rowoff = self._rowoff
         R = self._R
         act = None
         if active is None:
-            bad = np.greater_equal(ids.view(np.uint64), V, out=self._bad)  # negative ids are huge as uint64
+            bad = np.greater_equal(u, self._Vu, out=self._bad)
             if b"\x01" in bad.tobytes():
                 b = int(np.flatnonzero(bad)[0])
-                raise _out_of_range(int(ids[b]), V, f" (stream {b})")
+                raise _out_of_range(int(ids[b]), self._size, f" (stream {b})")
             nxt = R.next[rowoff + ids]
         else:
             act = np.asarray(active, dtype=bool).reshape(-1)
             if act.shape != (n,):
                 raise ValueError(f"`active` must have one flag per stream ({n})")
-            badm = act & (ids.view(np.uint64) >= V)
+            badm = act & (u >= self._Vu)
             if badm.any():
                 b = int(np.flatnonzero(badm)[0])
-                raise _out_of_range(int(ids[b]), V, f" (stream {b})")
+                raise _out_of_range(int(ids[b]), self._size, f" (stream {b})")
             ids[~act] = -1
-            nxt = np.where(act, R.next[rowoff + np.where(act, ids, 0)], rowoff)
+            nxt = R.next[rowoff + np.where(act, ids, 0)]
+            nxt[~act] = self._rows[~act]
         r = self._r
         self._buf[r] = ids
         self._r = r + 1
@@ -321,30 +339,43 @@ class TokenStreams:
 
     def _changes(self, ids, nxt, r, act) -> StepEvents:
         """Some rows change. `nxt` (a fresh array) is every stream's next row offset, -1 where the row
-        tables do not know it: those streams run their parser, the others just move to their next row.
+        tables do not know it: those streams take a cached lazy transition (from a P row, `_lazy`) or run their
+        parser; the others just move to their next row.
         `act`: the active streams (None: all)."""
         V = self._size
         old = self._rowoff
         held_tok = self._held_tok
         held_str = self._held_str
         self._held_shared = True
-        into_p = nxt >= self._p_first  # a P row is never its own next row: these streams enter it now...
-        if act is not None:
-            into_p &= act  # ...unless inactive (they keep their row)
-        if b"\x01" in into_p.tobytes():  # Q -> P by a token: that token holds the attempts' text
-            self._held_tok = np.where(into_p, ids, held_tok)
+        # A stream in a P row after this step entered it in this step (no table entry leads from a P row to a P
+        # row; an inactive stream keeps its row and its held token): by this step's token, or in Python (below).
+        new_held = ids if act is None else np.where(act, ids, held_tok)
         slow = errors = None
-        neg = nxt < 0
+        neg = np.less(nxt, self._zero, out=self._neg)
         if b"\x01" in neg.tobytes():
             slow = {}
             errors = {}
             tok_text = self._tok_text
             parsers = self.parsers
             nm = self._nm
+            p_first = self._none + 1
+            by_python = None  # streams that Python left in a P row: `_held_str` holds their text
             for b in np.flatnonzero(neg).tolist():
-                p = parsers[b]
                 i = int(ids[b])
                 prev = int(old[b]) // V
+                if prev >= p_first:  # a P row: the parser's cached lazy transition, if any, needs no parser
+                    h = int(held_tok[b])
+                    lazy = self._lazy(b, prev, i, tok_text[h][len(tok_text[h]) - self._R.info[prev][3]:]
+                                      if h >= 0 else held_str[b])
+                    if lazy is not None:
+                        nr, slow[b] = lazy
+                        if nr >= p_first:
+                            if by_python is None:
+                                by_python = []
+                            by_python.append(b)
+                        nxt[b] = nr * V
+                        continue
+                p = parsers[b]
                 try:
                     self._catch_up(b, r, prev)
                     slow[b] = p.feed_tokens(i)
@@ -353,12 +384,55 @@ class TokenStreams:
                     slow[b] = []
                 self._since[b] = r + 1
                 nr = self._row_of(b, p)
+                if nr >= p_first:
+                    if by_python is None:
+                        by_python = []
+                    by_python.append(b)
                 text = tok_text[i]
                 if prev < nm and text:
                     self._learn(prev, i, text, nr)
                 nxt[b] = nr * V
+            if by_python is not None:
+                if new_held is ids:
+                    new_held = ids.copy()  # `ids` belongs to this step's events
+                new_held[by_python] = -1
+        self._held_tok = new_held
         self._set_rows(nxt)
         return StepEvents(self, ids, old, nxt, held_tok, held_str, slow, errors or None)
+
+    def _lazy(self, b: int, row: int, i: int, held: str):
+        """Stream b's token `i` from P row `row` (its attempts holding `held`) by the lazy transition the
+        parsers cached for that state (`TokenTablesBase.lazy_row`, filled by `TokenParser` the first time one
+        of them worked it out), without the parser: ``(next row, events)``, or None when nothing is cached (or
+        no row is left).
+
+        Exactly what the parser's own cached path (`TokenParser.feed_tokens`) does in that state: a P row's
+        parser state is pending in mode m with attempts S, region open, not a sink, not opening, and the
+        decoder holding nothing (see `_row_of`), so the cached outcome applies and the token's text is its
+        own. The token stays deferred (its text reaches the parser with the stream's other deferred tokens),
+        and `_hold` keeps the text the new attempts hold. Saves the parser's catch-up, step and row lookup on
+        a token that leaves attempts pending after attempts were pending (``"\\n"`` after ``" "``, ``"</"``
+        after ``"\\n"``, ``"think"`` after ``"</"`` before ``\\s*</think>``)."""
+        R = self._R
+        _, m, S, _ = R.info[row]
+        lrow = self._tt.lazy_row(m, S)
+        hit = lrow.get(i) if lrow is not None else None
+        if hit is None:
+            return None
+        S2, _, keep, _ = hit
+        text = held + self._tok_text[i]
+        if S2:
+            nr = R.pending_row(m, S2)
+            if nr == self._none:
+                return None
+            self._hold(b, text[keep:])
+            text = text[:keep]
+        else:
+            nr = m
+        if not text:
+            return nr, []
+        f = self._mode_field[m]
+        return nr, [{"type": "region_chunk", "field": self._names[f], "text": text, "dirty": self._dirty[f]}]
 
     def _learn(self, mode: int, i: int, text: str, nr: int) -> None:
         """After the engine took quiet mode `mode` to row `nr` on token `i`: remember it when the transition
@@ -375,25 +449,28 @@ class TokenStreams:
             self._R.learn(mode, i, nr)
 
     def _catch_up(self, b: int, upto: int | None = None, row: int | None = None) -> None:
-        """Hand stream b's parser the tokens its rows handled since its last own step: their texts join the
-        parser's deferred text (the core sees it, joined, on the parser's next engine step) and the parser's
-        token state becomes the row's (`row`, default the stream's current row)."""
+        """Hand stream b's parser the tokens its rows handled since its last own step: their texts, joined
+        here while the gathered texts are fresh in the cache (joining them later, when the parser next needs its
+        core, costs about twice as much), join the parser's deferred text (the core sees it on the parser's next
+        engine step) and the parser's token state becomes the row's (`row`, default the stream's current row)."""
         r = self._r if upto is None else upto
         s0 = self._since[b]
         self._since[b] = r
         if s0 >= r:
             return
         col = self._buf[s0:r, b]
+        texts = self._R.texts
         if r - s0 >= 64:  # long runs: one gather of the texts
-            texts = self._R.texts[col].tolist()
+            text = "".join(texts[col].tolist())
         else:
-            texts = list(map(self._R.texts.__getitem__, col.tolist()))
-        self._deferred(b, texts, row)
+            text = "".join(map(texts.__getitem__, col.tolist()))
+        self._deferred(b, text, row)
 
-    def _deferred(self, b: int, texts: list, row: int | None) -> None:
-        """Give stream b's parser the `texts` of its deferred tokens and the state of `row`."""
+    def _deferred(self, b: int, text: str, row: int | None) -> None:
+        """Give stream b's parser the `text` of its deferred tokens and the state of `row`."""
         p = self.parsers[b]
-        p._tail.extend(texts)  # the texts themselves, joined once when the parser next needs its core
+        if text:
+            p._tail.append(text)  # the core gets it with the parser's other deferred text, on its next sync
         if row is None:
             row = int(self._rowoff[b]) // self._size
         kind, m, S, back = self._R.info[row]
@@ -420,12 +497,19 @@ class TokenStreams:
         todo = [b for b in range(self.n) if not self.done[b] and since[b] < r]
         if not todo:
             return
-        cols = self._R.texts[self._buf[:r]].T.tolist()
-        for b in todo:
-            s0 = since[b]
-            since[b] = r
-            col = cols[b]
-            self._deferred(b, ["".join(col[s0:] if s0 else col)], None)
+        texts, buf = self._R.texts, self._buf[:r]
+        k = self._CHUNK
+        for c in range(0, len(todo), k):  # a block of streams at a time: the gathered lists stay in the cache
+            part = todo[c:c + k]
+            b0, b1 = part[0], part[-1] + 1
+            cols = texts[buf[:, b0:b1]].T.tolist()
+            for b in part:
+                s0 = since[b]
+                since[b] = r
+                col = cols[b - b0]
+                self._deferred(b, "".join(col[s0:] if s0 else col), None)
+
+    _CHUNK = 32  # streams per gather in `_catch_up_all`
 
     def _wrap(self) -> None:
         self._catch_up_all(self._r)
@@ -436,16 +520,16 @@ class TokenStreams:
         """End stream `b`; returns its `(message, final_events)`. Later steps must mark it inactive."""
         self._catch_up(b)
         self.done[b] = True
-        rowoff = self._rowoff.copy()
-        rowoff[b] = self._none * self._size
-        self._set_rows(rowoff)
+        rows = self._rows.copy()
+        rows[b] = self._none * self._size
+        self._set_rows(rows)
         return self.parsers[b].finalize()
 
     def finalize_all(self) -> list:
         """End every stream not yet finalized; returns their `(message, final_events)` (None for ended ones)."""
         self._catch_up_all(self._r)
         # every parser is up to date: NONE (the parser decides) is right for every stream from here on
-        self._set_rows(np.full(self.n, self._none * self._size, dtype=self._rowoff.dtype))
+        self._set_rows(np.full(self.n, self._none * self._size, dtype=self._R.dtype))
         out = []
         for b in range(self.n):
             if self.done[b]:
