@@ -1248,3 +1248,26 @@ def test_streams_pending_rows_take_cached_lazy_transitions(toks):
                     pos[j] += bool(act[j])
             assert s.finalize_all() == [p.finalize() for p in singles]
         assert lazy >= 6, (tokname, lazy)
+
+
+def test_a_refused_id_mid_stream_leaves_events_and_message_exact(toks):
+    """An out-of-range id raises before anything moves; the parser then goes on exactly as if it had not
+    been fed (events equal a ResponseParser's, chunks concatenate to each body), at every position of the
+    stream, pending attempts included (the text its token paths handed out reaches the core, stepped,
+    before its state is recomputed)."""
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    text = "<think>\nSome words. \n \n</think>\n\nDone.\n <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"
+    ids = tok.encode(text).ids
+    want_msg = chatparse.parse_response(decode(tok, ids), b.compiled, prefix="")
+    for at in range(len(ids) + 1):
+        p = b.parser(prefix="")
+        ref = chatparse.ResponseParser(b.compiled, prefix="")
+        dec = _Decoder(b.vocab)
+        for k, i in enumerate(ids):
+            if k == at:
+                with pytest.raises(ValueError, match="token id"):
+                    p.feed_tokens(b.vocab.size + 1)
+            assert p.feed_tokens(i) == ref.feed(dec.feed([i])), (at, k)
+        msg, _ = p.finalize()
+        assert msg == ref.finalize()[0] == want_msg, at

@@ -322,13 +322,33 @@ class TokenParser:
             if core.opened and f is not None:
                 self._tab = self._fast[m]
 
-    def _sync(self) -> None:
-        """Give the core the text the token paths handed out (its events were already returned)."""
+    def _sync(self, tracked: bool = True) -> None:
+        """Give the core the text the token paths handed out (its events were already returned).
+
+        With `tracked` (the token state describes where that text left the attempts: the token paths
+        maintain it), the text before the attempts' held text is known to hold no delimiter and to end every
+        attempt that started before it without a match, so the core appends it without stepping the
+        automaton (`StreamParser.feed_plain`) and steps only the held text, which starts the same attempts
+        again. Without `tracked`, or if the held text is not the end of that text, the core steps all of it."""
         tail = self._tail
         if tail:
             text = tail[0] if len(tail) == 1 else "".join(tail)
             tail.clear()
-            self._core.feed(text)
+            core = self._core
+            if not tracked or self._spans_on:
+                core.feed(text)
+                return
+            pend = self._pend
+            if pend is None:
+                core.feed_plain(text)
+                return
+            held = pend[1]
+            k = len(text) - len(held)
+            if k > 0 and text.endswith(held):
+                core.feed_plain(text[:k])
+                core.feed(held)
+            else:
+                core.feed(text)
 
     # -- the general path ----------------------------------------------------------------------------------------
     def _feed_general(self, ids) -> list[dict]:
@@ -336,13 +356,20 @@ class TokenParser:
             return self._general(ids)
         except BaseException:
             # the core failed (or the ids were bad): no fast path may hand out events any more until the
-            # state is recomputed
+            # state is recomputed, from a core that has all the text handed out (stepped: the token state
+            # may not describe it any more)
             self._tab = self._never
             self._lazy_ok = False
             self._lrow = None
             self._pend = None
-            if self._core.failed is None and not self._core.finished:
-                self._refresh()
+            core = self._core
+            if core.failed is None and not core.finished:
+                try:
+                    self._sync(tracked=False)
+                except BaseException:
+                    pass  # the core is failed now, and later calls say so
+                else:
+                    self._refresh()
             raise
 
     def _general(self, ids) -> list[dict]:
