@@ -20,17 +20,28 @@ class RefTimeout(Exception):
 
 @contextmanager
 def time_limit(seconds: float, error: type[BaseException] = RefTimeout):
-    """Raise `error` in the block after `seconds` (SIGALRM): a hang becomes an exception."""
+    """Raise `error` in the block after `seconds` (SIGALRM): a hang becomes an exception.
+
+    The alarm repeats every 50 ms until the block is left: Python runs a signal handler wherever the
+    interpreter is, and an exception raised inside a garbage-collector callback (hypothesis installs one)
+    is only printed, so a single alarm could be lost while the reference loops on, growing a list until the
+    machine runs out of memory (seen in a 2,000-example run)."""
+    on = [True]
+
     def _raise(signum, frame):
-        raise error()
+        if on[0]:
+            raise error()
 
     old = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.05)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        try:
+            on[0] = False
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
 
 
 def normalize(events: list[dict]) -> list[dict]:

@@ -56,6 +56,44 @@ def test_zero_width_open_and_close_refused_where_reference_hangs():
         chatparse.parse_response("<e>a<e>", t, prefix="")
 
 
+@pytest.mark.parametrize("name, content", [("tool", "text"), ("tool_calls", "json")])
+def test_zero_width_open_and_close_meeting_at_one_offset_stop_where_reference_hangs(caplog, name, content):
+    """Patterns that can both be empty only at some offsets pass the load check. Where a zero-width open and
+    a zero-width close of its region meet at one offset, the reference opens and closes there forever
+    (growing a list without bound); chatparse closes the region once, stops there and logs it, on every
+    path and for every split (found by a long differential run, whose reference calls ran out of memory)."""
+    t = {"start_anchor": "<|A|>", "fields": {name: {"open_pattern": "(?P<g>[^>]*)(?=[ab\\n])",
+                                                     "close_pattern": "(?P<g>[^>]*)(?=[ab\\n])",
+                                                     "content": content, "transform": {"g": "{g}", "c": "{content}"}}}}
+    text = ">bx >bx <a><b\n\nb<a><<a>a//>b<a><<"
+    chatparse.compile_template(t)  # not refused: at most offsets one of them consumes text
+    from chatparse.runtime import oneshot
+
+    want = run_chatparse(t, [text])
+    if content == "text":
+        with pytest.raises(RefTimeout):
+            run_reference(t, text, seconds=0.5)
+        assert want[:2] == ("ok", {name: {"g": "", "c": ""}})
+    else:  # the first empty json body fails, in both, before any loop
+        assert want[:2] == run_reference(t, text)[:2] == ("error", "ValueError")
+    for cuts in ([], [2], [1, 2, 3, 5, 8]):
+        chunks = [text[i:j] for i, j in zip([0] + cuts, cuts + [len(text)])]
+        caplog.clear()
+        assert run_chatparse(t, chunks) == want
+        if content == "text":
+            assert f"field '{name}' opened and closed with zero width at offset 1" in caplog.text
+    try:
+        for lean in (True, False):
+            oneshot.LEAN = lean
+            try:
+                got = ("ok", chatparse.parse_response(text, t, prefix=""))
+            except ValueError as e:
+                got = ("error", type(e).__name__)
+            assert got == want[:2], lean
+    finally:
+        oneshot.LEAN = True
+
+
 def test_exponential_backtracking_pattern_stays_linear():
     t = {"start_anchor": "<|A|>", "fields": {"x": {"open_pattern": "<(?:a|aa)+>", "close": "</x>"}}}
     compiled = chatparse.compile_template(t)

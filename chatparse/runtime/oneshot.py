@@ -34,7 +34,7 @@ from time import perf_counter
 
 from .backtrack import stops_within
 from .oneshot_plan import plan_for
-from .parser import StreamParser, final_output, stores_for, warn_stall
+from .parser import StreamParser, final_output, stores_for, warn_loop, warn_stall
 from .scanner import Scanner, pick_winner, record_ends
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
@@ -125,6 +125,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     first_re, start0, wide, single, watched, keyed = modes[0]
     mi = pos = scan = 0
     stalled = False
+    empty_open = -1  # offset of the current region's open delimiter when that was zero-width
     hit = None  # the candidate search's match, where it found the candidate
     dead: set = set()  # offset * states + state: where attempts without any match went (`_dfa_decide`)
     after = [-1] * len(modes)  # per mode: where its single start literal next occurs (n: nowhere)
@@ -195,11 +196,16 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             captures = read_captures[pi](m) if read is None else read(m)
             mi = 1 + current
             first_re, start0, wide, single, watched, keyed = modes[mi]
+            empty_open = s if s == e else -1
         else:  # ... and the implicit field may open after it
             if not had and s == e:
                 stalled = True
                 if e < n:
                     warn_stall(s)
+                break
+            if s == e == empty_open:  # the same zero-width open would come again here, forever
+                stalled = True
+                warn_loop(s, tables.fields[current]["name"])
                 break
             current, opened, captures = implicit, False, {}
             mi = 0

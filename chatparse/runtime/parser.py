@@ -4,7 +4,9 @@ The region rules are the reference's (transformers' ResponseParser): the stream 
 (or a null sink that drops text when there is none); an explicit open closes the current region and opens its
 field; inside an explicit field only that field's close is watched; every close returns to the implicit field,
 which opens lazily on its first character; end of stream closes whatever is open. A zero-width implicit close
-on an implicit region that holds nothing stops the parse (the reference stops there too; chatparse logs it).
+on an implicit region that holds nothing stops the parse (the reference stops there too; chatparse logs it),
+and so does a zero-width close at the offset of the zero-width open of its region (the reference never
+returns there: the same open comes again at that offset, forever; chatparse logs it).
 
 Events are the reference's three dicts. Text for one region that arrives within one `feed` call is merged
 into a single `region_chunk`, and a region's chunks always concatenate to its raw body.
@@ -76,6 +78,14 @@ def warn_stall(offset: int) -> None:
                    "the reference stops parsing here, so the rest of the text is ignored", offset)
 
 
+def warn_loop(offset: int, name: str) -> None:
+    """Log that the parse stops where a zero-width open and a zero-width close of field `name` met at one
+    offset: from there the same open would come again at that offset, forever (the reference never returns
+    there)."""
+    logger.warning("chatparse: field '%s' opened and closed with zero width at offset %d, and would do so "
+                   "forever (the reference never returns here); the rest of the text is ignored", name, offset)
+
+
 def captures_of(m: Any) -> dict:
     """The named groups of an open match that took part in it (a transform's scope); {} for None."""
     if m is None:
@@ -136,6 +146,7 @@ class StreamParser:
         self.pending: list[str] = []
         self.scanner = Scanner(tables)
         self.stalled = False
+        self.empty_open = -1  # offset of the current region's open delimiter when that was zero-width
         self.finished = False
         self.failed: BaseException | None = None
         self.usable = True  # False once finished or failed
@@ -280,7 +291,7 @@ class StreamParser:
         """One decided delimiter ``[s, e)`` of pattern `pi` (match `m`): the text before it goes to the current
         region, then the delimiter closes that region (and an open delimiter opens its field), and the scanner
         restarts after it in the new region's mode. Returns False when the parse stalls here (a zero-width
-        close of the empty implicit field)."""
+        close of the empty implicit field, or a zero-width close right at a zero-width open, see `warn_loop`)."""
         sc = self.scanner
         self._text(sc.take(s), events)
         sc.take(e)
@@ -288,14 +299,22 @@ class StreamParser:
         if p.kind == "open":
             self._close(events)
             self._open(p.field, m, events)
+            self.empty_open = s if s == e else -1
             sc.restart(1 + p.field, e)
         else:
             had = self.opened
+            fi = self.current
             self._close(events)
             if not had and s == e:
                 self.stalled = True
                 if e < sc.end or not eos:
                     warn_stall(s)
+                return False
+            if s == e == self.empty_open:
+                # a zero-width close right at a zero-width open: back in the outside mode at the offset where
+                # that open was decided, which decides it again, and so on forever
+                self.stalled = True
+                warn_loop(s, self.names[fi])
                 return False
             sc.restart(0, e)
         return True
