@@ -130,61 +130,64 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     dead: set = set()  # offset * states + state: where attempts without any match went (`_dfa_decide`)
     after = [-1] * len(modes)  # per mode: where its single start literal next occurs (n: nowhere)
     while True:
-        # -- the next delimiter at or after `scan` (WholeTextScanner.decide) --
-        found = read = None  # (read: a keyed decision's capture reader, for a twin's own group numbers)
-        i = scan
-        if type(single) is tuple:  # the mode's only delimiter is one literal
-            p = text.find(single[0], scan)
-            if p >= 0:
-                found = (p, p + len(single[0]), single[1], None)
-            i = n
-        while i < n:
-            if single is not None:
-                p = after[mi]
-                if p < i:
-                    p = text.find(single, i)
-                    after[mi] = p = n if p < 0 else p
-            elif i == 0 and start0:
-                p, hit = 0, None
-            elif wide is not None:
-                # just after a failed attempt, the rest of a whitespace run is tried at once (the memo of
-                # dead states makes that cheap); elsewhere the anchors say where to look
-                p = i if dead and i < n and text[i] in wide.wchars else wide.next(text, i)
-            else:
-                hit = first_re.search(text, i)
-                if hit is None:
-                    break
-                p = hit.start()
-            if p >= n:  # a match starting at the very end never counts (as in the reference)
+        # -- the next delimiter at or after `scan` (WholeTextScanner.decide): [s, e) of pattern pi, match m --
+        read = None  # a keyed decision's capture reader (for a twin's own group numbers)
+        if type(single) is tuple:  # the mode's only delimiter is one literal: where it occurs, it is that
+            s = text.find(single[0], scan)
+            if s < 0:
                 break
-            budget -= 1
-            if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
-                raise _Fallback(automaton=True)
-            if wide is not None:
-                found = _dfa_decide(tables, wide.mode, text, p, dead)
+            e, pi, m = s + single[2], single[1], None
+        else:
+            found = None
+            i = scan
+            while i < n:
+                if single is not None:
+                    p = after[mi]
+                    if p < i:
+                        p = text.find(single, i)
+                        after[mi] = p = n if p < 0 else p
+                elif i == 0 and start0:
+                    p, hit = 0, None
+                elif wide is not None:
+                    # just after a failed attempt, the rest of a whitespace run is tried at once (the memo of
+                    # dead states makes that cheap); elsewhere the anchors say where to look
+                    p = i if dead and i < n and text[i] in wide.wchars else wide.next(text, i)
+                else:
+                    hit = first_re.search(text, i)
+                    if hit is None:
+                        break
+                    p = hit.start()
+                if p >= n:  # a match starting at the very end never counts (as in the reference)
+                    break
+                budget -= 1
+                if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
+                    raise _Fallback(automaton=True)
+                if wide is not None:
+                    found = _dfa_decide(tables, wide.mode, text, p, dead)
+                    if found is not None:
+                        dead.clear()
+                        break
+                    i = p + 1
+                    continue
+                if keyed is not None and hit is not None:
+                    # the literal found names the only pattern that can match here
+                    pi, rx, risky, read = keyed[hit.group()]
+                    if rx is None:
+                        found = (p, hit.end(), pi, None)
+                        break
+                    m = rx.match(text, p) if risky is False else _match_at(rx, risky, text, p)
+                    if m is not None:
+                        found = (p, m.end(), pi, m)
+                        break
+                    i = p + 1
+                    continue
+                found = _decide_at(watched, text, p)
                 if found is not None:
-                    dead.clear()
                     break
                 i = p + 1
-                continue
-            if keyed is not None and hit is not None:  # the literal found names the only pattern that can match
-                pi, rx, risky, read = keyed[hit.group()]
-                if rx is None:
-                    found = (p, hit.end(), pi, None)
-                    break
-                m = rx.match(text, p) if risky is False else _match_at(rx, risky, text, p)
-                if m is not None:
-                    found = (p, m.end(), pi, m)
-                    break
-                i = p + 1
-                continue
-            found = _decide_at(watched, text, p)
-            if found is not None:
+            if found is None:
                 break
-            i = p + 1
-        if found is None:
-            break
-        s, e, pi, m = found
+            s, e, pi, m = found
         # -- the delimiter closes the current region ... --
         if s > pos and current is not None:
             opened = True

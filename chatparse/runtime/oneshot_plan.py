@@ -21,13 +21,14 @@ LEAN_PREFILTER_DEPTH = 8  # characters the one-shot prefilters look ahead (strea
 class Plan:
     """What the lean path needs of a template, computed once per loaded tables (`plan_for`).
 
-    ``modes[m]``: (candidate regex, start0 flag, a `WideFinder` if the mode is whitespace-led else None, the
-    one literal every match in the mode starts with (a (literal, pattern index) pair when that literal is the
-    mode's only delimiter) or None, watched patterns as ``(pattern index, compiled regex, risky, rank, literal
-    pieces or None, literal prefixes or None)``, `_keyed`'s table or None); risky is False, True (`regex`
-    calls get a timeout) or a `backtrack.span_test` (no timeout where the span it bounds is short); rank is
-    (0 for an open and 1 for a close, then the field's name): the reference's tie order for matches of equal
-    length at one start."""
+    ``modes[m]``: (candidate regex; whether offset 0 is a candidate of its own; a `WideFinder` if the mode is
+    whitespace-led, else None; the one literal every match in the mode starts with, as a (literal, pattern
+    index, length) triple when that literal is the mode's only delimiter, or None; the watched patterns as
+    ``(pattern index, compiled regex, risky, rank, literal pieces or None, literal prefixes or None)``;
+    `_keyed`'s table or None). ``ascii_modes``: the same with `_keyed`'s table for ASCII text. risky is
+    False, True (`regex` calls get a timeout) or a `backtrack.span_test` (no timeout where the span it
+    bounds is short); rank is (0 for an open and 1 for a close, then the field's name): the reference's tie
+    order for matches of equal length at one start."""
 
     __slots__ = ("usable", "modes", "ascii_modes", "flat_defaults", "opens", "fields", "captures")
 
@@ -51,6 +52,9 @@ class Plan:
             # else the deeper prefilter; whitespace-led modes use their `WideFinder`.
             finder = single = keyed = ascii_keyed = None  # (the lean path reads `finder` only if `single` is None)
             starts = [w[4] if w[4] is not None else w[5] for w in watched]
+            # offset 0 is a candidate of its own (`^` may hold there) unless every match starts with a literal,
+            # which the search finds at offset 0 as anywhere else
+            start0 = bool(mode.start0) and not (watched and all(starts))
             if not watched:  # a field without a close: nothing ends its region
                 finder = _NOWHERE
             elif all(starts):
@@ -59,7 +63,7 @@ class Plan:
                     single = starts[0]
                     if len(watched) == 1 and watched[0][4] == (single,):
                         # the mode's one delimiter is this literal: where it occurs, it is the delimiter
-                        single = (single, watched[0][0])
+                        single = (single, watched[0][0], len(single))
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
                     if not mode.wchars:
@@ -67,8 +71,8 @@ class Plan:
             else:
                 finder = _deep_prefilter(tables, mode)
             wide = WideFinder(tables, mode) if mode.wchars else None
-            self.modes.append((finder, bool(mode.start0), wide, single, watched, keyed))
-            self.ascii_modes.append((finder, bool(mode.start0), wide, single, watched, ascii_keyed))
+            self.modes.append((finder, start0, wide, single, watched, keyed))
+            self.ascii_modes.append((finder, start0, wide, single, watched, ascii_keyed))
         self.opens = [p.kind == "open" for p in tables.patterns]
         self.fields = [p.field for p in tables.patterns]
         defaults = tables.template["defaults"]
