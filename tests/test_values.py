@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - only when run without the project root
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from transformers.utils.chat_parsing import content_parsers as ref_cp
 from transformers.utils.chat_parsing import response_parser as ref_rp
@@ -373,8 +373,10 @@ def test_cannot_be_json_is_only_said_of_non_json(text):
 @FAST
 @given(st.text(alphabet='{},:ab é"<>|\'\\\n1', max_size=40),
        st.sampled_from([('<|"|>', '<|"|>'), ("<<", ">>"), ("'", "'"), ("a", "b"), ("<", "<<")]), st.booleans())
+@example("{a:'x,b:y'}", ("'", "'"), True)  # a string holding what would be a bare key after ','
+@example("{a:'{b:1'}", ("'", "'"), True)  # ... after '{'
 def test_one_pair_rewrite_equals_the_general_rewrite(text, pair, unquoted):
-    """The one-pair fast rewrite gives the general path's text (extract to sentinels, quote keys, restore)."""
+    """The one-pair fast rewrites give the general path's text (extract to sentinels, quote keys, restore)."""
     import regex
 
     from chatparse.runtime import values as V
@@ -385,6 +387,7 @@ def test_one_pair_rewrite_equals_the_general_rewrite(text, pair, unquoted):
         want = regex.sub(r"(?<=[{,])(\w+):", r'"\1":', want)  # the reference's rewrite, as it spells it
     want = regex.sub("\x01(\\d+)\x02", lambda m: json.dumps(captured[int(m.group(1))]), want)
     assert V._join_strings(*V._one_pair_split(text, pair[0], pair[1], unquoted)) == want
+    assert V._one_pair_text(text, pair[0], pair[1], unquoted) == want
 
 
 @FAST

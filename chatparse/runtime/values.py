@@ -134,17 +134,11 @@ def _quote_bare_keys(text: str) -> str:
     return '"'.join((_BARE_KEY_ASCII if text.isascii() else _BARE_KEY).split(text))
 
 
-def _one_pair_split(text: str, open_d: str, close_d: str, unquoted_keys: Any) -> tuple[list, list]:
-    r"""The reference's rewrite for one ``[open, close]`` pair of non-empty strings (the input holds no
-    ``\x01``/``\x02``), before the strings go back in: the rewritten text split where each delimited string
-    was (``parts``, one more than ``strings``), and the strings. `_join_strings` of them is the same text as
-    extracting each ``open(.*?)close`` (DOTALL) to a sentinel, quoting bare keys and putting each string
-    back as ``json.dumps`` of it, built in fewer passes.
-
-    Why it is the same: the leftmost ``open`` with a ``close`` after it starts the leftmost match, and the
-    first ``close`` after it ends the shortest (``str.find`` twice); a placeholder character that is not
-    \w, '{' or ',' hides each string from the bare-key pattern exactly as the numbered sentinel does;
-    ``encode_basestring_ascii`` is what ``json.dumps`` returns for a str."""
+def _pair_strings(text: str, open_d: str, close_d: str) -> tuple[list, list]:
+    """The text between the delimited strings of one ``[open, close]`` pair of non-empty strings
+    (``segments``, one more than ``strings``) and the strings, as the reference's ``open(.*?)close``
+    (DOTALL) substitution finds them: the leftmost ``open`` with a ``close`` after it starts the leftmost
+    match, and the first ``close`` after it ends the shortest (``str.find`` twice)."""
     segments, strings, pos, lo, lc = [], [], 0, len(open_d), len(close_d)
     find = text.find
     while True:
@@ -157,14 +151,43 @@ def _one_pair_split(text: str, open_d: str, close_d: str, unquoted_keys: Any) ->
         segments.append(text[pos:i])
         strings.append(text[i + lo:j])
         pos = j + lc
+    segments.append(text[pos:] if strings else text)
+    return segments, strings
+
+
+def _one_pair_split(text: str, open_d: str, close_d: str, unquoted_keys: Any) -> tuple[list, list]:
+    r"""The reference's rewrite for one ``[open, close]`` pair of non-empty strings (the input holds no
+    ``\x01``/``\x02``), before the strings go back in: the rewritten text split where each delimited string
+    was (``parts``, one more than ``strings``), and the strings. `_join_strings` of them is the same text as
+    extracting each ``open(.*?)close`` (DOTALL) to a sentinel, quoting bare keys and putting each string
+    back as ``json.dumps`` of it, built in fewer passes.
+
+    Why it is the same: `_pair_strings` finds the reference's strings; a placeholder character that is not
+    \w, '{' or ',' hides each string from the bare-key pattern exactly as the numbered sentinel does;
+    ``encode_basestring_ascii`` is what ``json.dumps`` returns for a str."""
+    segments, strings = _pair_strings(text, open_d, close_d)
+    if not unquoted_keys:
+        return segments, strings
     if not strings:
-        working = text
-    else:
-        segments.append(text[pos:])
-        working = _SENTINEL_OPEN.join(segments)
-    if unquoted_keys:
-        working = _quote_bare_keys(working)
-    return (working.split(_SENTINEL_OPEN) if strings else [working]), strings
+        return [_quote_bare_keys(text)], strings
+    return _quote_bare_keys(_SENTINEL_OPEN.join(segments)).split(_SENTINEL_OPEN), strings
+
+
+def _one_pair_text(text: str, open_d: str, close_d: str, unquoted_keys: Any) -> str:
+    """`_join_strings(*_one_pair_split(...))`, with fewer passes where no delimited string holds '{' or ',':
+    the strings go in as JSON strings first and bare keys are quoted after, because a bare key needs a '{'
+    or ',' right before it, which no such JSON string holds, and a JSON string starts and ends with '"',
+    which ends a key's run without the ':' it needs, as the sentinel does."""
+    segments, strings = _pair_strings(text, open_d, close_d)
+    if not strings:
+        return _quote_bare_keys(text) if unquoted_keys else text
+    out = [segments[0]]
+    for x, segment in zip(strings, segments[1:]):
+        if unquoted_keys and ("{" in x or "," in x):
+            return _join_strings(*_one_pair_split(text, open_d, close_d, unquoted_keys))
+        out.append(_encode_str(x))
+        out.append(segment)
+    return _quote_bare_keys("".join(out)) if unquoted_keys else "".join(out)
 
 
 def _join_strings(parts: list, strings: list) -> str:
@@ -266,12 +289,16 @@ def _json_knobs(args: dict) -> Callable[[str], Any]:
                 "json: input contains reserved sentinel characters (\\x01/\\x02); cannot parse safely."
             )
         if pair is not None:
-            parts, strings = _one_pair_split(text, pair[0], pair[1], unquoted_keys)
-            if len(strings) <= 64 and strings and sum(map(len, strings)) >= _PLACEHOLDER_MIN:
-                value = _with_placeholders(parts, strings)
-                if value is not _MISS:
-                    return value
-            working = _join_strings(parts, strings)
+            working = None
+            if len(text) >= _PLACEHOLDER_MIN:
+                parts, strings = _one_pair_split(text, pair[0], pair[1], unquoted_keys)
+                if len(strings) <= 64 and strings and sum(map(len, strings)) >= _PLACEHOLDER_MIN:
+                    value = _with_placeholders(parts, strings)
+                    if value is not _MISS:
+                        return value
+                working = _join_strings(parts, strings)
+            if working is None:
+                working = _one_pair_text(text, pair[0], pair[1], unquoted_keys)
         else:
             captured: list[str] = []
             working = _extract_delimited(text, string_delims, captured)
