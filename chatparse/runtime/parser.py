@@ -183,16 +183,11 @@ class StreamParser:
                 return [chunk]
             self.opened = True
             return [{"type": "region_open", "field": self.names[fi]}, chunk]
-        events: list[dict] = []
-        try:
-            sc.push(text)
-            self._process(events, eos=False)
-            self._flush(events)
-        except BaseException as e:
-            self.failed = e
-            self.usable = False
-            raise
-        return events
+        return self._guarded(self._feed_step, text)
+
+    def _feed_step(self, events: list, text: str) -> None:
+        self.scanner.push(text)
+        self._process(events, eos=False)
 
     def feed_plain(self, text: str) -> list[dict]:
         """`feed(text)` for `text` known to hold no delimiter and to leave no attempt pending: every attempt
@@ -207,19 +202,14 @@ class StreamParser:
             self._check_usable()
         if not text or self.stalled:
             return []
+        return self._guarded(self._plain_step, text)
+
+    def _plain_step(self, events: list, text: str) -> None:
         sc = self.scanner
-        events: list[dict] = []
-        try:
-            sc.push(text)
-            sc.attempts = []
-            sc.scan = sc.end
-            self._text(sc.take(sc.end), events)
-            self._flush(events)
-        except BaseException as e:
-            self.failed = e
-            self.usable = False
-            raise
-        return events
+        sc.push(text)
+        sc.attempts = []
+        sc.scan = sc.end
+        self._text(sc.take(sc.end), events)
 
     def finish(self) -> tuple[dict, list[dict]]:
         self._check_usable()
@@ -250,16 +240,24 @@ class StreamParser:
             self._check_usable()
         if not text or self.stalled:
             return []
+        return self._guarded(self._delimiter_step, text, pattern_index, match)
+
+    def _delimiter_step(self, events: list, text: str, pattern_index: int, match) -> None:
         sc = self.scanner
+        s = sc.end
+        sc.push(text)
+        sc.scan = e = sc.end
+        self._delimiter(events, s, e, pattern_index, match, eos=False)
+
+    def _guarded(self, step, *args) -> list[dict]:
+        """``step(events, *args)``, then a flush; returns the events. An exception leaves the parser failed:
+        later calls raise RuntimeError instead of continuing from a half-updated state."""
         events: list[dict] = []
         try:
-            s = sc.end
-            sc.push(text)
-            sc.scan = e = sc.end
-            self._delimiter(events, s, e, pattern_index, match, eos=False)
+            step(events, *args)
             self._flush(events)
-        except BaseException as ex:
-            self.failed = ex
+        except BaseException as e:
+            self.failed = e
             self.usable = False
             raise
         return events
