@@ -398,3 +398,31 @@ def test_ascii_class_escapes_agree_on_every_ascii_character():
         rx, twin = regex.compile(esc), ascii_twin(esc)
         texts = [c for c in map(chr, range(128))] + ["a" + c for c in map(chr, range(128))]
         assert [t for t in texts if bool(rx.match(t)) != bool(twin.match(t))] == [], esc
+
+
+@pytest.mark.parametrize("name", ["write_file", "wrïte_file", "w" * 1500, "w" * 700 + "é" + "w" * 700])
+@pytest.mark.parametrize("before", ["", "→ ", "é" * 1100])
+@pytest.mark.parametrize("sep", [" ", "\xa0"])  # regex's \s takes U+00A0, re.ASCII's does not
+def test_window_twin_runs_only_where_its_span_is_ascii(name, before, sep):
+    """gpt-oss's tool-call open is keyed by its two literals, and each alternative is run by its `re` twin
+    where the span a bounded call may read is ASCII (`oneshot_plan.WindowTwin`), by `regex` elsewhere or
+    beyond the span: the same message as streaming and as the reference, wherever a non-ASCII character
+    sits (before the call, in the name, past the span)."""
+    from harness import run_reference
+
+    from chatparse import templates
+    from chatparse.runtime.oneshot_plan import WindowTwin, plan_for
+
+    template = templates.get("gpt_oss")
+    compiled = chatparse.compile_template(template)
+    assert {type(e[2]) for e in plan_for(compiled.tables).modes[0][5].values() if e[1] is not None} == {WindowTwin}
+    text = (f"<|channel|>analysis<|message|>{before}think<|end|><|start|>assistant<|channel|>commentary{sep}"
+            f"to=functions.{name}{sep}<|constrain|>json<|message|>{{\"a\": 1}}<|call|>"
+            f"<|start|>assistant to=functions.{name}<|channel|>commentary json<|message|>{{}}<|call|>"
+            "<|channel|>final<|message|>done<|return|>")
+    streamed = compiled.parser(prefix="")
+    for i in range(0, len(text), 7):
+        streamed.feed(text[i:i + 7])
+    message = compiled.parse(text, prefix="")
+    assert message == streamed.finalize()[0]
+    assert ("ok", message) == run_reference(template, text, seconds=30)[:2]

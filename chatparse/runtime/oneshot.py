@@ -33,7 +33,7 @@ from copy import deepcopy
 from time import perf_counter
 
 from .backtrack import stops_within
-from .oneshot_plan import plan_for
+from .oneshot_plan import WindowTwin, plan_for
 from .parser import StreamParser, final_output, stores_for, warn_loop, warn_stall
 from .scanner import Scanner, pick_winner, record_ends
 
@@ -250,6 +250,11 @@ def _decide_at(watched: list, text: str, p: int):
 
 def _match_at(rx, risky, text: str, p: int):
     """`rx`'s match at `p` or None, with the care its `risky` (`oneshot_plan.Plan`) asks for."""
+    if type(risky) is WindowTwin:
+        end = p + BOUNDED_SPAN
+        if stops_within(text, p, risky.test, BOUNDED_SPAN):
+            return (risky.twin if text.isascii() or text[p:end].isascii() else rx).match(text, p, end)
+        return _guarded_match(rx, text, p)
     if risky is not True and risky:
         # (c, k): no path takes more than k c's, so the call may stop at or after the (k+1)-th c from p,
         # and its time is quadratic in that span at most (`backtrack.match_bound`)

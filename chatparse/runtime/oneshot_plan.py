@@ -117,17 +117,38 @@ def _keyed(watched: list, patterns: list, readers: list) -> tuple:
             if a != b and b.startswith(a):
                 return None, None
     ascii_keyed = dict(keyed)
-    for lit, (pi, rx, risky, _read) in keyed.items():
+    for lit, (pi, rx, risky, read) in keyed.items():
         if rx is None:
             continue
-        alternatives = [alt for alt in top_alternatives(patterns[pi].source) if alt.startswith(lit) or
-                        literal_prefixes(alt) == (lit,)]
+        alternatives = [alt for alt in top_alternatives(patterns[pi].source) if literal_prefixes(alt) == (lit,)]
         if len(alternatives) != 1:
             continue
         twin = ascii_twin(alternatives[0])
-        if twin is not None and not backtracking_risk(alternatives[0]):  # (`re` has no timeout to fall back on)
-            ascii_keyed[lit] = (pi, twin, False, capture_reader(twin))
+        if twin is None:
+            continue
+        alt_risk = backtracking_risk(alternatives[0]) and _bounded(alternatives[0])
+        twin_read = capture_reader(twin)
+        if alt_risk is False:
+            ascii_keyed[lit] = (pi, twin, False, twin_read)
+        elif alt_risk is not True:  # bounded: the twin runs where the bounded span is ASCII (`re` has no timeout)
+            window = WindowTwin(twin, alt_risk, read, twin_read)
+            keyed[lit] = ascii_keyed[lit] = (pi, rx, window, window.read)
     return keyed, ascii_keyed
+
+
+class WindowTwin:
+    """The risk of a keyed alternative whose calls `backtrack.match_bound` keeps within a short span (a
+    `span_test`) and whose `re` twin means what it means on ASCII text: `oneshot._match_at` runs the twin
+    where the span it may read, from the candidate on, is ASCII (nothing in such a pattern looks around),
+    and the pattern itself elsewhere. `read` reads the captures of either's match."""
+
+    __slots__ = ("twin", "test", "_rx_read", "_twin_read")
+
+    def __init__(self, twin, test, rx_read, twin_read):
+        self.twin, self.test, self._rx_read, self._twin_read = twin, test, rx_read, twin_read
+
+    def read(self, m) -> dict:
+        return self._twin_read(m) if m.re is self.twin else self._rx_read(m)
 
 
 def _deep_prefilter(tables, mode):
