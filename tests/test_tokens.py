@@ -1257,7 +1257,8 @@ def test_a_refused_id_mid_stream_leaves_events_and_message_exact(toks):
     before its state is recomputed)."""
     tok = toks["bl-plain"]
     b = bind(templates.get("qwen3"), tok)
-    text = "<think>\nSome words. \n \n</think>\n\nDone.\n <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"
+    text = ("<think>\nSome words. \n \n</think>\n\nDone.\n <tool_call>\n"
+            "{\"name\": \"f\", \"arguments\": {}}\n</tool_call>")
     ids = tok.encode(text).ids
     want_msg = chatparse.parse_response(decode(tok, ids), b.compiled, prefix="")
     for at in range(len(ids) + 1):

@@ -11,9 +11,12 @@ Three paths give the same answer; `parse_whole` takes the first that applies:
    since the previous delimiter. Per mode (runtime/oneshot_plan.py), candidates come from ``str.find`` when
    the mode's only delimiter is one literal, from a `re` alternation of the literals every match starts
    with, or from an 8-character prefilter; literal delimiters are decided by ``str.startswith``, other
-   patterns by `regex` after a literal-prefix test. Whitespace-led modes (``\\s*</think>``) are decided by
-   one attempt of the automaton per candidate (`_dfa_decide`): a `regex` call on such a pattern first scans
-   the whole rest of the text for its literal, which would make many candidates quadratic.
+   patterns by `regex` after a literal-prefix test. Where the literal found names the only pattern (and
+   top-level alternative) that can match there (`oneshot_plan._keyed`), only that one is asked, by its `re`
+   twin where the text it may read is ASCII (runtime/re_compat.py). Whitespace-led modes (``\\s*</think>``)
+   are decided by one attempt of the automaton per candidate (`_dfa_decide`): a `regex` call on such a
+   pattern first scans the whole rest of the text for its literal, which would make many candidates
+   quadratic.
 2. The streaming parser's region logic with `WholeTextScanner`, which asks `regex` at each candidate and
    keeps the automaton for whitespace-led modes on long texts.
 3. The streaming parser alone (the automaton), which is linear.

@@ -9,10 +9,11 @@ exception class for exception class, including the places where the reference is
 * Only ``json.JSONDecodeError`` falls back under ``allow_non_json``; other ``ValueError`` s raised by
   ``json.loads`` (e.g. an integer with too many digits) propagate.
 
-Only the standard library, ``regex`` and runtime/literals.py are imported, so the runtime stays independent
+Only the standard library, ``regex`` and runtime/re_compat.py are imported, so the runtime stays independent
 of the compiler and of transformers. Regexes mean what the reference's ``regex`` calls mean (Unicode
 ``\\w``, DOTALL where it uses it); `re` runs one only where its meaning is provably the same (a tag
-pattern `re_compat.same_in_re` accepts, bare keys in ASCII text, our own sentinels), because it is faster there.
+pattern `re_compat.same_in_re` accepts, bare keys in ASCII text, our own sentinels), because it is faster
+there.
 """
 
 from __future__ import annotations
