@@ -3,7 +3,9 @@
 Per mode: how to find candidate starts (one literal with ``str.find``, a `re` alternation of the literals
 every match starts with, an 8-character prefilter, or, for whitespace-led modes, `WideFinder`), and per
 watched pattern its literal pieces or prefixes (runtime/literals.py), whether its `regex` calls need a
-timeout (runtime/backtrack.py) and its tie rank. runtime/oneshot.py runs the parse.
+timeout (runtime/backtrack.py) and its tie rank. Where the literal a candidate search finds names the one
+pattern that can match there, a table from literal to that pattern (`_keyed`), with the `re` twins of its
+alternatives (runtime/re_compat.py). runtime/oneshot.py runs the parse.
 """
 
 from __future__ import annotations
