@@ -177,6 +177,7 @@ VALUE_PARSERS = [
     {"name": "text", "args": {"strip": False}},
     {},
     {"name": "nope"},
+    "json",  # not a dict: fails where the first value is parsed, and only then
 ]
 
 

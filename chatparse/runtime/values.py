@@ -343,13 +343,15 @@ def _json_or_raise(working: str, text: str) -> Any:
         ) from err
 
 
-def _parse_nested(raw: Any, value_parser: Any) -> Any:
-    """Apply an optional nested ``value_parser`` (``{"name": ..., "args": ...}``, name defaulting to
-    ``"text"``) to one captured value. ``None`` means "keep the raw string". An unknown name raises
-    ``KeyError`` at parse time, like the reference."""
+def _nested_parser(value_parser: Any) -> Callable[[Any], Any]:
+    """The function an optional nested ``value_parser`` (``{"name": ..., "args": ...}``, name defaulting to
+    ``"text"``) applies to each captured value; ``None`` keeps the raw string. Built by the caller at a
+    body's first value, where the reference first reads the value parser, so a malformed one fails at the
+    same point (an unknown name raises ``KeyError`` when a value is parsed, like the reference). One build
+    per body: building a json parser's knobs costs as much as parsing a short value."""
     if value_parser is None:
-        return raw
-    return parse_content(raw, value_parser.get("name", "text"), value_parser.get("args", {}))
+        return lambda raw: raw
+    return content_parser(value_parser.get("name", "text"), value_parser.get("args", {}))
 
 
 def _parse_xml_inline(text: str, args: dict) -> dict:
@@ -366,6 +368,7 @@ def _parse_xml_inline(text: str, args: dict) -> dict:
     value_parser = args.get("value_parser")
     merge = args.get("merge_duplicates", False)
     result: dict[str, Any] = {}
+    nested = None
     for match in _tag_matches(tag_pattern, text):
         groups = match.groupdict()
         key = groups.get("key")
@@ -373,7 +376,9 @@ def _parse_xml_inline(text: str, args: dict) -> dict:
             raise ValueError(
                 f"xml-inline: tag_pattern must have a named group 'key'. Pattern: {tag_pattern}"
             )
-        value = _parse_nested(groups.get("value", ""), value_parser)
+        if nested is None:
+            nested = _nested_parser(value_parser)
+        value = nested(groups.get("value", ""))
         if merge and key in result:
             existing = result[key]
             if not isinstance(existing, list):
@@ -420,12 +425,15 @@ def _parse_kv_lines(text: str, args: dict) -> dict:
     kv_sep = args.get("kv_sep", ":")
     value_parser = args.get("value_parser")
     result: dict[str, Any] = {}
+    nested = None
     for raw_line in text.split(line_sep):
         line = _strip_if_asked(raw_line, args)
         if not line or kv_sep not in line:
             continue
         key, value = line.split(kv_sep, 1)
-        result[_strip_if_asked(key, args)] = _parse_nested(_strip_if_asked(value, args), value_parser)
+        if nested is None:
+            nested = _nested_parser(value_parser)
+        result[_strip_if_asked(key, args)] = nested(_strip_if_asked(value, args))
     return result
 
 
