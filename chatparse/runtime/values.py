@@ -50,15 +50,25 @@ _json_ws = json.decoder.WHITESPACE.match
 def _loads(s: str) -> Any:
     """``json.loads(s)``: the same value or the same exception, with the C scanner called directly (a
     third of the time on short arguments). Anything but a clean parse of a str is redone by `json.loads`."""
-    if type(s) is not str:
-        return json.loads(s)
+    if type(s) is str:
+        value = _clean_json(s)
+        if value is not _MISS:
+            return value
+    return json.loads(s)  # (raises "Expecting value" or "Extra data" as json.loads does)
+
+
+def _clean_json(s: str) -> Any:
+    """The value of the str `s` when it is one JSON document with only JSON whitespace around it, found by
+    json's C scanner alone (`json.loads` gives the same value); `_MISS` for anything else, where the caller
+    asks `json.loads` itself for its value or exception. Other errors of the scanner (a JSONDecodeError
+    inside an object, a too long integer) propagate, as from `json.loads`."""
     i = _json_ws(s, 0).end() if s[:1] in _JSON_WS else 0
     try:
         value, end = _scan_json(s, i)
     except StopIteration:
-        return json.loads(s)  # raises "Expecting value" as json.loads does
+        return _MISS
     if end != len(s) and _json_ws(s, end).end() != len(s):
-        return json.loads(s)  # raises "Extra data"
+        return _MISS
     return value
 
 
@@ -279,10 +289,20 @@ def _json_knobs(args: dict) -> Callable[[str], Any]:
         pair = None
     if not string_delims and type(string_delims) in (list, tuple, str, dict) and not unquoted_keys:
         # no rewrite at all (a falsy non-iterable `string_delims` fails in the general path, as it should)
-        if allow_non_json:
-            return lambda text: (_strip_if_asked(text, args) if type(text) is str and _cannot_be_json(text)
-                                 else _json_or_text(text, args))
-        return lambda text: _json_or_raise(text, text)
+        # (on short arguments the frames count: a clean document takes one call of the C scanner)
+        def plain(text: str) -> Any:
+            if type(text) is str:
+                try:
+                    value = _clean_json(text)
+                except json.JSONDecodeError:
+                    value = _MISS  # (the reference's handling of it is below)
+                if value is not _MISS:
+                    return value
+                if allow_non_json and _cannot_be_json(text):
+                    return _strip_if_asked(text, args)
+            return _json_or_text(text, args) if allow_non_json else _json_or_raise(text, text)
+
+        return plain
 
     def parse(text: str) -> Any:
         if string_delims and (_SENTINEL_OPEN in text or _SENTINEL_CLOSE in text):
@@ -469,8 +489,8 @@ def content_parser(name: str, args: Any) -> Callable[[str], Any]:
     generic call, so they still fail only when a body is parsed, as in the reference."""
     if type(args) is not dict or name not in PARSERS:
         return lambda text: PARSERS[name](text, args)
-    if name == "text":
-        return str.strip if args.get("strip", True) else str
+    if name == "text":  # (a nested value may be None: None.strip() fails as in the reference, or None stays)
+        return (lambda text: text.strip()) if args.get("strip", True) else (lambda text: text)
     if name == "json":
         return _json_knobs(args)
     fn = PARSERS[name]
