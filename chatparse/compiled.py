@@ -36,7 +36,7 @@ class CompiledTemplate:
         return self.spec
 
     def parse(self, text: str, *, prefix: Any = None, tools=None) -> dict:
-        return _api().parse_response(text, self, prefix=prefix, tools=tools)
+        return (_API or _api()).parse_compiled(self, text, prefix, tools)
 
     def parser(self, prefix: Any = None, *, tools=None):
         return _api().ResponseParser(self, prefix=prefix, tools=tools)

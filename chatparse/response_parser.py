@@ -85,7 +85,11 @@ class ResponseParser:
 def parse_response(text: str, response_template: dict | CompiledTemplate, *, prefix: str | None = None,
                    tools: list[dict | Callable] | None = None) -> dict:
     """Parse a complete generation into a message dict (see ResponseParser)."""
-    compiled = compile_template(response_template)
+    return parse_compiled(compile_template(response_template), text, prefix, tools)
+
+
+def parse_compiled(compiled: CompiledTemplate, text: str, prefix: str | None, tools) -> dict:
+    """`parse_response` for a template already compiled (`CompiledTemplate.parse` comes here directly)."""
     if prefix is None:
         raise ValueError(_PREFIX_REQUIRED)
     params = tool_params(_tool_schemas(tools)) if tools else {}
