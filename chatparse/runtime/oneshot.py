@@ -129,7 +129,6 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     mi = pos = scan = 0
     stalled = False
     empty_open = -1  # offset of the current region's open delimiter when that was zero-width
-    hit = None  # the candidate search's match, where it found the candidate
     dead: set = set()  # offset * states + state: where attempts without any match went (`_dfa_decide`)
     after = [-1] * len(modes)  # per mode: where its single start literal next occurs (n: nowhere)
     while True:
@@ -140,6 +139,27 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             if s < 0:
                 break
             e, pi, m = s + single[2], single[1], None
+        elif keyed is not None:  # the literal the search finds names the only pattern that can match there
+            i = scan
+            while True:
+                hit = first_re.search(text, i)
+                if hit is None:
+                    break
+                p = hit.start()
+                budget -= 1
+                if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
+                    raise _Fallback(automaton=True)
+                pi, rx, risky, read = keyed[hit.group()]
+                if rx is None:
+                    s, e, m = p, hit.end(), None
+                    break
+                m = rx.match(text, p) if risky is False else _match_at(rx, risky, text, p)
+                if m is not None:
+                    s, e = p, m.end()
+                    break
+                i = p + 1
+            if hit is None:
+                break
         else:
             found = None
             i = scan
@@ -150,7 +170,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                         p = text.find(single, i)
                         after[mi] = p = n if p < 0 else p
                 elif i == 0 and start0:
-                    p, hit = 0, None
+                    p = 0
                 elif wide is not None:
                     # just after a failed attempt, the rest of a whitespace run is tried at once (the memo of
                     # dead states makes that cheap); elsewhere the anchors say where to look
@@ -169,18 +189,6 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                     found = _dfa_decide(tables, wide.mode, text, p, dead)
                     if found is not None:
                         dead.clear()
-                        break
-                    i = p + 1
-                    continue
-                if keyed is not None and hit is not None:
-                    # the literal found names the only pattern that can match here
-                    pi, rx, risky, read = keyed[hit.group()]
-                    if rx is None:
-                        found = (p, hit.end(), pi, None)
-                        break
-                    m = rx.match(text, p) if risky is False else _match_at(rx, risky, text, p)
-                    if m is not None:
-                        found = (p, m.end(), pi, m)
                         break
                     i = p + 1
                     continue
