@@ -263,7 +263,7 @@ def _match_at(rx, risky, text: str, p: int):
     """`rx`'s match at `p` or None, with the care its `risky` (`oneshot_plan.Plan`) asks for."""
     if type(risky) is WindowTwin:
         end = p + BOUNDED_SPAN
-        if len(text) <= end or risky.test.match(text, p, end) is not None:  # (`stops_within`, inlined)
+        if stops_within(text, p, risky.test, BOUNDED_SPAN):
             return (risky.twin if text.isascii() or text[p:end].isascii() else rx).match(text, p, end)
         return _guarded_match(rx, text, p)
     if risky is not True and risky:

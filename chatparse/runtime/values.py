@@ -177,11 +177,16 @@ def _one_pair_split(text: str, open_d: str, close_d: str, unquoted_keys: Any) ->
     \w, '{' or ',' hides each string from the bare-key pattern exactly as the numbered sentinel does;
     ``encode_basestring_ascii`` is what ``json.dumps`` returns for a str."""
     segments, strings = _pair_strings(text, open_d, close_d)
+    return _quoted_parts(segments, strings, unquoted_keys), strings
+
+
+def _quoted_parts(segments: list, strings: list, unquoted_keys: Any) -> list:
+    """`_pair_strings`'s `segments` with bare keys quoted as the reference quotes them around sentinels."""
     if not unquoted_keys:
-        return segments, strings
+        return segments
     if not strings:
-        return [_quote_bare_keys(text)], strings
-    return _quote_bare_keys(_SENTINEL_OPEN.join(segments)).split(_SENTINEL_OPEN), strings
+        return [_quote_bare_keys(segments[0])]
+    return _quote_bare_keys(_SENTINEL_OPEN.join(segments)).split(_SENTINEL_OPEN)
 
 
 def _one_pair_text(text: str, open_d: str, close_d: str, unquoted_keys: Any) -> str:
@@ -195,7 +200,7 @@ def _one_pair_text(text: str, open_d: str, close_d: str, unquoted_keys: Any) -> 
     out = [segments[0]]
     for x, segment in zip(strings, segments[1:]):
         if unquoted_keys and ("{" in x or "," in x):
-            return _join_strings(*_one_pair_split(text, open_d, close_d, unquoted_keys))
+            return _join_strings(_quoted_parts(segments, strings, unquoted_keys), strings)
         out.append(_encode_str(x))
         out.append(segment)
     return _quote_bare_keys("".join(out)) if unquoted_keys else "".join(out)
