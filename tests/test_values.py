@@ -565,6 +565,38 @@ def test_transform_errors(body, transform, each, exc, fragment):
         assert "Field 'f'" in message
 
 
+@pytest.mark.parametrize(
+    "transform,captures",
+    [
+        ({"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}, {"name": "f"}),
+        ({"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}, {}),  # KeyError
+        ({"content": "{content}", "n": ["{name}", 3, None, {"deep": ["{content}"]}]}, {"name": "x", "content": "c"}),
+        ({"\"'); import os  #": "{name}", "{x}": "{x}"}, {"name": "a", "x": "k"}),  # keys are data, not source
+        ("{content}", {}),
+        ("{name}", {}),
+        ([], {}),
+    ],
+)
+def test_direct_transform_is_one_generated_function(transform, captures):
+    # `_direct_maker` builds these (no dotted placeholder) as one function whose source holds only generated
+    # names; the value, or the exception, is the reference's, including the KeyError fallback's message.
+    from chatparse.runtime.transform import _direct_maker, value_maker
+
+    field = load_template({"start_anchor": "S", "fields": {"f": _field_spec(transform, False, "json")}})["fields"][0]
+    assert _direct_maker(transform, json.loads, None) is not None
+    make = value_maker(field)
+    assert make.__code__.co_filename == "<chatparse transform>"
+    _run_transform('{"a": [1, {"b": 2}]}', transform, captures=captures)  # (process_value uses value_maker)
+
+
+def test_direct_transform_leaves_dotted_and_large_templates_to_the_closures():
+    from chatparse.runtime.transform import _DIRECT_NODES, _direct_maker
+
+    assert _direct_maker({"a": "{content.x}"}, json.loads, None) is None
+    assert _direct_maker(list(range(_DIRECT_NODES)), json.loads, None) is None
+    assert _direct_maker(list(range(_DIRECT_NODES - 1)), json.loads, None) is not None
+
+
 def test_close_pattern_groups_are_not_in_scope():
     # D11: only open-match groups reach the transform; the engine passes those as `captures`.
     kind, cls, message = _run_transform("x", {"id": "{id}"}, content="text")

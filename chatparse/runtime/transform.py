@@ -114,6 +114,10 @@ def value_maker(field: dict) -> Callable[[str, dict], Any]:
         return lambda body, captures: parse(body)
     fn = compile_transform(template)
     if not field.get("transform_each", False):
+        direct = _direct_maker(template, parse, fn)
+        if direct is not None:
+            return direct
+
         def make(body: str, captures: dict) -> Any:
             value = parse(body)
             if not captures:
@@ -140,6 +144,67 @@ def value_maker(field: dict) -> Callable[[str, dict], Any]:
         return results
 
     return make_each
+
+
+_DIRECT_NODES = 64  # template nodes beyond which `_direct_maker` leaves a transform to the closures
+
+
+class _NotDirect(Exception):
+    pass
+
+
+def _direct_maker(template: Any, parse: Callable[[str], Any], fn: Callable[[dict], Any]):
+    """``make(body, captures)`` for a transform without ``transform_each`` as one generated function, or None
+    where the template has a dotted placeholder or more than `_DIRECT_NODES` nodes (`compile_transform`'s
+    closures build those).
+
+    It returns what ``fn({**captures, "content": parse(body)})`` returns, and raises what that raises: the
+    template becomes one nested dict/list display, so a tool call's value costs one frame instead of one per
+    dict plus a scope dict (a third of the closures' time on gpt-oss's ``{"type": "function", "function":
+    {...}}``). Evaluation runs in the template's order, as the closures do. A placeholder missing from the
+    captures raises KeyError inside the display only; then `fn` itself runs, with the reference's message.
+
+    Safe for templates from untrusted repositories: the generated source holds only names generated here
+    (``c0``, ``c1``, ...); every key, constant and placeholder name of the template is a value in the
+    function's namespace, never source text."""
+    consts: dict = {}
+    nodes = [0]
+
+    def name_of(value: Any) -> str:
+        key = f"c{len(consts)}"
+        consts[key] = value
+        return key
+
+    def expr(node: Any) -> str:
+        nodes[0] += 1
+        if nodes[0] > _DIRECT_NODES:
+            raise _NotDirect
+        if isinstance(node, dict):
+            return "{" + ", ".join(f"{name_of(k)}: {expr(v)}" for k, v in node.items()) + "}"
+        if isinstance(node, list):
+            return "[" + ", ".join(expr(v) for v in node) + "]"
+        if isinstance(node, str):
+            whole = PLACEHOLDER.fullmatch(node)
+            if whole is not None:
+                path = whole.group(1)
+                if "." in path:
+                    raise _NotDirect
+                return "content" if path == "content" else f"captures[{name_of(path)}]"
+        return name_of(node)
+
+    try:
+        body = expr(template)
+    except _NotDirect:
+        return None
+    source = ("def make(body, captures):\n"
+              "    content = parse(body)\n"
+              "    try:\n"
+              f"        return {body}\n"
+              "    except KeyError:\n"
+              "        return fn({**captures, 'content': content})\n")
+    namespace = {"parse": parse, "fn": fn, **consts}
+    exec(compile(source, "<chatparse transform>", "exec"), namespace)  # noqa: S102 - generated names only
+    return namespace["make"]
 
 
 def process_value(body: str, field: dict, captures: dict) -> Any:
