@@ -37,7 +37,7 @@ from time import perf_counter
 
 from .backtrack import stops_within
 from .oneshot_plan import WindowTwin, plan_for
-from .parser import StreamParser, final_output, stores_for, warn_loop, warn_stall
+from .parser import StreamParser, final_output, warn_loop, warn_stall
 from .scanner import Scanner, pick_winner, record_ends
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
@@ -115,16 +115,13 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     `_Fallback` (before any effect is visible) where that scanner would need the automaton."""
     plan = plan_for(tables)
     n = len(text)
-    if not plan.usable:
+    usable, stores, defaults, flat_defaults, implicit, opens, pat_field, read_captures = plan.lean
+    if not usable:
         raise _Fallback()
-    stores = stores_for(tables)
-    defaults = tables.template["defaults"]
-    output = dict(defaults) if plan.flat_defaults else deepcopy(defaults)
-    implicit = tables.implicit
+    output = dict(defaults) if flat_defaults else deepcopy(defaults)
     current, opened, captures = implicit, False, {}
     budget, deadline = _limits(n)
     modes = plan.ascii_modes if text.isascii() else plan.modes
-    opens, pat_field, read_captures = plan.opens, plan.fields, plan.captures
     first_re, start0, wide, single, watched, keyed = modes[0]
     mi = pos = scan = 0
     stalled = False

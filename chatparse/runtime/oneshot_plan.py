@@ -14,7 +14,7 @@ import re
 
 from .backtrack import backtracking_risk, match_bound, span_test
 from .literals import literal_pieces, literal_prefixes, top_alternatives
-from .parser import capture_reader
+from .parser import capture_reader, stores_for
 from .re_compat import ascii_twin
 from .tables import _prefilter, whitespace_closure
 
@@ -30,9 +30,11 @@ class Plan:
     `_keyed`'s table or None). ``ascii_modes``: the same with `_keyed`'s table for ASCII text. risky is
     False, True (`regex` calls get a timeout) or a `backtrack.span_test` (no timeout where the span it
     bounds is short); rank is (0 for an open and 1 for a close, then the field's name): the reference's tie
-    order for matches of equal length at one start."""
+    order for matches of equal length at one start. ``lean``: the rest `oneshot._parse_lean` reads, in the
+    order it unpacks them (usable; the fields' stores; defaults, and whether they are all scalars; the
+    implicit field; per pattern: whether it opens, its field, its capture reader)."""
 
-    __slots__ = ("usable", "modes", "ascii_modes", "flat_defaults", "opens", "fields", "captures")
+    __slots__ = ("usable", "modes", "ascii_modes", "captures", "lean")
 
     def __init__(self, tables):
         risky = [backtracking_risk(p.source) and _bounded(p.source) for p in tables.patterns]
@@ -75,10 +77,10 @@ class Plan:
             wide = WideFinder(tables, mode) if mode.wchars else None
             self.modes.append((finder, start0, wide, single, watched, keyed))
             self.ascii_modes.append((finder, start0, wide, single, watched, ascii_keyed))
-        self.opens = [p.kind == "open" for p in tables.patterns]
-        self.fields = [p.field for p in tables.patterns]
         defaults = tables.template["defaults"]
-        self.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
+        flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
+        self.lean = (self.usable, stores_for(tables), defaults, flat_defaults, tables.implicit,
+                     [p.kind == "open" for p in tables.patterns], [p.field for p in tables.patterns], self.captures)
 
 
 class _Nowhere:
