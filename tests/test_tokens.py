@@ -1272,3 +1272,36 @@ def test_a_refused_id_mid_stream_leaves_events_and_message_exact(toks):
             assert p.feed_tokens(i) == ref.feed(dec.feed([i])), (at, k)
         msg, _ = p.finalize()
         assert msg == ref.finalize()[0] == want_msg, at
+
+
+def test_streams_split_characters_take_held_rows(toks):
+    """A character split across byte tokens in a quiet region (``中``, ``😀``, also after a space that starts a
+    ``\\s*</think>`` attempt) takes H rows once a parser has handled the same tokens: the later streams hold the
+    bytes and complete the character without their parser, with exactly their own TokenParser's events and
+    message."""
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    tt = b.vocab.tok_text
+    text = "<think>\nab 中文 x 😀 y 中\n</think>\n\nok 中文 z 😀<|im_end|>"
+    ids = split_into_bytes(tok, tok.encode(text).ids, random.Random(0), 1.0)
+    assert sum(tt[i] is None for i in ids) >= 8
+    slow_at_split, by_rows = [], []
+    for _ in range(2):  # the first streams teach the rows, the second take them
+        s = b.streams(2, prefix="", capacity=5)
+        singles = [b.parser(prefix="") for _ in range(2)]
+        slow, held = 0, set()
+        for k, i in enumerate(ids):
+            before = s._R.info[int(s._rowoff[0]) // s._size]
+            out = s.step([i, i])
+            assert out.tolist() == [p.feed_tokens(i) for p in singles], k
+            if tt[i] is None:
+                slow += len(out.slow)
+                after = s._R.info[int(s._rowoff[0]) // s._size]
+                if not out.slow:  # the row tables moved both streams
+                    held.add((before[0], after[0], bool(before[0] == "H" and before[2][0])))
+        assert s.finalize_all() == [p.finalize() for p in singles]
+        slow_at_split.append(slow)
+        by_rows.append(held)
+    assert slow_at_split[1] < slow_at_split[0], slow_at_split
+    # quiet -> first bytes, more bytes, the last bytes -> quiet; and the last bytes after a pending space
+    assert {("Q", "H", False), ("H", "H", False), ("H", "Q", False), ("H", "Q", True)} <= by_rows[1], by_rows

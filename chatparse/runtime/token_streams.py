@@ -28,6 +28,7 @@ deferred tokens earlier, they too are joined at once, while fresh in the cache.
 from __future__ import annotations
 
 import threading
+from codecs import utf_8_decode
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,13 +50,20 @@ class _Rows:
     * rows ``0..n_modes-1``: Q(m), quiet in mode m with its region open (the parser's fast state);
     * row ``n_modes``: NONE (the stream needs the character engine for its next token);
     * further rows: P(m, S), mode m with undecided, match-free attempts ``S = ((chars back from the end,
-      DFA state), ...)`` (e.g. after a token ending in "\\n" before a ``\\s*</think>`` delimiter).
+      DFA state), ...)`` (e.g. after a token ending in "\\n" before a ``\\s*</think>`` delimiter); and, for
+      byte-level vocabularies, H(m, S, h): the same (S may be empty: quiet) with the decoder holding the
+      bytes `h` of a character split across tokens (after a token such as ``b" \\xf0\\x9f"``, a space and the
+      first half of an emoji, before ``\\s*</think>``).
 
     ``next[row * V + token]`` is (the offset ``row * V`` of) the row a token leads to when that is known
     without the engine: Q(m)->Q(m)
     for inert tokens, Q(m)->P(m, S) for a token whose effect from a quiet scanner is S (filled in the first
     time the engine has handled that token), P(m, S)->Q(m) for an inert token whose first character kills
-    every attempt in S; -1 otherwise.
+    every attempt in S; Q(m)->H(m, S, h) for a token whose complete characters leave attempts S (or none)
+    and whose last bytes `h` begin a character, H(m, (), h)->H(m, (), h + b) for one that adds bytes `b` and
+    still leaves it incomplete, H(m, S, h)->Q(m) for one that completes text that ends every attempt in S
+    without a match and leaves none (these three filled the first time a parser has handled them); -1
+    otherwise. ``info[row]`` is ``(kind, mode, S or (S, h) for H, characters the attempts hold)``.
     """
 
     MAX_ROWS = 128
@@ -84,6 +92,16 @@ class _Rows:
         texts[:V] = [t if t is not None else "" for t in tt.vocab.tok_text]
         texts[V] = ""
         self.texts = texts
+        # Byte-level vocabularies: every token's bytes the same way (b"" for -1). Deferred tokens become text
+        # through their bytes, as the parser's decoder would decode them, so tokens without text of their own
+        # (a character split across tokens, H rows) can be deferred too.
+        self.bytes_kind = tt.vocab.kind == "bytes"
+        if self.bytes_kind:
+            tbytes = np.empty(V + 1, dtype=object)
+            tbytes[:V] = tt.vocab.tok_bytes
+            tbytes[V] = b""
+            self.tbytes = tbytes
+            self.tb_list = tbytes.tolist()
         self.lock = threading.Lock()
 
     def pending_row(self, mode: int, S: tuple) -> int:
@@ -102,20 +120,45 @@ class _Rows:
             kill = np.array(tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
             V = self.V
             inert = tt.flat[mode * V:(mode + 1) * V].astype(bool)
-            r = len(self.info)
-            store = self._store
-            if store.size < (r + 1) * V:  # double the room: n new rows cost O(n) copies, not O(n^2)
-                store = np.empty(min(2 * r, self.MAX_ROWS) * V, dtype=self.dtype)
-                store[:r * V] = self._store[:r * V]
-                self._store = store
-            store[r * V:(r + 1) * V] = np.where(inert & kill[self.first_cls], mode * V, -1)
-            self.next = store[:(r + 1) * V]  # a reader keeps its view (still valid) until it reloads
+            r = self._new_row()
+            self._store[r * V:(r + 1) * V] = np.where(inert & kill[self.first_cls], mode * V, -1)
+            self.next = self._store[:(r + 1) * V]  # a reader keeps its view (still valid) until it reloads
             self.info.append(("P", mode, S, S[0][0]))
             self.keys[key] = r
             return r
 
-    def learn(self, mode: int, token: int, row: int) -> None:
-        self.next[mode * self.V + token] = row * self.V
+    def held_row(self, mode: int, S: tuple, held: bytes) -> int:
+        """The row of H(mode, S, held), created on first use (NONE when there are too many). Its transitions
+        are learned (`TokenStreams._learn_held`); until then every token from it goes to the parser."""
+        key = ("H", mode, S, held)
+        r = self.keys.get(key)
+        if r is not None:
+            return r
+        with self.lock:
+            r = self.keys.get(key)
+            if r is not None:
+                return r
+            if len(self.info) >= self.MAX_ROWS:
+                return self.none
+            r = self._new_row()
+            self._store[r * self.V:(r + 1) * self.V] = -1
+            self.next = self._store[:(r + 1) * self.V]
+            self.info.append(("H", mode, (S, held), S[0][0] if S else 0))
+            self.keys[key] = r
+            return r
+
+    def _new_row(self) -> int:
+        """The index of the next row, with room for it in the store (the caller holds the lock)."""
+        r = len(self.info)
+        if self._store.size < (r + 1) * self.V:  # double the room: n new rows cost O(n) copies, not O(n^2)
+            store = np.empty(min(2 * r, self.MAX_ROWS) * self.V, dtype=self.dtype)
+            store[:r * self.V] = self._store[:r * self.V]
+            self._store = store
+        return r
+
+    def learn(self, row: int, token: int, to: int) -> None:
+        """From `row`, `token` leads to row `to`."""
+        self.next[row * self.V + token] = to * self.V
 
 
 class StepEvents(Sequence):
@@ -192,15 +235,25 @@ class StepEvents(Sequence):
             new = int(self._new[b]) // V
             if new != old:
                 kind, m, S, back = info[new]
-                if kind == "P":  # Q(m) -> P(m, S): the attempts hold the last `back` characters
+                old_info = info[old]
+                if kind == "H":
+                    if old_info[0] == "H":  # H(m, (), h) -> H(m, (), h + b): nothing released
+                        return []
+                    # Q(m) -> H(m, S, h): the token's complete characters, but the `back` the attempts hold
+                    text = utf_8_decode(o._tok_bytes[i], "replace", False)[0]
+                    text = text[:len(text) - back]
+                    if not text:
+                        return []
+                elif old_info[0] == "H":  # H(m, S, h) -> Q(m): held text, then the held bytes and the token's
+                    text = utf_8_decode(old_info[2][1] + o._tok_bytes[i], "replace", False)[0]
+                    if old_info[3]:
+                        text = o._held_text(int(self._held_tok[b]), old_info[3], self._held_str, b) + text
+                elif kind == "P":  # Q(m) -> P(m, S): the attempts hold the last `back` characters
                     text = text[:len(text) - back]
                     if not text:
                         return []
                 else:  # P(m, S) -> Q(m): the held characters and the token are region text
-                    back = info[old][3]
-                    h = int(self._held_tok[b])
-                    held = o._tok_text[h][len(o._tok_text[h]) - back:] if h >= 0 else self._held_str[b]
-                    text = held + text
+                    text = o._held_text(int(self._held_tok[b]), info[old][3], self._held_str, b) + text
                 old = new
         f = o._mode_field[info[old][1]]
         return [{"type": "region_chunk", "field": o._names[f], "text": text, "dirty": o._dirty[f]}]
@@ -240,6 +293,7 @@ class TokenStreams:
         self._names = tt.field_names
         self._dirty = binding.compiled.tables.dirty
         self._tok_text = binding.vocab.tok_text
+        self._tok_bytes = binding.vocab.tok_bytes
         self._held_str = [""] * n  # P rows entered by the engine: the text the pending attempts hold
         self._held_shared = False  # `_held_str` is referenced by a StepEvents: copy before writing
         # P rows entered by a token: that token (-1: entered in Python, by the parser or `_lazy`, see
@@ -276,7 +330,25 @@ class TokenStreams:
             if r != self._none:
                 self._hold(b, held)
             return r
+        dec = p._dec
+        if (dec.held and p._lazy_ok and not dec.run and not p._sink and not p._opening
+                and self._R.bytes_kind):  # region open, the decoder holding part of a character
+            S, held = p._pend if p._pend is not None else ((), "")
+            r = self._R.held_row(p._mode, S, dec.held)
+            if r != self._none and S:
+                self._hold(b, held)
+            return r
         return self._none
+
+    def _held_text(self, h: int, back: int, held_str: list, b: int) -> str:
+        """The text the attempts of stream b's P or H row hold: the last `back` characters of the text of the
+        token `h` that entered the row, or, where Python put it there (h = -1), `held_str[b]`."""
+        if h < 0:
+            return held_str[b]
+        t = self._tok_text[h]
+        if t is None:  # a token ending in part of a character (an H row): its complete characters
+            t = utf_8_decode(self._tok_bytes[h], "replace", False)[0]
+        return t[len(t) - back:]
 
     def _hold(self, b: int, held: str) -> None:
         """Stream b enters a P row in Python: `held` is the text its attempts hold (the caller marks the
@@ -360,13 +432,13 @@ class TokenStreams:
             nm = self._nm
             p_first = self._none + 1
             by_python = None  # streams that Python left in a P row: `_held_str` holds their text
+            info = self._R.info
             for b in np.flatnonzero(neg).tolist():
                 i = int(ids[b])
                 prev = int(old[b]) // V
-                if prev >= p_first:  # a P row: the parser's cached lazy transition, if any, needs no parser
+                if prev >= p_first and info[prev][0] == "P":  # the parser's cached lazy transition, if any
                     h = int(held_tok[b])
-                    lazy = self._lazy(b, prev, i, tok_text[h][len(tok_text[h]) - self._R.info[prev][3]:]
-                                      if h >= 0 else held_str[b])
+                    lazy = self._lazy(b, prev, i, self._held_text(h, info[prev][3], held_str, b))
                     if lazy is not None:
                         nr, slow[b] = lazy
                         if nr >= p_first:
@@ -389,8 +461,13 @@ class TokenStreams:
                         by_python = []
                     by_python.append(b)
                 text = tok_text[i]
-                if prev < nm and text:
-                    self._learn(prev, i, text, nr)
+                if prev < nm:
+                    if text:
+                        self._learn(prev, i, text, nr)
+                    elif text is None and info[nr][0] == "H":
+                        self._learn_split(prev, i, nr)
+                elif prev >= p_first and info[prev][0] == "H":
+                    self._learn_held(prev, i, nr)
                 nxt[b] = nr * V
             if by_python is not None:
                 if new_held is ids:
@@ -448,6 +525,38 @@ class TokenStreams:
                 (len(text) - off, st) for _, off, st in eff) == info[2]):
             self._R.learn(mode, i, nr)
 
+    def _learn_split(self, mode: int, i: int, nr: int) -> None:
+        """After the engine took quiet mode `mode` to H row `nr` on token `i`, which ends in part of a
+        character: remember it when the token's complete characters leave exactly that row's attempts (the
+        transition probe says so) and its last bytes are the row's held bytes."""
+        data = self._tok_bytes[i]
+        text, k = utf_8_decode(data, "replace", False)
+        _, m, (S, h), _ = self._R.info[nr]
+        if m != mode or h != data[k:]:
+            return
+        if text:
+            eff = self._tt.transition(mode, (), text)
+            if eff is None or tuple((len(text) - off, st) for _, off, st in eff) != S:
+                return
+        elif S:
+            return
+        self._R.learn(mode, i, nr)
+
+    def _learn_held(self, row: int, i: int, nr: int) -> None:
+        """After the engine took H row `row` (mode m, attempts S, held bytes h) to row `nr` on token `i`:
+        remember H(m, (), h) -> H(m, (), h + bytes) when the character is still incomplete, and
+        H(m, S, h) -> Q(m) when the bytes complete text that ends every attempt in S without a match and
+        leaves none (the transition probe says so)."""
+        _, m, (S, h), _ = self._R.info[row]
+        data = h + self._tok_bytes[i]
+        text, k = utf_8_decode(data, "replace", False)
+        if k == 0:
+            if not S and self._R.info[nr] == ("H", m, ((), data), 0):
+                self._R.learn(row, i, nr)
+        elif (nr == m and k == len(data) and text
+              and self._tt.transition(m, tuple([st for _, st in S]), text) == ()):
+            self._R.learn(row, i, nr)
+
     def _catch_up(self, b: int, upto: int | None = None, row: int | None = None) -> None:
         """Hand stream b's parser the tokens its rows handled since its last own step: their texts, joined
         here while the gathered texts are fresh in the cache (joining them later, when the parser next needs its
@@ -459,12 +568,31 @@ class TokenStreams:
         if s0 >= r:
             return
         col = self._buf[s0:r, b]
-        texts = self._R.texts
+        R = self._R
+        if R.bytes_kind:
+            if r - s0 >= 64:
+                data = b"".join(R.tbytes[col].tolist())
+            else:
+                data = b"".join(map(R.tb_list.__getitem__, col.tolist()))
+            self._deferred(b, self._decoded(b, data), row)
+            return
+        texts = R.texts
         if r - s0 >= 64:  # long runs: one gather of the texts
             text = "".join(texts[col].tolist())
         else:
             text = "".join(map(texts.__getitem__, col.tolist()))
         self._deferred(b, text, row)
+
+    def _decoded(self, b: int, data: bytes) -> str:
+        """The text stream b's decoder gives for the bytes `data` of its deferred tokens (byte-level
+        vocabularies), as its own ``feed`` would: the bytes it held first, an incomplete character at the end
+        held again (an H row)."""
+        dec = self.parsers[b]._dec
+        if dec.held:
+            data = dec.held + data
+        text, k = utf_8_decode(data, "replace", False)
+        dec.held = data[k:]
+        return text
 
     def _deferred(self, b: int, text: str, row: int | None) -> None:
         """Give stream b's parser the `text` of its deferred tokens and the state of `row`."""
@@ -478,11 +606,14 @@ class TokenStreams:
             return
         p._mode = m
         p._lazy_ok = True
+        if kind == "H":  # attempts S (or quiet), the decoder holding h (the caller's `_decoded` left it so)
+            S = S[0]
+            p._pend = (S, self._held_text(int(self._held_tok[b]), back, self._held_str, b)) if S else None
+            p._tab = p._never
+            p._lrow = None
+            return
         if kind == "P":
-            h = int(self._held_tok[b])
-            tt = self._tok_text
-            held = tt[h][len(tt[h]) - back:] if h >= 0 else self._held_str[b]
-            p._pend = (S, held)
+            p._pend = (S, self._held_text(int(self._held_tok[b]), back, self._held_str, b))
             p._tab = p._never
         else:
             p._pend = None
@@ -497,7 +628,9 @@ class TokenStreams:
         todo = [b for b in range(self.n) if not self.done[b] and since[b] < r]
         if not todo:
             return
-        texts, buf = self._R.texts, self._buf[:r]
+        R = self._R
+        by_bytes = R.bytes_kind
+        texts, buf = R.tbytes if by_bytes else R.texts, self._buf[:r]
         k = self._CHUNK
         for c in range(0, len(todo), k):  # a block of streams at a time: the gathered lists stay in the cache
             part = todo[c:c + k]
@@ -507,7 +640,10 @@ class TokenStreams:
                 s0 = since[b]
                 since[b] = r
                 col = cols[b - b0]
-                self._deferred(b, "".join(col[s0:] if s0 else col), None)
+                if by_bytes:
+                    self._deferred(b, self._decoded(b, b"".join(col[s0:] if s0 else col)), None)
+                else:
+                    self._deferred(b, "".join(col[s0:] if s0 else col), None)
 
     _CHUNK = 32  # streams per gather in `_catch_up_all`
 
