@@ -403,11 +403,12 @@ def test_ascii_class_escapes_agree_on_every_ascii_character():
 @pytest.mark.parametrize("name", ["write_file", "wrïte_file", "w" * 1500, "w" * 700 + "é" + "w" * 700])
 @pytest.mark.parametrize("before", ["", "→ ", "é" * 1100])
 @pytest.mark.parametrize("sep", [" ", "\xa0"])  # regex's \s takes U+00A0, re.ASCII's does not
-def test_window_twin_runs_only_where_its_span_is_ascii(name, before, sep):
+@pytest.mark.parametrize("body", ['{"a": 1}', '{"a": "\xa0é"}'])  # past the span's stop, inside 1,024 characters
+def test_window_twin_runs_only_where_its_span_is_ascii(name, before, sep, body):
     """gpt-oss's tool-call open is keyed by its two literals, and each alternative is run by its `re` twin
     where the span a bounded call may read is ASCII (`oneshot_plan.WindowTwin`), by `regex` elsewhere or
     beyond the span: the same message as streaming and as the reference, wherever a non-ASCII character
-    sits (before the call, in the name, past the span)."""
+    sits (before the call, in the name, past the span, past the span's stop: the (k+1)-th '<')."""
     from harness import run_reference
 
     from chatparse import templates
@@ -417,7 +418,7 @@ def test_window_twin_runs_only_where_its_span_is_ascii(name, before, sep):
     compiled = chatparse.compile_template(template)
     assert {type(e[2]) for e in plan_for(compiled.tables).modes[0][5].values() if e[1] is not None} == {WindowTwin}
     text = (f"<|channel|>analysis<|message|>{before}think<|end|><|start|>assistant<|channel|>commentary{sep}"
-            f"to=functions.{name}{sep}<|constrain|>json<|message|>{{\"a\": 1}}<|call|>"
+            f"to=functions.{name}{sep}<|constrain|>json<|message|>{body}<|call|>"
             f"<|start|>assistant to=functions.{name}<|channel|>commentary json<|message|>{{}}<|call|>"
             "<|channel|>final<|message|>done<|return|>")
     streamed = compiled.parser(prefix="")

@@ -259,10 +259,15 @@ def _decide_at(watched: list, text: str, p: int):
 def _match_at(rx, risky, text: str, p: int):
     """`rx`'s match at `p` or None, with the care its `risky` (`oneshot_plan.Plan`) asks for."""
     if type(risky) is WindowTwin:
-        end = p + BOUNDED_SPAN
-        if stops_within(text, p, risky.test, BOUNDED_SPAN):
-            return (risky.twin if text.isascii() or text[p:end].isascii() else rx).match(text, p, end)
-        return _guarded_match(rx, text, p)
+        # the call may stop right after the (k+1)-th c (`stops_within`): only that span needs to be ASCII
+        stop = risky.test.match(text, p, p + BOUNDED_SPAN)
+        if stop is not None:
+            end = stop.end()
+        elif len(text) - p <= BOUNDED_SPAN:
+            end = len(text)
+        else:
+            return _guarded_match(rx, text, p)
+        return (risky.twin if text.isascii() or text[p:end].isascii() else rx).match(text, p, end)
     if risky is not True and risky:
         # (c, k): no path takes more than k c's, so the call may stop at or after the (k+1)-th c from p,
         # and its time is quadratic in that span at most (`backtrack.match_bound`)
