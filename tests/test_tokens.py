@@ -1305,3 +1305,73 @@ def test_streams_split_characters_take_held_rows(toks):
     assert slow_at_split[1] <= slow_at_split[0], slow_at_split  # (equal when other tests taught the rows first)
     # quiet -> first bytes, more bytes, the last bytes -> quiet; and the last bytes after a pending space
     assert {("Q", "H", False), ("H", "H", False), ("H", "Q", False), ("H", "Q", True)} <= by_rows[1], by_rows
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_generated_templates_by_tokens_match_the_text_parser(toks, data):
+    """Generated templates (overlapping literals, lookbehind, lookahead, anchors, lazy quantifiers; the
+    differential suite's) fed token by token give exactly ResponseParser's events and message, where tokens
+    decide delimiters through cached scanner runs (`TokenTablesBase.decision`): twice, so that the second
+    parser meets the first one's cache."""
+    from test_differential import compiles, templates as gen_templates, texts_for
+
+    template = data.draw(gen_templates())
+    if not compiles(template):
+        return
+    tok = toks[data.draw(st.sampled_from(["bl-plain", "sp-plain"]))]
+    b = bind(template, tok)
+    text = data.draw(texts_for(template))
+    ids = tok.encode(text).ids
+    for _ in range(2):
+        try:
+            run_tokens(b, "", ids)  # checks every step against ResponseParser
+        except (ValueError, KeyError, TypeError) as e:  # a bad body: the text parser fails the same way
+            with pytest.raises(type(e)):
+                chatparse.parse_response(decode(tok, ids), b.compiled, prefix="")
+
+
+def test_known_decisions_skip_the_automaton(toks):
+    """qwen3's ``</think>`` split over ordinary tokens: once one parser has met the tokens that end it, the
+    next parser's core takes the delimiter, and the match it waits on, from the cached scanner run instead of
+    stepping its automaton over them, with the text parser's events."""
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    text = "<think>\nSome words.\n</think>\n\nThe answer.<|im_end|>"
+    ids = tok.encode(text).ids
+    seen = []
+    for _ in range(2):
+        p = b.parser(prefix="")
+        known = []
+        real = p._feed_known
+        p._feed_known = lambda t: known.append(real(t)) or known[-1]
+        run = [p.feed_tokens(i) for i in ids]
+        seen.append([k is not None for k in known])
+        ref = chatparse.ResponseParser(b.compiled, prefix="")
+        assert run == [ref.feed(decode(tok, [i])) for i in ids]
+        assert p.finalize() == ref.finalize()
+    assert any(seen[1]), seen
+    decided = [v for cache in b.tables._decided for v in cache.values() if v is not None]
+    assert {v[0] for v in decided} == {"D", "H"}
+
+
+@pytest.mark.parametrize("open_pattern,text", [
+    (r"(?:^|a)", "ab>cab>"),  # `^` at the very start: the probe has no placeholder there
+    (r"(?<=^a)b", "ab>cab>"),  # `^` seen by a lookbehind: the probe has one everywhere else
+    (r"(?<=\s)\s*<", "b  <x>b   <y>"),  # the first attempt fails its lookbehind, a follower matches
+    (r"(?<=\s)\s*<\s*", "b  < x>b   <  y>b \n< \n z>"),  # a match waited on ("H"), then decided
+    (r"(?<=\s)\s*<\s*", "b  <" + " \n" * 200 + "x>"),  # held past the probe's 256 characters: the core steps
+], ids=["start", "lookbehind-start", "follower", "held", "held-long"])  # on from restored attempts and followers
+def test_known_decisions_match_the_text_parser(toks, open_pattern, text):
+    """Token texts decided through cached scanner runs (`TokenTablesBase.decision`) where anchors,
+    lookbehinds and merged attempts make the characters before the undecided text matter: ResponseParser's
+    events and message, token by token, whole tokens and single bytes, before and after the cache is filled."""
+    template = {"start_anchor": "<|A|>", "fields": {"a": {"open_pattern": open_pattern, "close": ">"}, "content": {}}}
+    for name in ("bl-plain", "sp-plain"):
+        tok = toks[name]
+        b = bind(template, tok)
+        ids = tok.encode(text).ids
+        for q in (ids, split_into_bytes(tok, ids, random.Random(1), 1.0)):
+            for _ in range(2):
+                run_tokens(b, "", q)
+    assert any(v is not None for cache in b.tables._decided for v in cache.values())

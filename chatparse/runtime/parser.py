@@ -199,7 +199,8 @@ class StreamParser:
 
     def feed_plain(self, text: str) -> list[dict]:
         """`feed(text)` for `text` known to hold no delimiter and to leave no attempt pending: every attempt
-        pending now and every one starting in `text` ends within it without a match. The same events and
+        pending now and every one starting in `text` ends within it without a match (with `text` empty: the
+        attempts pending now end without one, so the text they hold is region text). The same events and
         state as ``feed(text)``, without stepping the automaton over `text`.
 
         For a caller that proved it (`chatparse.runtime.token_parser`: the text its token tables handed out
@@ -208,7 +209,7 @@ class StreamParser:
         (measured). An exception leaves the parser failed, as in `feed`."""
         if not self.usable:
             self._check_usable()
-        if not text or self.stalled:
+        if self.stalled or not text and self.scanner.pos == self.scanner.end:
             return []
         return self._guarded(self._plain_step, text)
 
@@ -218,6 +219,43 @@ class StreamParser:
         sc.attempts = []
         sc.scan = sc.end
         self._text(sc.take(sc.end), events)
+
+    def feed_decided(self, text: str, s: int, e: int, pattern_index: int, match=None) -> list[dict]:
+        """`feed(text)` for a caller that knows what the scanner decides first: the delimiter ``[s, e)`` of
+        pattern `pattern_index` (absolute offsets; `match` for its captures, as `decide` gives it). The
+        scanner must hold nothing before `s` that is not region text. The same events and state as
+        ``feed(text)``: the step `_process` takes for that delimiter, then `_process` from its end, without
+        stepping the automaton up to it.
+
+        For `chatparse.runtime.token_parser`, whose `TokenTablesBase.decision` ran the scanner on the same
+        characters once for every parser that meets them (qwen3's ``</think>`` split over ordinary tokens).
+        An exception leaves the parser failed, as in `feed`."""
+        if not self.usable:
+            self._check_usable()
+        if not text or self.stalled:
+            return []
+        return self._guarded(self._decided_step, text, s, e, pattern_index, match)
+
+    def _decided_step(self, events: list, text: str, s: int, e: int, pattern_index: int, match) -> None:
+        sc = self.scanner
+        sc.push(text)
+        sc.attempts = []
+        if self._delimiter(events, s, e, pattern_index, match, eos=False):
+            self._process(events, eos=False)
+
+    def feed_held(self, text: str, attempts: list) -> list[dict]:
+        """`feed(text)` for a caller that knows the scanner decides nothing in `text` and releases none of it,
+        and that its attempts afterwards are `attempts` (`TokenTablesBase.decision`'s "H"): no events, and
+        the state ``feed(text)`` leaves, without stepping the automaton."""
+        if not self.usable:
+            self._check_usable()
+        if not text or self.stalled:
+            return []
+        sc = self.scanner
+        sc.push(text)
+        sc.attempts = attempts
+        sc.scan = sc.end
+        return []
 
     def finish(self) -> tuple[dict, list[dict]]:
         self._check_usable()

@@ -27,7 +27,7 @@ from .parser import StreamParser
 from .scanner import Scanner
 from .token_binding import TokenBinding, token_binding
 from .token_decode import _Decoder, _ids_list, _out_of_range
-from .token_tables import undecided
+from .token_tables import attempt_of, undecided
 
 __all__ = ["TokenParser"]
 
@@ -178,6 +178,7 @@ class TokenParser:
         self._names = tt.field_names
         self._dirty = tables.dirty
         self._first_re = [m.first_re for m in tables.modes]
+        self._history = tables.history
         self._tok_text = vocab.tok_text
         self._bytes_kind = vocab.kind == "bytes"
         self._tail: list = []
@@ -419,6 +420,10 @@ class TokenParser:
                             lrow[i] = (S, nxt, n - S[0][0], self._never) if S else (S, nxt, n,
                                                                                     self._fast[self._mode])
                     return self._apply_lazy(text, S, nxt)
+                if not self._spans_on and not dec.held and not dec.run:
+                    events = self._feed_known(text)
+                    if events is not None:
+                        return events
                 self._sync()
                 events = core.feed(text)
                 self._refresh()
@@ -436,7 +441,67 @@ class TokenParser:
                 self._refresh()
                 return events
         text = self._dec.feed(ids)
+        if text and not self._spans_on and self._dec.clean():
+            events = self._feed_known(text)
+            if events is not None:
+                return events
         events = core.feed(text) if text else []
+        self._refresh()
+        return events
+
+    def _feed_known(self, text: str) -> list[dict] | None:
+        """The events of `text` (decoded, the decoder holding nothing) where `TokenTablesBase.decision`
+        knows what the core's scanner does with its undecided text plus `text`: a delimiter, or a match it
+        must wait on; None (nothing done) otherwise.
+
+        The undecided text starts where the last decision or released text ended: the held text of the
+        lazy pending attempts (`_pend`), or the core's own pending attempts, or nothing. The text before it
+        (deferred by the token paths, which tracked it; or held by attempts of the core that the token paths
+        know to have died) reaches the core as plain text; the undecided text
+        and `text` then go in with the decision (`StreamParser.feed_decided`, `feed_held`), so the automaton
+        does not step them. Same events and state as the `_sync` and ``core.feed(text)`` it replaces:
+        feeding held text alone releases nothing and decides nothing (that is what makes it held)."""
+        core = self._core
+        sc = core.scanner
+        tail = self._tail
+        deferred = (tail[0] if len(tail) == 1 else "".join(tail)) if tail else ""
+        n_core = sc.end
+        pend = self._pend
+        if pend is not None:
+            at = n_core + len(deferred) - len(pend[1])
+        elif self._lazy_ok:
+            at = n_core + len(deferred)
+        elif not deferred and sc.scan == n_core and (sc.attempts[0].start if sc.attempts else n_core) == sc.pos:
+            at = sc.pos
+        else:
+            return None
+        if at < n_core and at != sc.pos:
+            return None
+        lo = at - self._history
+        at_start = lo <= 0
+        lo = max(lo, 0)
+        base = sc.base
+        if lo < base and lo < n_core:
+            return None  # (the core no longer keeps those characters)
+        if at >= n_core:
+            k = at - n_core
+            held = deferred[k:]
+            before = deferred[lo - n_core:k] if lo >= n_core else sc.text[lo - base:] + deferred[:k]
+        else:
+            held = sc.text[at - base:] + deferred
+            before = sc.text[lo - base:at - base]
+        out = self._tt.decision(self._mode, before, at_start, held + text)
+        if out is None:
+            return None
+        tail.clear()
+        if at > sc.pos:  # everything before `at` is region text (the token paths returned its events)
+            core.feed_plain(deferred[:at - n_core])
+        new = (deferred if at < n_core else held) + text  # what the core has not received yet
+        if out[0] == "D":
+            _, s, e, pi, m = out
+            events = core.feed_decided(new, at + s, at + e, pi, m)
+        else:
+            events = core.feed_held(new, [attempt_of(r, at) for r in out[1]])
         self._refresh()
         return events
 

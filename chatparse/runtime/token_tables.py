@@ -159,6 +159,48 @@ class _Captures:
         return dict(self.d)
 
 
+def _probe_decision(tables, mode: int, before: str, at_start: bool, text: str):
+    """`TokenTablesBase.decision`, computed: the real scanner on `before` (after one placeholder character
+    unless `at_start`) and `text`, in `mode`, from the start of `text`."""
+    lead = before if at_start else "\x00" + before
+    n0 = len(lead)
+    sc = Scanner(tables)
+    sc.push(lead)
+    sc.restart(mode, n0)
+    sc.push(text)
+    try:
+        d = sc.decide(False)
+    except Exception:  # (the parser meets it again on the real text, and raises it there)
+        return None
+    if d is not None:
+        s, e, pi, m = d
+        return ("D", s - n0, e - n0, pi, m)
+    if sc.scan != sc.end or not sc.attempts or sc.attempts[0].start != n0 or sc.eot_fed:
+        return None  # (text before the first attempt would be released)
+    return ("H", tuple([attempt_record(a, n0) for a in sc.attempts]))
+
+
+def attempt_record(a: Attempt, at: int) -> tuple:
+    """Attempt `a` as plain data, offsets relative to `at`: ``(start, state, fin or -1, ends or None,
+    followers or None)`` (`attempt_of` rebuilds it)."""
+    return (a.start - at, a.state, a.fin - at if a.fin >= 0 else -1,
+            None if a.ends is None else tuple([(k, v - at) for k, v in a.ends.items()]),
+            tuple([attempt_record(f, at) for f in a.followers]) if a.followers else None)
+
+
+def attempt_of(record: tuple, at: int) -> Attempt:
+    """A fresh `Attempt` from `attempt_record`'s data, offsets made absolute by adding `at`."""
+    start, state, fin, ends, followers = record
+    a = Attempt(start + at, state)
+    if fin >= 0:
+        a.fin = fin + at
+    if ends is not None:
+        a.ends = {k: v + at for k, v in ends}
+    if followers:
+        a.followers = [attempt_of(f, at) for f in followers]
+    return a
+
+
 def _whole_delimiter(tables, mode: int, text: str):
     """``(pattern index, captures or None)`` when `text`, fed on its own to a quiet scanner in `mode` (not at
     offset 0), is decided as exactly one whole delimiter; else None."""
@@ -218,6 +260,8 @@ class TokenTablesBase:
       whole delimiter decided within the token in mode ``m`` (a quiet scanner, not at offset 0).
     * ``mode_index``: id(Mode) -> its index.
     * ``transition(mode, states, text)``: what a text does to undecided attempts (lazily cached, see there).
+    * ``decision(mode, before, at_start, text)``: what the scanner does with text it has not decided yet,
+      when that is a delimiter or a match it must wait on (lazily cached, see there).
     * ``batch_rows(...)``: the row tables `TokenStreams` shares between all its streams (built on first use).
     """
 
@@ -243,6 +287,7 @@ class TokenTablesBase:
         self.field_names = [f["name"] for f in t.fields]
         self.exact_modes = [all(t.patterns[p].exact for p in m.patterns) for m in t.modes]
         self._trans: list = [{} for _ in t.modes]
+        self._decided: list = [{} for _ in t.modes]
         self._lrows: dict = {}
         self._lock = threading.Lock()
 
@@ -309,6 +354,36 @@ class TokenTablesBase:
         with self._lock:
             cache[key] = eff
         return eff
+
+    def decision(self, mode: int, before: str, at_start: bool, text: str):
+        """What a scanner in `mode` does with `text` when it decided everything before `text` (the attempts it
+        holds, if any, all started in `text`), `before` being the ``tables.history`` characters before `text`
+        (fewer only at the start of the text: `at_start`):
+
+        * ``("D", s, e, pattern index, match or None)``: its first decision is the delimiter ``[s, e)``
+          (offsets in `text`);
+        * ``("H", attempts)``: it decides nothing and releases nothing (every character is held by its
+          attempts), and its attempts afterwards are `attempts` (`attempt_record`, offsets in `text`);
+        * None otherwise (or for texts over 256 characters).
+
+        Exact because the probe is the real `Scanner` on the same characters: the automaton's attempts
+        depend only on the characters from their start, and `regex` reads at most ``tables.history``
+        characters before a match start (`before`, behind a placeholder unless `at_start`, so that ``^``
+        and lookbehinds see what they would see) and decides only where the text ends late enough. So the
+        result, match object included, is the same for every parser that meets these characters, and is
+        cached per mode. `TokenParser` uses it where a token's text decides something: the core then skips
+        stepping the held characters again (`StreamParser.feed_decided`, `feed_held`)."""
+        cache = self._decided[mode]
+        key = (before, at_start, text)
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        out = _probe_decision(self.compiled.tables, mode, before, at_start, text) if len(text) <= 256 else None
+        if len(cache) < _TRANSITION_CACHE:
+            with self._lock:
+                cache[key] = out
+        return out
 
     def lazy_row(self, mode: int, S: tuple):
         """The shared cache of lazy transitions out of the state (`mode`, undecided attempts `S`), ``S`` as
