@@ -800,6 +800,17 @@ def fragment_ids(draw, tok):
     return split_into_bytes(tok, ids, random.Random(seed), 0.15) if seed % 3 == 0 else ids
 
 
+def run_twice_like_the_text_parser(b, tok, ids):
+    """`run_tokens` twice (the first run fills the binding's caches for these tokens, the second is served
+    from them); where a body is bad, the text parser must fail the same way."""
+    for _ in range(2):
+        try:
+            run_tokens(b, "", ids)  # checks every step against ResponseParser
+        except (ValueError, KeyError, TypeError) as e:
+            with pytest.raises(type(e)):
+                chatparse.parse_response(decode(tok, ids), b.compiled, prefix="")
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_cached_lazy_transitions_match_the_text_parser(toks, data):
@@ -810,12 +821,7 @@ def test_cached_lazy_transitions_match_the_text_parser(toks, data):
     tok = toks[tokname]
     b = bind(templates.get(name), tok)
     ids = data.draw(fragment_ids(tok))
-    for _ in range(2):  # the first run fills the caches for these tokens, the second is served from them
-        try:
-            run_tokens(b, "", ids)  # checks every step against ResponseParser
-        except (ValueError, KeyError, TypeError) as e:  # a bad body: the text parser fails the same way
-            with pytest.raises(type(e)):
-                chatparse.parse_response(decode(tok, ids), b.compiled, prefix="")
+    run_twice_like_the_text_parser(b, tok, ids)
 
 
 def test_lazy_transition_cache_is_used(toks):
@@ -944,12 +950,7 @@ def test_merged_whitespace_attempts_match_text_and_single_parsers(toks, data):
     seed = data.draw(st.integers(0, 2 ** 16))
     seqs = [ids, split_into_bytes(tok, ids, random.Random(seed), 0.3), ids]
     for q in seqs[:2]:
-        for _ in range(2):  # the second run takes the cached lazy transitions of the first
-            try:
-                run_tokens(b, "", q)
-            except (ValueError, KeyError, TypeError) as e:  # a bad tool-call body fails the text parser too
-                with pytest.raises(type(e)):
-                    chatparse.parse_response(decode(tok, q), b.compiled, prefix="")
+        run_twice_like_the_text_parser(b, tok, q)
     B = len(seqs)
     s = TokenStreams(b, B, prefix="", capacity=data.draw(st.sampled_from([3, 1024])))
     singles = [b.parser(prefix="") for _ in range(B)]
@@ -1323,12 +1324,7 @@ def test_generated_templates_by_tokens_match_the_text_parser(toks, data):
     b = bind(template, tok)
     text = data.draw(texts_for(template))
     ids = tok.encode(text).ids
-    for _ in range(2):
-        try:
-            run_tokens(b, "", ids)  # checks every step against ResponseParser
-        except (ValueError, KeyError, TypeError) as e:  # a bad body: the text parser fails the same way
-            with pytest.raises(type(e)):
-                chatparse.parse_response(decode(tok, ids), b.compiled, prefix="")
+    run_twice_like_the_text_parser(b, tok, ids)
 
 
 def test_known_decisions_skip_the_automaton(toks):

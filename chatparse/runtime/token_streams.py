@@ -106,26 +106,17 @@ class _Rows:
 
     def pending_row(self, mode: int, S: tuple) -> int:
         """The row of P(mode, S), created on first use (NONE when there are too many)."""
-        key = (mode, S)
-        r = self.keys.get(key)
+        r = self.keys.get((mode, S))
         if r is not None:
             return r
-        with self.lock:
-            r = self.keys.get(key)
-            if r is not None:
-                return r
-            if len(self.info) >= self.MAX_ROWS:
-                return self.none
-            tt = self.tt
-            kill = np.array(tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
+
+        def fill():
+            kill = np.array(self.tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
             V = self.V
-            inert = tt.flat[mode * V:(mode + 1) * V].astype(bool)
-            r = self._new_row()
-            self._store[r * V:(r + 1) * V] = np.where(inert & kill[self.first_cls], mode * V, -1)
-            self.next = self._store[:(r + 1) * V]  # a reader keeps its view (still valid) until it reloads
-            self.info.append(("P", mode, S, S[0][0]))
-            self.keys[key] = r
-            return r
+            inert = self.tt.flat[mode * V:(mode + 1) * V].astype(bool)
+            return np.where(inert & kill[self.first_cls], mode * V, -1)
+
+        return self._row((mode, S), ("P", mode, S, S[0][0]), fill)
 
     def held_row(self, mode: int, S: tuple, held: bytes) -> int:
         """The row of H(mode, S, held), created on first use (NONE when there are too many). Its transitions
@@ -134,27 +125,28 @@ class _Rows:
         r = self.keys.get(key)
         if r is not None:
             return r
+        return self._row(key, ("H", mode, (S, held), S[0][0] if S else 0), lambda: -1)
+
+    def _row(self, key: tuple, info: tuple, fill) -> int:
+        """The row for `key`, created with `info` and the entries ``fill()`` gives (NONE when there are too
+        many rows)."""
         with self.lock:
             r = self.keys.get(key)
             if r is not None:
                 return r
             if len(self.info) >= self.MAX_ROWS:
                 return self.none
-            r = self._new_row()
-            self._store[r * self.V:(r + 1) * self.V] = -1
-            self.next = self._store[:(r + 1) * self.V]
-            self.info.append(("H", mode, (S, held), S[0][0] if S else 0))
+            r = len(self.info)
+            V = self.V
+            if self._store.size < (r + 1) * V:  # double the room: n new rows cost O(n) copies, not O(n^2)
+                store = np.empty(min(2 * r, self.MAX_ROWS) * V, dtype=self.dtype)
+                store[:r * V] = self._store[:r * V]
+                self._store = store
+            self._store[r * V:(r + 1) * V] = fill()
+            self.next = self._store[:(r + 1) * V]  # a reader keeps its view (still valid) until it reloads
+            self.info.append(info)
             self.keys[key] = r
             return r
-
-    def _new_row(self) -> int:
-        """The index of the next row, with room for it in the store (the caller holds the lock)."""
-        r = len(self.info)
-        if self._store.size < (r + 1) * self.V:  # double the room: n new rows cost O(n) copies, not O(n^2)
-            store = np.empty(min(2 * r, self.MAX_ROWS) * self.V, dtype=self.dtype)
-            store[:r * self.V] = self._store[:r * self.V]
-            self._store = store
-        return r
 
     def learn(self, row: int, token: int, to: int) -> None:
         """From `row`, `token` leads to row `to`."""
