@@ -1286,10 +1286,14 @@ def test_streams_split_characters_take_held_rows(toks):
     text = "<think>\nab 中文 x 😀 y 中\n</think>\n\nok 中文 z 😀<|im_end|>"
     ids = split_into_bytes(tok, tok.encode(text).ids, random.Random(0), 1.0)
     assert sum(tt[i] is None for i in ids) >= 8
-    slow_at_split, by_rows = [], []
+    slow_at_split, by_rows, parser_calls = [], [], []
     for _ in range(2):  # the first streams teach the rows, the second take them
         s = b.streams(2, prefix="", capacity=5)
         singles = [b.parser(prefix="") for _ in range(2)]
+        calls = [0]
+        for p in s.parsers:
+            real = p.feed_tokens
+            p.feed_tokens = lambda x, real=real: calls.__setitem__(0, calls[0] + (tt[x] is None)) or real(x)
         slow, held = 0, set()
         for k, i in enumerate(ids):
             before = s._R.info[int(s._rowoff[0]) // s._size]
@@ -1303,7 +1307,10 @@ def test_streams_split_characters_take_held_rows(toks):
         assert s.finalize_all() == [p.finalize() for p in singles]
         slow_at_split.append(slow)
         by_rows.append(held)
+        parser_calls.append(calls[0])
     assert slow_at_split[1] <= slow_at_split[0], slow_at_split  # (equal when other tests taught the rows first)
+    # bytes after a pending space (P -> H, H -> H with attempts) take no parser either (`_more_bytes`)
+    assert parser_calls[1] == 0, parser_calls
     # quiet -> first bytes, more bytes, the last bytes -> quiet; and the last bytes after a pending space
     assert {("Q", "H", False), ("H", "H", False), ("H", "Q", False), ("H", "Q", True)} <= by_rows[1], by_rows
 

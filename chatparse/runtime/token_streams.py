@@ -428,9 +428,17 @@ class TokenStreams:
             for b in np.flatnonzero(neg).tolist():
                 i = int(ids[b])
                 prev = int(old[b]) // V
-                if prev >= p_first and info[prev][0] == "P":  # the parser's cached lazy transition, if any
-                    h = int(held_tok[b])
-                    lazy = self._lazy(b, prev, i, self._held_text(h, info[prev][3], held_str, b))
+                if prev >= p_first:
+                    kind = info[prev][0]
+                    lazy = None
+                    if kind == "P":  # the parser's cached lazy transition, if any
+                        held = self._held_text(int(held_tok[b]), info[prev][3], held_str, b)
+                        lazy = self._lazy(b, prev, i, held)
+                        if lazy is None and tok_text[i] is None:
+                            lazy = self._more_bytes(b, prev, i, b"", held)
+                    elif kind == "H" and info[prev][3] and tok_text[i] is None:
+                        held = self._held_text(int(held_tok[b]), info[prev][3], held_str, b)
+                        lazy = self._more_bytes(b, prev, i, info[prev][2][1], held)
                     if lazy is not None:
                         nr, slow[b] = lazy
                         if nr >= p_first:
@@ -502,6 +510,24 @@ class TokenStreams:
             return nr, []
         f = self._mode_field[m]
         return nr, [{"type": "region_chunk", "field": self._names[f], "text": text, "dirty": self._dirty[f]}]
+
+    def _more_bytes(self, b: int, row: int, i: int, h: bytes, held: str):
+        """Stream b's token `i` from P row `row` (`h` = b"") or from an H row with attempts (held bytes `h`),
+        when it only adds bytes to a character still incomplete (byte-level vocabularies): ``(the H row, no events)`` without the
+        parser (or None: it completes something, or no row is left). The parser would return no events and
+        keep its attempts and held text; its decoder would hold the bytes (the token stays deferred, and
+        `_decoded` gives it the same bytes when it catches up)."""
+        if not self._R.bytes_kind:
+            return None
+        data = h + self._tok_bytes[i]
+        if utf_8_decode(data, "replace", False)[1]:
+            return None
+        _, m, S, _ = self._R.info[row]
+        nr = self._R.held_row(m, S if not h else S[0], data)
+        if nr == self._none:
+            return None
+        self._hold(b, held)
+        return nr, []
 
     def _learn(self, mode: int, i: int, text: str, nr: int) -> None:
         """After the engine took quiet mode `mode` to row `nr` on token `i`: remember it when the transition
