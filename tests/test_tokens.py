@@ -1282,6 +1282,7 @@ def test_streams_split_characters_take_held_rows(toks):
     message."""
     tok = toks["bl-plain"]
     b = bind(templates.get("qwen3"), tok)
+    b.tables._rows = None  # fresh row tables: other tests' streams may have used up their `MAX_ROWS`
     tt = b.vocab.tok_text
     text = "<think>\nab 中文 x 😀 y 中\n</think>\n\nok 中文 z 😀<|im_end|>"
     ids = split_into_bytes(tok, tok.encode(text).ids, random.Random(0), 1.0)
