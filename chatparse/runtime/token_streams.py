@@ -9,12 +9,14 @@ Guarantees:
 
 Why it is built this way: every stream has an abstract row (`_Rows`, shared by all streams of one binding).
 One numpy gather finds every stream's next row, and the known transitions (inert tokens, tokens ending in
-whitespace before a ``\\s*`` delimiter and the tokens after them) need no Python work per stream: the token
-id goes to a ring buffer, the events are built only when read, and the text reaches the stream's parser the
-next time that stream needs the character engine (or the buffer wraps). A token that leaves attempts pending
-after attempts were pending (pending row to pending row) takes, in Python but without the stream's parser,
-the lazy transition the binding's parsers cached for that state (`TokenStreams._lazy`). Only the other
-tokens run through the stream's own `TokenParser` (which serves most of them from the same cache).
+whitespace before a ``\\s*`` delimiter and the tokens after them, the bytes of a character split across
+tokens) need no Python work per stream: the token id goes to a ring buffer, the events are built only when
+read, and the text reaches the stream's parser the next time that stream needs the character engine (or the
+buffer wraps). A token that leaves attempts pending after attempts were pending (pending row to pending row)
+takes, in Python but without the stream's parser, the lazy transition the binding's parsers cached for that
+state (`TokenStreams._lazy`), as does a byte that only extends a split character while attempts are pending
+(`TokenStreams._more_bytes`). Only the other tokens run through the stream's own `TokenParser` (which serves
+most of them from the same caches).
 
 Cost per step: when every row stays (quiet streams, inert tokens) a step is a fixed handful of numpy
 operations on arrays of B (a copy of the ids, the range check, one gather, one comparison of bytes) and one
@@ -157,8 +159,8 @@ class StepEvents(Sequence):
     """The per-stream events of one `TokenStreams.step`: ``events[b]`` is stream b's list of events.
 
     Events of streams whose token was handled by the row tables (no character engine) are built when read;
-    ``slow`` lists the streams whose token was handled in Python in this step (by their parser, or by a cached
-    lazy transition between pending rows, see `TokenStreams._lazy`); ``errors`` maps a stream to the
+    ``slow`` lists the streams whose token was handled in Python in this step (by their parser, or without it:
+    `TokenStreams._lazy`, `TokenStreams._more_bytes`); ``errors`` maps a stream to the
     exception its parser raised (reading that stream's events re-raises it).
     """
 
@@ -263,8 +265,9 @@ class TokenStreams:
     them) are applied with numpy too, so those streams cost no Python work per stream: the token id goes to a
     ring buffer, the events are built when read, and the text reaches the stream's parser the next time that
     stream needs the character engine (or the buffer wraps). A token from a pending row that the binding's
-    parsers have a cached lazy transition for takes it in Python without the parser (`_lazy`); only the other
-    tokens run through the stream's own `TokenParser`.
+    parsers have a cached lazy transition for takes it in Python without the parser (`_lazy`), as does a byte
+    that only extends a split character there (`_more_bytes`); only the other tokens run through the stream's
+    own `TokenParser`.
     """
 
     def __init__(self, binding: TokenBinding, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
@@ -423,7 +426,7 @@ class TokenStreams:
             parsers = self.parsers
             nm = self._nm
             p_first = self._none + 1
-            by_python = None  # streams that Python left in a P row: `_held_str` holds their text
+            by_python = None  # streams that Python left in a P or H row: `_held_str` holds their text
             info = self._R.info
             for b in np.flatnonzero(neg).tolist():
                 i = int(ids[b])
@@ -435,10 +438,10 @@ class TokenStreams:
                         held = self._held_text(int(held_tok[b]), info[prev][3], held_str, b)
                         lazy = self._lazy(b, prev, i, held)
                         if lazy is None and tok_text[i] is None:
-                            lazy = self._more_bytes(b, prev, i, b"", held)
+                            lazy = self._more_bytes(b, info[prev][1], info[prev][2], b"", i, held)
                     elif kind == "H" and info[prev][3] and tok_text[i] is None:
                         held = self._held_text(int(held_tok[b]), info[prev][3], held_str, b)
-                        lazy = self._more_bytes(b, prev, i, info[prev][2][1], held)
+                        lazy = self._more_bytes(b, info[prev][1], *info[prev][2], i, held)
                     if lazy is not None:
                         nr, slow[b] = lazy
                         if nr >= p_first:
@@ -511,19 +514,19 @@ class TokenStreams:
         f = self._mode_field[m]
         return nr, [{"type": "region_chunk", "field": self._names[f], "text": text, "dirty": self._dirty[f]}]
 
-    def _more_bytes(self, b: int, row: int, i: int, h: bytes, held: str):
-        """Stream b's token `i` from P row `row` (`h` = b"") or from an H row with attempts (held bytes `h`),
-        when it only adds bytes to a character still incomplete (byte-level vocabularies): ``(the H row, no events)`` without the
-        parser (or None: it completes something, or no row is left). The parser would return no events and
-        keep its attempts and held text; its decoder would hold the bytes (the token stays deferred, and
-        `_decoded` gives it the same bytes when it catches up)."""
+    def _more_bytes(self, b: int, m: int, S: tuple, h: bytes, i: int, held: str):
+        """Stream b's token `i` from P(m, S) (`h` = b"") or H(m, S, h), its attempts holding `held`, when the
+        token only adds bytes to a character still incomplete (byte-level vocabularies): ``(the row of
+        H(m, S, h + its bytes), no events)``, without the parser; None when it completes something (or no row
+        is left). The parser would return no events and keep its attempts and held text, its decoder holding
+        the bytes; the token stays deferred, and `_decoded` gives the parser the same bytes when it catches
+        up."""
         if not self._R.bytes_kind:
             return None
         data = h + self._tok_bytes[i]
         if utf_8_decode(data, "replace", False)[1]:
             return None
-        _, m, S, _ = self._R.info[row]
-        nr = self._R.held_row(m, S if not h else S[0], data)
+        nr = self._R.held_row(m, S, data)
         if nr == self._none:
             return None
         self._hold(b, held)
