@@ -241,6 +241,7 @@ def undecided(attempts: list) -> bool:
 
 
 _TRANSITION_CACHE = 65536
+_DECISION_CACHE = 16384  # (mode, text) outcomes of `TokenTablesBase.decision`; keys hold up to 256 characters
 _LAZY_ROWS = 4096  # states whose lazy transitions are cached (`TokenTablesBase.lazy_row`)
 
 
@@ -380,7 +381,7 @@ class TokenTablesBase:
         except KeyError:
             pass
         out = _probe_decision(self.compiled.tables, mode, before, at_start, text) if len(text) <= 256 else None
-        if len(cache) < _TRANSITION_CACHE:
+        if len(cache) < _DECISION_CACHE:
             with self._lock:
                 cache[key] = out
         return out
