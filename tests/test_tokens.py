@@ -1379,3 +1379,24 @@ def test_known_decisions_match_the_text_parser(toks, open_pattern, text):
             for _ in range(2):
                 run_tokens(b, "", q)
     assert any(v is not None for cache in b.tables._decided for v in cache.values())
+
+
+def test_held_rows_leave_room_for_pending_rows(toks):
+    """Split characters vary more than pending attempts do: at most `MAX_HELD_ROWS` H rows are made (then
+    such streams take their parser), so P rows always keep room; events and messages stay exact."""
+    from chatparse.runtime.token_streams import _Rows
+
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    b.tables._rows = None
+    cjk = "".join(chr(c) for c in range(0x4E00, 0x4E00 + 4000, 37))  # many different lead bytes
+    text = "<think>\n" + " ".join(cjk[k:k + 3] for k in range(0, len(cjk), 3)) + "\n</think>\n\nok<|im_end|>"
+    ids = split_into_bytes(tok, tok.encode(text).ids, random.Random(2), 1.0)
+    s = b.streams(2, prefix="")
+    singles = [b.parser(prefix="") for _ in range(2)]
+    for i in ids:
+        assert s.step([i, i]).tolist() == [p.feed_tokens(i) for p in singles]
+    assert s.finalize_all() == [p.finalize() for p in singles]
+    kinds = [x[0] for x in s._R.info]
+    assert kinds.count("H") == s._R.n_held == _Rows.MAX_HELD_ROWS
+    assert len(kinds) < _Rows.MAX_ROWS

@@ -69,6 +69,7 @@ class _Rows:
     """
 
     MAX_ROWS = 128
+    MAX_HELD_ROWS = 48  # of them H rows (split characters vary more than pending attempts; P rows keep room)
 
     def __init__(self, tt):
         self.tt = tt
@@ -85,6 +86,7 @@ class _Rows:
         self._store = self.next  # `next` is a view of its first rows; room for more rows (see `pending_row`)
         self.info: list = [("Q", m, (), 0) for m in range(tt.n_modes)] + [("NONE", -1, (), 0)]
         self.keys: dict = {}
+        self.n_held = 0  # H rows made so far
         cmap = tt.compiled.tables.cmap
         self.first_cls = np.array([cmap[ord(t[0])] if t else 0 for t in tt.vocab.tok_text], dtype=np.int64)
         # Every token's text in an object array, plus "" at index V (and so at -1, the id of an inactive
@@ -131,13 +133,15 @@ class _Rows:
 
     def _row(self, key: tuple, info: tuple, fill) -> int:
         """The row for `key`, created with `info` and the entries ``fill()`` gives (NONE when there are too
-        many rows)."""
+        many rows, or too many H rows)."""
         with self.lock:
             r = self.keys.get(key)
             if r is not None:
                 return r
-            if len(self.info) >= self.MAX_ROWS:
+            held = info[0] == "H"
+            if len(self.info) >= self.MAX_ROWS or held and self.n_held >= self.MAX_HELD_ROWS:
                 return self.none
+            self.n_held += held
             r = len(self.info)
             V = self.V
             if self._store.size < (r + 1) * V:  # double the room: n new rows cost O(n) copies, not O(n^2)
