@@ -7,16 +7,16 @@ Guarantees:
   kept for that stream (reading its events re-raises it) and does not stop the others.
 * Out-of-range ids raise ValueError naming the id and the stream, before any stream advances.
 
-Why it is built this way: every stream has an abstract row (`_Rows`, shared by all streams of one binding).
-One numpy gather finds every stream's next row, and the known transitions (inert tokens, tokens ending in
-whitespace before a ``\\s*`` delimiter and the tokens after them, the bytes of a character split across
-tokens) need no Python work per stream: the token id goes to a ring buffer, the events are built only when
-read, and the text reaches the stream's parser the next time that stream needs the character engine (or the
-buffer wraps). A token that leaves attempts pending after attempts were pending (pending row to pending row)
-takes, in Python but without the stream's parser, the lazy transition the binding's parsers cached for that
-state (`TokenStreams._lazy`), as does a byte that only extends a split character while attempts are pending
-(`TokenStreams._more_bytes`). Only the other tokens run through the stream's own `TokenParser` (which serves
-most of them from the same caches).
+Why it is built this way: every stream has an abstract row (`_Rows`, shared by all streams of one binding;
+a row includes the text its pending attempts hold, so every transition is a function of the row and the
+token). One numpy gather finds every stream's next row, and the known transitions (inert tokens, tokens
+ending in whitespace before a ``\\s*`` delimiter and the tokens after them, the bytes of a character split
+across tokens) need no Python work per stream: the token id goes to a ring buffer, the events are built only
+when read, and the text reaches the stream's parser the next time that stream needs the character engine (or
+the buffer wraps). A transition the tables do not have yet but the binding's parsers cached (a pending row
+to a pending row), or a byte that only extends a split character, is taken in Python without the stream's
+parser and then goes into the tables (`TokenStreams._without_parser`). Only the other tokens run through the
+stream's own `TokenParser` (which serves most of them from the same caches).
 
 Cost per step: when every row stays (quiet streams, inert tokens) a step is a fixed handful of numpy
 operations on arrays of B (a copy of the ids, the range check, one gather, one comparison of bytes) and one
@@ -51,25 +51,25 @@ class _Rows:
 
     * rows ``0..n_modes-1``: Q(m), quiet in mode m with its region open (the parser's fast state);
     * row ``n_modes``: NONE (the stream needs the character engine for its next token);
-    * further rows: P(m, S), mode m with undecided, match-free attempts ``S = ((chars back from the end,
-      DFA state), ...)`` (e.g. after a token ending in "\\n" before a ``\\s*</think>`` delimiter); and, for
-      byte-level vocabularies, H(m, S, h): the same (S may be empty: quiet) with the decoder holding the
-      bytes `h` of a character split across tokens (after a token such as ``b" \\xf0\\x9f"``, a space and the
-      first half of an emoji, before ``\\s*</think>``).
+    * further rows: P(m, S, held), mode m with undecided, match-free attempts ``S = ((chars back from the
+      end, DFA state), ...)`` that hold the text `held` (e.g. ``"\\n</"`` before ``\\s*</think>``); and, for
+      byte-level vocabularies, H(m, S, held, hb): the same (S may be empty: quiet) with the decoder holding
+      the bytes `hb` of a character split across tokens (after ``b" \\xf0\\x9f"``, a space and the first half
+      of an emoji).
 
-    ``next[row * V + token]`` is (the offset ``row * V`` of) the row a token leads to when that is known
-    without the engine: Q(m)->Q(m)
-    for inert tokens, Q(m)->P(m, S) for a token whose effect from a quiet scanner is S (filled in the first
-    time the engine has handled that token), P(m, S)->Q(m) for an inert token whose first character kills
-    every attempt in S; Q(m)->H(m, S, h) for a token whose complete characters leave attempts S (or none)
-    and whose last bytes `h` begin a character, H(m, (), h)->H(m, (), h + b) for one that adds bytes `b` and
-    still leaves it incomplete, H(m, S, h)->Q(m) for one that completes text that ends every attempt in S
-    without a match and leaves none (these three filled the first time a parser has handled them); -1
-    otherwise. ``info[row]`` is ``(kind, mode, S or (S, h) for H, characters the attempts hold)``.
+    ``info[row]`` is ``(kind, mode, S, held, hb)``. ``next[row * V + token]`` is (the offset ``row * V`` of)
+    the row a token leads to when that is known without the engine, -1 otherwise: Q(m)->Q(m) for inert
+    tokens and P->Q(m) for an inert token whose first character kills every attempt (filled when the row is
+    made); Q->P, Q->H, P->P, P->H, H->H and H->Q (filled the first time Python worked the transition out:
+    `TokenStreams._learn`, `_learn_split`, `_learn_held`, `_without_parser`). Because the held text and bytes
+    are part of the row, every entry is a function of the row and the token alone, and so are the events of
+    a transition: the old row's held text plus the token's text (after the old row's held bytes), less the
+    new row's held text (`StepEvents`). A row never leads to itself by the tables (an unchanged row is Q->Q).
     """
 
     MAX_ROWS = 128
     MAX_HELD_ROWS = 48  # of them H rows (split characters vary more than pending attempts; P rows keep room)
+    MAX_HELD_TEXT = 32  # no row for attempts holding more (the stream's parser holds such runs)
 
     def __init__(self, tt):
         self.tt = tt
@@ -84,7 +84,7 @@ class _Rows:
             nxt[m][base[m] == 1] = m * V
         self.next = nxt.reshape(-1)  # entries are row offsets (row * V): a gather gives the next offsets
         self._store = self.next  # `next` is a view of its first rows; room for more rows (see `pending_row`)
-        self.info: list = [("Q", m, (), 0) for m in range(tt.n_modes)] + [("NONE", -1, (), 0)]
+        self.info: list = [("Q", m, (), "", b"") for m in range(tt.n_modes)] + [("NONE", -1, (), "", b"")]
         self.keys: dict = {}
         self.n_held = 0  # H rows made so far
         cmap = tt.compiled.tables.cmap
@@ -108,11 +108,14 @@ class _Rows:
             self.tb_list = tbytes.tolist()
         self.lock = threading.Lock()
 
-    def pending_row(self, mode: int, S: tuple) -> int:
-        """The row of P(mode, S), created on first use (NONE when there are too many)."""
-        r = self.keys.get((mode, S))
+    def pending_row(self, mode: int, S: tuple, held: str) -> int:
+        """The row of P(mode, S, held), created on first use (NONE when there are too many)."""
+        key = ("P", mode, S, held)
+        r = self.keys.get(key)
         if r is not None:
             return r
+        if len(held) > self.MAX_HELD_TEXT:
+            return self.none
 
         def fill():
             kill = np.array(self.tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
@@ -120,16 +123,18 @@ class _Rows:
             inert = self.tt.flat[mode * V:(mode + 1) * V].astype(bool)
             return np.where(inert & kill[self.first_cls], mode * V, -1)
 
-        return self._row((mode, S), ("P", mode, S, S[0][0]), fill)
+        return self._row(key, ("P", mode, S, held, b""), fill)
 
-    def held_row(self, mode: int, S: tuple, held: bytes) -> int:
-        """The row of H(mode, S, held), created on first use (NONE when there are too many). Its transitions
-        are learned (`TokenStreams._learn_held`); until then every token from it goes to the parser."""
-        key = ("H", mode, S, held)
+    def held_row(self, mode: int, S: tuple, held: str, hb: bytes) -> int:
+        """The row of H(mode, S, held, hb), created on first use (NONE when there are too many). Its
+        transitions are learned; until then every token from it goes to Python."""
+        key = ("H", mode, S, held, hb)
         r = self.keys.get(key)
         if r is not None:
             return r
-        return self._row(key, ("H", mode, (S, held), S[0][0] if S else 0), lambda: -1)
+        if len(held) > self.MAX_HELD_TEXT:
+            return self.none
+        return self._row(key, ("H", mode, S, held, hb), lambda: -1)
 
     def _row(self, key: tuple, info: tuple, fill) -> int:
         """The row for `key`, created with `info` and the entries ``fill()`` gives (NONE when there are too
@@ -155,8 +160,9 @@ class _Rows:
             return r
 
     def learn(self, row: int, token: int, to: int) -> None:
-        """From `row`, `token` leads to row `to`."""
-        self.next[row * self.V + token] = to * self.V
+        """From `row`, `token` leads to row `to` (never `row` itself: see the class)."""
+        if to != row:
+            self.next[row * self.V + token] = to * self.V
 
 
 class StepEvents(Sequence):
@@ -164,19 +170,17 @@ class StepEvents(Sequence):
 
     Events of streams whose token was handled by the row tables (no character engine) are built when read;
     ``slow`` lists the streams whose token was handled in Python in this step (by their parser, or without it:
-    `TokenStreams._lazy`, `TokenStreams._more_bytes`); ``errors`` maps a stream to the
+    `TokenStreams._without_parser`); ``errors`` maps a stream to the
     exception its parser raised (reading that stream's events re-raises it).
     """
 
-    __slots__ = ("_owner", "_ids", "_old", "_new", "_held_tok", "_held_str", "_slow", "errors")
+    __slots__ = ("_owner", "_ids", "_old", "_new", "_slow", "errors")
 
-    def __init__(self, owner, ids, old, new, held_tok, held_str, slow, errors):
+    def __init__(self, owner, ids, old, new, slow, errors):
         self._owner = owner
         self._ids = ids
         self._old = old  # row offsets before the step
         self._new = new  # row offsets after (None: unchanged)
-        self._held_tok = held_tok  # per stream: the token that entered its P row (-1: entered by the engine)
-        self._held_str = held_str  # per stream: the held text of a P row entered by the engine (never mutated)
         self._slow = slow
         self.errors = errors
 
@@ -231,27 +235,16 @@ class StepEvents(Sequence):
         info = o._R.info
         if self._new is not None:
             new = int(self._new[b]) // V
-            if new != old:
-                kind, m, S, back = info[new]
-                old_info = info[old]
-                if kind == "H":
-                    if old_info[0] == "H":  # H(m, (), h) -> H(m, (), h + b): nothing released
-                        return []
-                    # Q(m) -> H(m, S, h): the token's complete characters, but the `back` the attempts hold
-                    text = utf_8_decode(o._tok_bytes[i], "replace", False)[0]
-                    text = text[:len(text) - back]
-                    if not text:
-                        return []
-                elif old_info[0] == "H":  # H(m, S, h) -> Q(m): held text, then the held bytes and the token's
-                    text = utf_8_decode(old_info[2][1] + o._tok_bytes[i], "replace", False)[0]
-                    if old_info[3]:
-                        text = o._held_text(int(self._held_tok[b]), old_info[3], self._held_str, b) + text
-                elif kind == "P":  # Q(m) -> P(m, S): the attempts hold the last `back` characters
-                    text = text[:len(text) - back]
-                    if not text:
-                        return []
-                else:  # P(m, S) -> Q(m): the held characters and the token are region text
-                    text = o._held_text(int(self._held_tok[b]), info[old][3], self._held_str, b) + text
+            if new != old:  # the old row's held text and the token's text, less what the new row holds
+                _, _, _, held, hb = info[old]
+                if hb or text is None:
+                    text = utf_8_decode(hb + o._tok_bytes[i], "replace", False)[0]
+                text = held + text
+                keep = len(info[new][3])
+                if keep:
+                    text = text[:len(text) - keep]
+                if not text:
+                    return []
                 old = new
         f = o._mode_field[info[old][1]]
         return [{"type": "region_chunk", "field": o._names[f], "text": text, "dirty": o._dirty[f]}]
@@ -268,10 +261,10 @@ class TokenStreams:
     transitions (inert tokens, tokens ending in whitespace before a ``\\s*`` delimiter and the tokens after
     them) are applied with numpy too, so those streams cost no Python work per stream: the token id goes to a
     ring buffer, the events are built when read, and the text reaches the stream's parser the next time that
-    stream needs the character engine (or the buffer wraps). A token from a pending row that the binding's
-    parsers have a cached lazy transition for takes it in Python without the parser (`_lazy`), as does a byte
-    that only extends a split character there (`_more_bytes`); only the other tokens run through the stream's
-    own `TokenParser`.
+    stream needs the character engine (or the buffer wraps). A transition from a pending row that the
+    binding's parsers cached, or a byte that only extends a split character, is taken without the parser
+    (`_without_parser`) and learned by the tables; only the other tokens run through the stream's own
+    `TokenParser`.
     """
 
     def __init__(self, binding: TokenBinding, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
@@ -293,13 +286,6 @@ class TokenStreams:
         self._dirty = binding.compiled.tables.dirty
         self._tok_text = binding.vocab.tok_text
         self._tok_bytes = binding.vocab.tok_bytes
-        self._held_str = [""] * n  # P rows entered by the engine: the text the pending attempts hold
-        self._held_shared = False  # `_held_str` is referenced by a StepEvents: copy before writing
-        # P rows entered by a token: that token (-1: entered in Python, by the parser or `_lazy`, see
-        # `_held_str`). A P row lasts one step of its stream (no row table entry leads from a P row to a P row),
-        # so this is each stream's id of its last (active) step, with -1 where Python left it in a P row.
-        self._held_tok = np.full(n, -1, dtype=np.int64)
-        self._p_first = (self._none + 1) * V  # row offsets from here on are P rows
         rows = [self._row_of(b, p) for b, p in enumerate(self.parsers)]
         # Row offsets (never mutated once a step has returned): `_rows` in the table's dtype (what a gather
         # returns), `_rowb` its bytes, `_rowoff` the same as int64 (numpy gathers fastest with intp indexes).
@@ -308,6 +294,7 @@ class TokenStreams:
         self._neg = np.empty(n, dtype=bool)  # scratch: the streams the row tables do not know
         self._Vu = np.array(V, dtype=np.uint64)  # 0-d constants: cheaper in ufuncs than Python ints
         self._zero = np.array(0, dtype=self._R.dtype)
+        self._minus_one = b"\xff" * self._zero.itemsize
         self._cap = capacity
         self._buf = np.empty((capacity, n), dtype=np.int64)
         self._since = [0] * n
@@ -319,48 +306,26 @@ class TokenStreams:
         return [p.initial_events for p in self.parsers]
 
     def _row_of(self, b: int, p: TokenParser) -> int:
-        """The row for parser `p`'s current state (and the text its pending attempts hold)."""
+        """The row for parser `p`'s current state."""
         if p._tab is not p._never:
             return p._mode
-        if (p._pend is not None and p._lazy_ok and not p._dec.held and not p._dec.run and not p._sink
-                and not p._opening):
-            S, held = p._pend
-            r = self._R.pending_row(p._mode, S)
-            if r != self._none:
-                self._hold(b, held)
-            return r
         dec = p._dec
-        if (dec.held and p._lazy_ok and not dec.run and not p._sink and not p._opening
-                and self._R.bytes_kind):  # region open, the decoder holding part of a character
+        if not p._lazy_ok or p._sink or p._opening or dec.run:
+            return self._none
+        if dec.held:  # the decoder holds part of a character
+            if not self._R.bytes_kind:
+                return self._none
             S, held = p._pend if p._pend is not None else ((), "")
-            r = self._R.held_row(p._mode, S, dec.held)
-            if r != self._none and S:
-                self._hold(b, held)
-            return r
-        return self._none
+            return self._R.held_row(p._mode, S, held, dec.held)
+        if p._pend is None:
+            return self._none
+        return self._R.pending_row(p._mode, *p._pend)
 
-    def _held_text(self, h: int, back: int, held_str: list, b: int) -> str:
-        """The text the attempts of stream b's P or H row hold: the last `back` characters of the text of the
-        token `h` that entered the row, or, where Python put it there (h = -1), `held_str[b]`."""
-        if h < 0:
-            return held_str[b]
-        t = self._tok_text[h]
-        if t is None:  # a token ending in part of a character (an H row): its complete characters
-            t = utf_8_decode(self._tok_bytes[h], "replace", False)[0]
-        return t[len(t) - back:]
-
-    def _hold(self, b: int, held: str) -> None:
-        """Stream b enters a P row in Python: `held` is the text its attempts hold (the caller marks the
-        stream's held token -1)."""
-        if self._held_shared:  # copy on write: earlier StepEvents keep the list they were given
-            self._held_str = list(self._held_str)
-            self._held_shared = False
-        self._held_str[b] = held
-
-    def _set_rows(self, rows) -> None:
-        """The streams' rows from here on: `rows`, row offsets in the table's dtype (not mutated afterwards)."""
+    def _set_rows(self, rows, rows_bytes: bytes | None = None) -> None:
+        """The streams' rows from here on: `rows`, row offsets in the table's dtype (not mutated afterwards;
+        `rows_bytes`: their bytes, if known)."""
         self._rows = rows
-        self._rowb = rows.tobytes()
+        self._rowb = rows.tobytes() if rows_bytes is None else rows_bytes
         self._rowoff = rows.astype(np.int64)
 
     def step(self, ids, active=None) -> StepEvents:
@@ -400,58 +365,38 @@ class TokenStreams:
         r = self._r
         self._buf[r] = ids
         self._r = r + 1
-        if nxt.tobytes() == self._rowb:  # every row unchanged: quiet streams, inert tokens
-            out = StepEvents(self, ids, rowoff, None, None, None, None, None)
+        nb = nxt.tobytes()
+        if nb == self._rowb:  # every row unchanged: quiet streams, inert tokens
+            out = StepEvents(self, ids, rowoff, None, None, None)
         else:
-            out = self._changes(ids, nxt, r, act)
+            out = self._changes(ids, nxt, nb, r, act)
         if self._r == self._cap:
             self._wrap()
         return out
 
-    def _changes(self, ids, nxt, r, act) -> StepEvents:
-        """Some rows change. `nxt` (a fresh array) is every stream's next row offset, -1 where the row
-        tables do not know it: those streams take a cached lazy transition (from a P row, `_lazy`) or run their
-        parser; the others just move to their next row.
+    def _changes(self, ids, nxt, nb, r, act) -> StepEvents:
+        """Some rows change. `nxt` (a fresh array; `nb` its bytes) is every stream's next row offset, -1 where
+        the row tables do not know it: those streams take a known transition without their parser
+        (`_without_parser`) or run their parser; the others just move to their next row.
         `act`: the active streams (None: all)."""
         V = self._size
         old = self._rowoff
-        held_tok = self._held_tok
-        held_str = self._held_str
-        self._held_shared = True
-        # A stream in a P row after this step entered it in this step (no table entry leads from a P row to a P
-        # row; an inactive stream keeps its row and its held token): by this step's token, or in Python (below).
-        new_held = ids if act is None else np.where(act, ids, held_tok)
         slow = errors = None
-        neg = np.less(nxt, self._zero, out=self._neg)
-        if b"\x01" in neg.tobytes():
+        # Entries are -1 or offsets in [0, 2**31) (or 2**63): all-ones bytes as long as an entry occur only
+        # inside a -1 (any such run covers the top byte of one entry, which is below 0x80 unless negative).
+        if self._minus_one in nb:
+            neg = np.less(nxt, self._zero, out=self._neg)
             slow = {}
             errors = {}
-            tok_text = self._tok_text
             parsers = self.parsers
-            nm = self._nm
             p_first = self._none + 1
-            by_python = None  # streams that Python left in a P or H row: `_held_str` holds their text
-            info = self._R.info
             for b in np.flatnonzero(neg).tolist():
                 i = int(ids[b])
                 prev = int(old[b]) // V
                 if prev >= p_first:
-                    kind = info[prev][0]
-                    lazy = None
-                    if kind == "P":  # the parser's cached lazy transition, if any
-                        held = self._held_text(int(held_tok[b]), info[prev][3], held_str, b)
-                        lazy = self._lazy(b, prev, i, held)
-                        if lazy is None and tok_text[i] is None:
-                            lazy = self._more_bytes(b, info[prev][1], info[prev][2], b"", i, held)
-                    elif kind == "H" and info[prev][3] and tok_text[i] is None:
-                        held = self._held_text(int(held_tok[b]), info[prev][3], held_str, b)
-                        lazy = self._more_bytes(b, info[prev][1], *info[prev][2], i, held)
-                    if lazy is not None:
-                        nr, slow[b] = lazy
-                        if nr >= p_first:
-                            if by_python is None:
-                                by_python = []
-                            by_python.append(b)
+                    known = self._without_parser(prev, i)
+                    if known is not None:
+                        nr, slow[b] = known
                         nxt[b] = nr * V
                         continue
                 p = parsers[b]
@@ -463,101 +408,93 @@ class TokenStreams:
                     slow[b] = []
                 self._since[b] = r + 1
                 nr = self._row_of(b, p)
-                if nr >= p_first:
-                    if by_python is None:
-                        by_python = []
-                    by_python.append(b)
-                text = tok_text[i]
-                if prev < nm:
-                    if text:
-                        self._learn(prev, i, text, nr)
-                    elif text is None and info[nr][0] == "H":
-                        self._learn_split(prev, i, nr)
-                elif prev >= p_first and info[prev][0] == "H":
-                    self._learn_held(prev, i, nr)
+                self._learn_from(prev, i, nr)
                 nxt[b] = nr * V
-            if by_python is not None:
-                if new_held is ids:
-                    new_held = ids.copy()  # `ids` belongs to this step's events
-                new_held[by_python] = -1
-        self._held_tok = new_held
-        self._set_rows(nxt)
-        return StepEvents(self, ids, old, nxt, held_tok, held_str, slow, errors or None)
+            nb = None
+        self._set_rows(nxt, nb)
+        return StepEvents(self, ids, old, nxt, slow, errors or None)
 
-    def _lazy(self, b: int, row: int, i: int, held: str):
-        """Stream b's token `i` from P row `row` (its attempts holding `held`) by the lazy transition the
-        parsers cached for that state (`TokenTablesBase.lazy_row`, filled by `TokenParser` the first time one
-        of them worked it out), without the parser: ``(next row, events)``, or None when nothing is cached (or
-        no row is left).
+    def _without_parser(self, row: int, i: int):
+        """Token `i` from P or H row `row`, without the stream's parser where the outcome is known: ``(next
+        row, events)``, or None. Two cases:
 
-        Exactly what the parser's own cached path (`TokenParser.feed_tokens`) does in that state: a P row's
-        parser state is pending in mode m with attempts S, region open, not a sink, not opening, and the
-        decoder holding nothing (see `_row_of`), so the cached outcome applies and the token's text is its
-        own. The token stays deferred (its text reaches the parser with the stream's other deferred tokens),
-        and `_hold` keeps the text the new attempts hold. Saves the parser's catch-up, step and row lookup on
-        a token that leaves attempts pending after attempts were pending (``"\\n"`` after ``" "``, ``"</"``
-        after ``"\\n"``, ``"think"`` after ``"</"`` before ``\\s*</think>``)."""
+        * from P(m, S, held), a token with text of its own that the binding's parsers have a cached lazy
+          transition for (`TokenTablesBase.lazy_row`, filled by `TokenParser` the first time one of them
+          worked it out): exactly what the parser's own cached path does in that state;
+        * from P or H, a token that only adds bytes to a character still incomplete (byte-level
+          vocabularies): the parser returns no events and keeps its attempts, its decoder holding the bytes.
+
+        The token stays deferred (its text, or bytes, reach the parser with the stream's other deferred
+        tokens), and the transition goes into the row table (`_Rows.learn`): the next stream in that row
+        takes it with numpy. Saves the parser's catch-up, step and row lookup on ``"\\n"`` after ``" "``,
+        ``"</"`` and ``"think"`` after ``"\\n"`` before ``\\s*</think>``, and split emoji after a space."""
         R = self._R
-        _, m, S, _ = R.info[row]
-        lrow = self._tt.lazy_row(m, S)
-        hit = lrow.get(i) if lrow is not None else None
-        if hit is None:
-            return None
-        S2, _, keep, _ = hit
-        text = held + self._tok_text[i]
-        if S2:
-            nr = R.pending_row(m, S2)
+        _, m, S, held, hb = R.info[row]
+        text = self._tok_text[i]
+        if text is not None and not hb:
+            lrow = self._tt.lazy_row(m, S)
+            hit = lrow.get(i) if lrow is not None else None
+            if hit is None:
+                return None
+            S2, _, keep, _ = hit
+            text = held + text
+            if S2:
+                nr = R.pending_row(m, S2, text[keep:])
+                if nr == self._none:
+                    return None
+                text = text[:keep]
+            else:
+                nr = m
+        elif text is None and R.bytes_kind:
+            data = hb + self._tok_bytes[i]
+            if utf_8_decode(data, "replace", False)[1]:
+                return None
+            nr = R.held_row(m, S, held, data)
             if nr == self._none:
                 return None
-            self._hold(b, text[keep:])
-            text = text[:keep]
+            text = ""
         else:
-            nr = m
+            return None
+        R.learn(row, i, nr)
         if not text:
             return nr, []
         f = self._mode_field[m]
         return nr, [{"type": "region_chunk", "field": self._names[f], "text": text, "dirty": self._dirty[f]}]
 
-    def _more_bytes(self, b: int, m: int, S: tuple, h: bytes, i: int, held: str):
-        """Stream b's token `i` from P(m, S) (`h` = b"") or H(m, S, h), its attempts holding `held`, when the
-        token only adds bytes to a character still incomplete (byte-level vocabularies): ``(the row of
-        H(m, S, h + its bytes), no events)``, without the parser; None when it completes something (or no row
-        is left). The parser would return no events and keep its attempts and held text, its decoder holding
-        the bytes; the token stays deferred, and `_decoded` gives the parser the same bytes when it catches
-        up."""
-        if not self._R.bytes_kind:
-            return None
-        data = h + self._tok_bytes[i]
-        if utf_8_decode(data, "replace", False)[1]:
-            return None
-        nr = self._R.held_row(m, S, data)
-        if nr == self._none:
-            return None
-        self._hold(b, held)
-        return nr, []
+    def _learn_from(self, prev: int, i: int, nr: int) -> None:
+        """After the parser took the stream from row `prev` to row `nr` on token `i`: remember the transitions
+        the tables can take (`_learn`, `_learn_split`, `_learn_held`)."""
+        text = self._tok_text[i]
+        if prev < self._nm:
+            if text:
+                self._learn(prev, i, text, nr)
+            elif text is None and self._R.info[nr][0] == "H":
+                self._learn_split(prev, i, nr)
+        elif prev > self._none and self._R.info[prev][0] == "H":
+            self._learn_held(prev, i, nr)
 
     def _learn(self, mode: int, i: int, text: str, nr: int) -> None:
         """After the engine took quiet mode `mode` to row `nr` on token `i`: remember it when the transition
         probe says the same, so the next stream doing this needs no engine (Q(m) -> Q(m) for a token whose
-        attempts all die within it, Q(m) -> P(m, S) for one that leaves undecided attempts)."""
-        info = self._R.info[nr]
-        if info[1] != mode:
+        attempts all die within it, Q(m) -> P(m, S, held) for one that leaves undecided attempts)."""
+        kind, m, S, held, _ = self._R.info[nr]
+        if m != mode:
             return
         eff = self._tt.transition(mode, (), text)
         if eff is None:
             return
-        if info[0] == "Q" if not eff else (info[0] == "P" and tuple(
-                (len(text) - off, st) for _, off, st in eff) == info[2]):
+        if kind == "Q" if not eff else (kind == "P" and held == text[len(text) - len(held):] and tuple(
+                (len(text) - off, st) for _, off, st in eff) == S):
             self._R.learn(mode, i, nr)
 
     def _learn_split(self, mode: int, i: int, nr: int) -> None:
         """After the engine took quiet mode `mode` to H row `nr` on token `i`, which ends in part of a
-        character: remember it when the token's complete characters leave exactly that row's attempts (the
-        transition probe says so) and its last bytes are the row's held bytes."""
+        character: remember it when the token's complete characters leave exactly that row's attempts and
+        held text (the transition probe says so) and its last bytes are the row's held bytes."""
         data = self._tok_bytes[i]
         text, k = utf_8_decode(data, "replace", False)
-        _, m, (S, h), _ = self._R.info[nr]
-        if m != mode or h != data[k:]:
+        _, m, S, held, hb = self._R.info[nr]
+        if m != mode or hb != data[k:] or held != text[len(text) - len(held):]:
             return
         if text:
             eff = self._tt.transition(mode, (), text)
@@ -568,15 +505,15 @@ class TokenStreams:
         self._R.learn(mode, i, nr)
 
     def _learn_held(self, row: int, i: int, nr: int) -> None:
-        """After the engine took H row `row` (mode m, attempts S, held bytes h) to row `nr` on token `i`:
-        remember H(m, (), h) -> H(m, (), h + bytes) when the character is still incomplete, and
-        H(m, S, h) -> Q(m) when the bytes complete text that ends every attempt in S without a match and
-        leaves none (the transition probe says so)."""
-        _, m, (S, h), _ = self._R.info[row]
-        data = h + self._tok_bytes[i]
+        """After the engine took H row `row` (mode m, attempts S holding `held`, held bytes hb) to row `nr` on
+        token `i`: remember H(m, S, held, hb) -> H(m, S, held, hb + bytes) when the character is still
+        incomplete, and -> Q(m) when the bytes complete text that ends every attempt in S without a match
+        and leaves none (the transition probe says so)."""
+        _, m, S, held, hb = self._R.info[row]
+        data = hb + self._tok_bytes[i]
         text, k = utf_8_decode(data, "replace", False)
         if k == 0:
-            if not S and self._R.info[nr] == ("H", m, ((), data), 0):
+            if self._R.info[nr] == ("H", m, S, held, data):
                 self._R.learn(row, i, nr)
         elif (nr == m and k == len(data) and text
               and self._tt.transition(m, tuple([st for _, st in S]), text) == ()):
@@ -620,30 +557,26 @@ class TokenStreams:
         return text
 
     def _deferred(self, b: int, text: str, row: int | None) -> None:
-        """Give stream b's parser the `text` of its deferred tokens and the state of `row`."""
+        """Give stream b's parser the `text` of its deferred tokens and the state of `row` (for an H row,
+        `_decoded` has left its held bytes in the parser's decoder)."""
         p = self.parsers[b]
         if text:
             p._tail.append(text)  # the core gets it with the parser's other deferred text, on its next sync
         if row is None:
             row = int(self._rowoff[b]) // self._size
-        kind, m, S, back = self._R.info[row]
+        kind, m, S, held, _ = self._R.info[row]
         if kind == "NONE":  # only inactive steps (id -1, no text) were deferred: the parser is up to date
             return
         p._mode = m
         p._lazy_ok = True
-        if kind == "H":  # attempts S (or quiet), the decoder holding h (the caller's `_decoded` left it so)
-            S = S[0]
-            p._pend = (S, self._held_text(int(self._held_tok[b]), back, self._held_str, b)) if S else None
-            p._tab = p._never
-            p._lrow = None
-            return
-        if kind == "P":
-            p._pend = (S, self._held_text(int(self._held_tok[b]), back, self._held_str, b))
-            p._tab = p._never
-        else:
+        if kind == "Q":
             p._pend = None
             p._tab = p._fast[m]
-        p._lrow = self._tt.lazy_row(m, S)
+            p._lrow = self._tt.lazy_row(m, ())
+            return
+        p._pend = (S, held) if S else None
+        p._tab = p._never
+        p._lrow = self._tt.lazy_row(m, S) if kind == "P" else None
 
     def _catch_up_all(self, r: int) -> None:
         """`_catch_up` for every open stream at once (one gather of the texts of the whole buffer). Each stream's
