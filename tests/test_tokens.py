@@ -1401,3 +1401,34 @@ def test_held_rows_leave_room_for_pending_rows(toks):
     kinds = [x[0] for x in s._R.info]
     assert kinds.count("H") == s._R.n_held == _Rows.MAX_HELD_ROWS
     assert len(kinds) < _Rows.MAX_ROWS
+
+
+def test_streams_take_match_rows_for_a_close_they_wait_on(toks):
+    """qwen3's ``\\n</think>\\n\\n`` split over ordinary tokens holds a match the scanner must wait on (more
+    whitespace could follow): once a parser has met it, the streams' M row takes the token that leads there by
+    the tables, the core gets the held text with its attempts when the next token needs it
+    (`TokenParser._restore_held`), and events and messages stay exactly those of single parsers, including
+    across a buffer wrap while the stream waits there."""
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    b.tables._rows = None
+    texts = ["<think>\nSome words.\n</think>\n\nThe answer.<|im_end|>",
+             "<think>\nOther words here.\n</think>\n\n\n\nA reply.<|im_end|>"]
+    seqs = [tok.encode(t).ids for t in texts]
+    by_table = []
+    for capacity in (1024, 1024, 3):  # the first streams teach the rows; a tiny buffer wraps in the middle
+        s = b.streams(len(seqs), prefix="", capacity=capacity)
+        singles = [b.parser(prefix="") for _ in seqs]
+        n = 0
+        for k in range(max(map(len, seqs))):
+            act = np.array([k < len(q) for q in seqs])
+            ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
+            out = s.step(ids, active=act if not act.all() else None)
+            for j in range(len(seqs)):
+                want = singles[j].feed_tokens(int(ids[j])) if act[j] else []
+                assert out[j] == want, (capacity, j, k)
+                row = s._R.info[int(s._rowoff[j]) // s._size]
+                n += act[j] and row[0] == "M" and j not in out.slow
+        assert s.finalize_all() == [p.finalize() for p in singles]
+        by_table.append(n)
+    assert by_table[1] >= 2 and by_table[2] >= 2, by_table

@@ -192,6 +192,7 @@ class TokenParser:
         self._lrow = None  # cached lazy transitions from the current state (see `_refresh`), or None
         self._fname = None
         self._fdirty = False
+        self._hold_pure = False  # the last `_feed_known` was a pure "H" outcome (read by `TokenStreams`)
         self._refresh()
 
     # -- the hot path ------------------------------------------------------------------------------------------
@@ -502,8 +503,30 @@ class TokenParser:
             events = core.feed_decided(new, at + s, at + e, pi, m)
         else:
             events = core.feed_held(new, [attempt_of(r, at) for r in out[1]])
+            self._hold_pure = out[2]
         self._refresh()
         return events
+
+    def _restore_held(self, held: str, records: tuple) -> None:
+        """Bring the core to a state `TokenStreams` kept as a row: everything fed so far decided up to the
+        last ``len(held)`` characters, which the attempts `records` (`attempt_record`, offsets from their
+        start) hold. The text before them is region text that the token paths already returned; the core takes
+        it plain and the held text with those attempts, without stepping (else, if its own state does not
+        line up with them, it steps the deferred text itself)."""
+        core = self._core
+        sc = core.scanner
+        tail = self._tail
+        deferred = (tail[0] if len(tail) == 1 else "".join(tail)) if tail else ""
+        tail.clear()
+        k = len(deferred) - len(held)
+        if k >= 0 and deferred.endswith(held):
+            at = sc.end + k
+            if at > sc.pos:
+                core.feed_plain(deferred[:k])
+            core.feed_held(held, [attempt_of(r, at) for r in records])
+        else:
+            core.feed(deferred)
+        self._refresh()
 
     def _next_attempts(self, text: str, eff) -> tuple:
         """The undecided attempts after `text` (``eff`` from `TokenTables.transition`), as (characters back

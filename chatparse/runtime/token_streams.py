@@ -39,6 +39,7 @@ import numpy as np
 from .token_binding import TokenBinding
 from .token_decode import _out_of_range
 from .token_parser import TokenParser
+from .token_tables import attempt_record
 
 __all__ = ["TokenStreams", "StepEvents"]
 
@@ -135,6 +136,18 @@ class _Rows:
         if len(held) > self.MAX_HELD_TEXT:
             return self.none
         return self._row(key, ("H", mode, S, held, hb), lambda: -1)
+
+    def match_row(self, mode: int, held: str, records: tuple) -> int:
+        """The row of M(mode, held, records), created on first use (NONE when there are too many): the parser's
+        core holds `held` with the attempts `records` (`attempt_record`), a match among them that it must
+        wait on (qwen3's ``\\n</think>\\n\\n``, where more whitespace could follow)."""
+        key = ("M", mode, held, records)
+        r = self.keys.get(key)
+        if r is not None:
+            return r
+        if len(held) > self.MAX_HELD_TEXT:
+            return self.none
+        return self._row(key, ("M", mode, records, held, b""), lambda: -1)
 
     def _row(self, key: tuple, info: tuple, fill) -> int:
         """The row for `key`, created with `info` and the entries ``fill()`` gives (NONE when there are too
@@ -310,7 +323,9 @@ class TokenStreams:
         if p._tab is not p._never:
             return p._mode
         dec = p._dec
-        if not p._lazy_ok or p._sink or p._opening or dec.run:
+        if not p._lazy_ok:
+            return self._none if p._tail else self._match_row_of(p)
+        if p._sink or p._opening or dec.run:
             return self._none
         if dec.held:  # the decoder holds part of a character
             if not self._R.bytes_kind:
@@ -318,8 +333,20 @@ class TokenStreams:
             S, held = p._pend if p._pend is not None else ((), "")
             return self._R.held_row(p._mode, S, held, dec.held)
         if p._pend is None:
-            return self._none
+            return self._none if p._tail else self._match_row_of(p)
         return self._R.pending_row(p._mode, *p._pend)
+
+    def _match_row_of(self, p: TokenParser) -> int:
+        """The M row for parser `p` when its core holds attempts with a match it must wait on (and nothing is
+        deferred), else NONE."""
+        core = p._core
+        sc = core.scanner
+        att = sc.attempts
+        if (not att or sc.scan != sc.end or att[0].start != sc.pos or p._sink or p._opening or p._spans_on
+                or core.stalled or core.failed is not None or core.finished or not p._dec.clean()):
+            return self._none
+        pos = sc.pos
+        return self._R.match_row(p._mode, sc.text[pos - sc.base:], tuple([attempt_record(a, pos) for a in att]))
 
     def _set_rows(self, rows, rows_bytes: bytes | None = None) -> None:
         """The streams' rows from here on: `rows`, row offsets in the table's dtype (not mutated afterwards;
@@ -408,7 +435,8 @@ class TokenStreams:
                     slow[b] = []
                 self._since[b] = r + 1
                 nr = self._row_of(b, p)
-                self._learn_from(prev, i, nr)
+                self._learn_from(prev, i, nr, p._hold_pure)
+                p._hold_pure = False
                 nxt[b] = nr * V
             nb = None
         self._set_rows(nxt, nb)
@@ -429,7 +457,9 @@ class TokenStreams:
         takes it with numpy. Saves the parser's catch-up, step and row lookup on ``"\\n"`` after ``" "``,
         ``"</"`` and ``"think"`` after ``"\\n"`` before ``\\s*</think>``, and split emoji after a space."""
         R = self._R
-        _, m, S, held, hb = R.info[row]
+        kind, m, S, held, hb = R.info[row]
+        if kind == "M":  # a match waited on: only the parser decides what comes next
+            return None
         text = self._tok_text[i]
         if text is not None and not hb:
             lrow = self._tt.lazy_row(m, S)
@@ -461,17 +491,23 @@ class TokenStreams:
         f = self._mode_field[m]
         return nr, [{"type": "region_chunk", "field": self._names[f], "text": text, "dirty": self._dirty[f]}]
 
-    def _learn_from(self, prev: int, i: int, nr: int) -> None:
+    def _learn_from(self, prev: int, i: int, nr: int, pure_hold: bool) -> None:
         """After the parser took the stream from row `prev` to row `nr` on token `i`: remember the transitions
-        the tables can take (`_learn`, `_learn_split`, `_learn_held`)."""
+        the tables can take (`_learn`, `_learn_split`, `_learn_held`; P or M -> M where the parser's cached
+        scanner run said the held outcome depends on nothing before the held text, `pure_hold`)."""
+        info = self._R.info
         text = self._tok_text[i]
         if prev < self._nm:
             if text:
                 self._learn(prev, i, text, nr)
-            elif text is None and self._R.info[nr][0] == "H":
+            elif text is None and info[nr][0] == "H":
                 self._learn_split(prev, i, nr)
-        elif prev > self._none and self._R.info[prev][0] == "H":
-            self._learn_held(prev, i, nr)
+        elif prev > self._none:
+            kind = info[prev][0]
+            if kind == "H":
+                self._learn_held(prev, i, nr)
+            elif pure_hold and text and kind in "PM" and info[nr][0] == "M" and info[nr][3] == info[prev][3] + text:
+                self._R.learn(prev, i, nr)
 
     def _learn(self, mode: int, i: int, text: str, nr: int) -> None:
         """After the engine took quiet mode `mode` to row `nr` on token `i`: remember it when the transition
@@ -566,6 +602,9 @@ class TokenStreams:
             row = int(self._rowoff[b]) // self._size
         kind, m, S, held, _ = self._R.info[row]
         if kind == "NONE":  # only inactive steps (id -1, no text) were deferred: the parser is up to date
+            return
+        if kind == "M":  # the core takes the held text with its attempts now
+            p._restore_held(held, S)
             return
         p._mode = m
         p._lazy_ok = True

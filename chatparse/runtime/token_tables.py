@@ -23,7 +23,7 @@ import threading
 
 import numpy as np
 
-from .scanner import Attempt, Scanner
+from .scanner import WAIT, Attempt, Scanner
 from .token_decode import clean_up_tokenization, decode_run
 
 __all__ = ["VocabBase", "LoadedVocab", "TokenTablesBase", "TOKEN_SKIP", "TOKEN_TEXT", "TOKEN_BYTE"]
@@ -159,12 +159,25 @@ class _Captures:
         return dict(self.d)
 
 
+class _DecisionProbe(Scanner):
+    """The real scanner, noting whether it resolved any attempt (`pick_winner`, which may ask `regex` to look
+    before a match start)."""
+
+    resolved = False
+
+    def _resolve(self, a, eos):
+        r = Scanner._resolve(self, a, eos)
+        if r is not WAIT:
+            self.resolved = True
+        return r
+
+
 def _probe_decision(tables, mode: int, before: str, at_start: bool, text: str):
     """`TokenTablesBase.decision`, computed: the real scanner on `before` (after one placeholder character
     unless `at_start`) and `text`, in `mode`, from the start of `text`."""
     lead = before if at_start else "\x00" + before
     n0 = len(lead)
-    sc = Scanner(tables)
+    sc = _DecisionProbe(tables)
     sc.push(lead)
     sc.restart(mode, n0)
     sc.push(text)
@@ -177,7 +190,9 @@ def _probe_decision(tables, mode: int, before: str, at_start: bool, text: str):
         return ("D", s - n0, e - n0, pi, m)
     if sc.scan != sc.end or not sc.attempts or sc.attempts[0].start != n0 or sc.eot_fed:
         return None  # (text before the first attempt would be released)
-    return ("H", tuple([attempt_record(a, n0) for a in sc.attempts]))
+    # "pure": the same for any characters before `text` (not at the start, where `^` holds, and no attempt was
+    # resolved, which is where `regex` may look back)
+    return ("H", tuple([attempt_record(a, n0) for a in sc.attempts]), not at_start and not sc.resolved)
 
 
 def attempt_record(a: Attempt, at: int) -> tuple:
@@ -363,8 +378,10 @@ class TokenTablesBase:
 
         * ``("D", s, e, pattern index, match or None)``: its first decision is the delimiter ``[s, e)``
           (offsets in `text`);
-        * ``("H", attempts)``: it decides nothing and releases nothing (every character is held by its
-          attempts), and its attempts afterwards are `attempts` (`attempt_record`, offsets in `text`);
+        * ``("H", attempts, pure)``: it decides nothing and releases nothing (every character is held by its
+          attempts), and its attempts afterwards are `attempts` (`attempt_record`, offsets in `text`); `pure`
+          when that holds whatever the characters before `text` (not at the start of the text, and no
+          attempt was resolved: the automaton alone looked at `text`);
         * None otherwise (or for texts over 256 characters).
 
         Exact because the probe is the real `Scanner` on the same characters: the automaton's attempts
