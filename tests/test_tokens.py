@@ -1432,3 +1432,18 @@ def test_streams_take_match_rows_for_a_close_they_wait_on(toks):
         assert s.finalize_all() == [p.finalize() for p in singles]
         by_table.append(n)
     assert by_table[1] >= 2 and by_table[2] >= 2, by_table
+
+
+@settings(max_examples=200, deadline=None)
+@given(V=st.sampled_from([2 ** 17, 2 ** 16, 255, 256, 1000, 32000, 65535, 151936, 200019]),
+       dtype=st.sampled_from([np.int32, np.int64]), data=st.data())
+def test_minus_one_needle_finds_exactly_the_unknown_entries(V, dtype, data):
+    """`TokenStreams.step` tells a gather with an unknown (-1) entry from one without by searching its bytes
+    for `minus_one_needle`: true exactly when some entry is -1, for every vocabulary size and row offset."""
+    from chatparse.runtime.token_streams import _Rows, minus_one_needle
+
+    rows = data.draw(st.lists(st.integers(-1, _Rows.MAX_ROWS - 1), min_size=1, max_size=64))
+    arr = np.array([-1 if r < 0 else r * V for r in rows], dtype=dtype)
+    assert (minus_one_needle(V, dtype) in arr.tobytes()) == (-1 in rows)
+    if V == 2 ** 17 and dtype is np.int32:
+        assert minus_one_needle(V, dtype) == b"\xff"  # tekken's size: one byte, a memchr

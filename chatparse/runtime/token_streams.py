@@ -178,6 +178,15 @@ class _Rows:
             self.next[row * self.V + token] = to * self.V
 
 
+def minus_one_needle(V: int, dtype) -> bytes:
+    """Bytes whose presence in a gather's bytes (`dtype` entries, each -1 or a row offset ``row * V`` with
+    ``row < _Rows.MAX_ROWS``) means exactly that some entry is -1. Where no row offset has a 0xff byte (V =
+    2**17: the low two bytes are 0, the third is 2 * row < 256), one 0xff byte, a memchr; else a run of 0xff
+    as long as an entry, which covers the top byte of one entry, below 0x80 unless that entry is negative."""
+    offsets = (np.arange(_Rows.MAX_ROWS, dtype=np.int64) * V).astype(dtype).tobytes()
+    return b"\xff" * (1 if b"\xff" not in offsets else np.dtype(dtype).itemsize)
+
+
 class StepEvents(Sequence):
     """The per-stream events of one `TokenStreams.step`: ``events[b]`` is stream b's list of events.
 
@@ -307,7 +316,7 @@ class TokenStreams:
         self._neg = np.empty(n, dtype=bool)  # scratch: the streams the row tables do not know
         self._Vu = np.array(V, dtype=np.uint64)  # 0-d constants: cheaper in ufuncs than Python ints
         self._zero = np.array(0, dtype=self._R.dtype)
-        self._minus_one = b"\xff" * self._zero.itemsize
+        self._minus_one = minus_one_needle(V, self._R.dtype)
         self._cap = capacity
         self._buf = np.empty((capacity, n), dtype=np.int64)
         self._since = [0] * n
@@ -409,9 +418,7 @@ class TokenStreams:
         V = self._size
         old = self._rowoff
         slow = errors = None
-        # Entries are -1 or offsets in [0, 2**31) (or 2**63): all-ones bytes as long as an entry occur only
-        # inside a -1 (any such run covers the top byte of one entry, which is below 0x80 unless negative).
-        if self._minus_one in nb:
+        if self._minus_one in nb:  # some stream the tables do not know (see `_minus_one`)
             neg = np.less(nxt, self._zero, out=self._neg)
             slow = {}
             errors = {}
