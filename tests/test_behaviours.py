@@ -1683,3 +1683,29 @@ def test_ref_r9_string_delims_reject_sentinel_characters(bad):
         assert "sentinel" in msg
     plain = T({"j": {"open": "<j>", "close": "</j>", "content": "json"}})
     assert parse_both(f'<j>"a{bad}"</j>'.replace(bad, "\\u0001"), plain) == {"role": "assistant", "j": "a\x01"}
+
+
+@pytest.mark.parametrize("defaults", [{"role": "assistant", "n": 1, "x": None},
+                                      {"role": "assistant", "meta": {"tags": ["a"]}, "xs": [1]}])
+def test_messages_never_share_the_templates_defaults(defaults):
+    """Every parse (streamed or one-shot) starts from its own copy of the defaults: changing one message,
+    nested defaults included, changes neither the template nor another message (flat defaults are copied
+    with `dict`, others deeply: `parser.fresh_output`)."""
+    import copy
+
+    template = {"defaults": copy.deepcopy(defaults), "start_anchor": "S",
+                "fields": {"a": {"open": "<a>", "close": "</a>"}}}
+    compiled = chatparse.compile_template(template)
+    msgs = [compiled.parse("<a>x</a>", prefix=""), chatparse.parse_response("<a>x</a>", template, prefix="")]
+    p = chatparse.ResponseParser(template, prefix="")
+    p.feed("<a>x</a>")
+    msgs.append(p.finalize()[0])
+    for m in msgs:
+        for v in m.values():
+            if isinstance(v, dict):
+                v["tags"].append("changed")
+            elif isinstance(v, list):
+                v.append("changed")
+        m["role"] = "changed"
+    assert template["defaults"] == defaults
+    assert compiled.parse("<a>x</a>", prefix="") == {**defaults, "a": "x"}

@@ -14,7 +14,7 @@ import re
 
 from .backtrack import backtracking_risk, match_bound, span_test
 from .literals import literal_pieces, literal_prefixes, top_alternatives
-from .parser import capture_reader, stores_for
+from .parser import capture_reader, flat_defaults, stores_for
 from .re_compat import ascii_twin
 from .tables import _prefilter, whitespace_closure
 
@@ -77,10 +77,9 @@ class Plan:
             wide = WideFinder(tables, mode) if mode.wchars else None
             self.modes.append((finder, start0, wide, single, watched, keyed))
             self.ascii_modes.append((finder, start0, wide, single, watched, ascii_keyed))
-        defaults = tables.template["defaults"]
-        flat_defaults = all(isinstance(v, (str, int, float, bool, type(None))) for v in defaults.values())
-        self.lean = (self.usable, stores_for(tables), defaults, flat_defaults, tables.implicit,
-                     [p.kind == "open" for p in tables.patterns], [p.field for p in tables.patterns], self.captures)
+        self.lean = (self.usable, stores_for(tables), tables.template["defaults"], flat_defaults(tables),
+                     tables.implicit, [p.kind == "open" for p in tables.patterns], [p.field for p in tables.patterns],
+                     self.captures)
 
 
 class _Nowhere:
