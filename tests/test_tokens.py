@@ -1447,3 +1447,21 @@ def test_minus_one_needle_finds_exactly_the_unknown_entries(V, dtype, data):
     assert (minus_one_needle(V, dtype) in arr.tobytes()) == (-1 in rows)
     if V == 2 ** 17 and dtype is np.int32:
         assert minus_one_needle(V, dtype) == b"\xff"  # tekken's size: one byte, a memchr
+
+
+def test_step_events_read_late_are_the_same(toks):
+    """A step's events may be read after later steps and buffer wraps: each step keeps its own ids (a view of
+    a ring buffer that a wrap replaces rather than overwrites), so reading late gives what reading at once
+    gave."""
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    text = "<think>\nSome words. \n</think>\n\nThe answer is here, with more words.<|im_end|>"
+    ids = tok.encode(text).ids
+    seqs = [ids, ids[2:] + ids[:2], ids[::-1]]
+    s = b.streams(3, prefix="", capacity=3)
+    kept, at_once = [], []
+    for k in range(len(ids)):
+        out = s.step([q[k] for q in seqs])
+        kept.append(out)
+        at_once.append(outcome(out.tolist))
+    assert [outcome(o.tolist) for o in kept] == at_once

@@ -357,11 +357,10 @@ class TokenStreams:
         pos = sc.pos
         return self._R.match_row(p._mode, sc.text[pos - sc.base:], tuple([attempt_record(a, pos) for a in att]))
 
-    def _set_rows(self, rows, rows_bytes: bytes | None = None) -> None:
-        """The streams' rows from here on: `rows`, row offsets in the table's dtype (not mutated afterwards;
-        `rows_bytes`: their bytes, if known)."""
+    def _set_rows(self, rows) -> None:
+        """The streams' rows from here on: `rows`, row offsets in the table's dtype (not mutated afterwards)."""
         self._rows = rows
-        self._rowb = rows.tobytes() if rows_bytes is None else rows_bytes
+        self._rowb = rows.tobytes()
         self._rowoff = rows.astype(np.int64)
 
     def step(self, ids, active=None) -> StepEvents:
@@ -376,7 +375,11 @@ class TokenStreams:
             raise TypeError(f"token ids must be integers, got dtype {a.dtype}")
         if a.size != n:
             raise ValueError(f"step() takes one token id per stream ({n}), got shape {a.shape}")
-        ids = a.astype(np.int64).reshape(n)  # always a copy: the lazy events of this step keep it
+        # The step's row of the ring buffer holds its copy of the ids (the lazy events of this step keep a view:
+        # a wrap starts a fresh buffer). Until the step is taken (`_r`), the row is scratch.
+        r = self._r
+        ids = self._buf[r]
+        ids[:] = a.reshape(n)
         u = ids.view(np.uint64)  # negative ids are huge as uint64
         rowoff = self._rowoff
         R = self._R
@@ -398,8 +401,6 @@ class TokenStreams:
             ids[~act] = -1
             nxt = R.next[rowoff + np.where(act, ids, 0)]
             nxt[~act] = self._rows[~act]
-        r = self._r
-        self._buf[r] = ids
         self._r = r + 1
         nb = nxt.tobytes()
         if nb == self._rowb:  # every row unchanged: quiet streams, inert tokens
@@ -445,8 +446,10 @@ class TokenStreams:
                 self._learn_from(prev, i, nr, p._hold_pure)
                 p._hold_pure = False
                 nxt[b] = nr * V
-            nb = None
-        self._set_rows(nxt, nb)
+            nb = nxt.tobytes()
+        self._rows = nxt  # (`_set_rows`, inline)
+        self._rowb = nb
+        self._rowoff = nxt.astype(np.int64)
         return StepEvents(self, ids, old, nxt, slow, errors or None)
 
     def _without_parser(self, row: int, i: int):
@@ -655,6 +658,7 @@ class TokenStreams:
         self._catch_up_all(self._r)
         self._since = [0] * self.n
         self._r = 0
+        self._buf = np.empty_like(self._buf)  # (earlier steps' events keep views of the old one)
 
     def finalize(self, b: int) -> tuple[dict, list[dict]]:
         """End stream `b`; returns its `(message, final_events)`. Later steps must mark it inactive."""
