@@ -405,51 +405,50 @@ class TokenStreams:
         nb = nxt.tobytes()
         if nb == self._rowb:  # every row unchanged: quiet streams, inert tokens
             out = StepEvents(self, ids, rowoff, None, None, None)
+        elif self._minus_one not in nb:  # rows change, all by the tables (see `_minus_one`)
+            self._rows = nxt
+            self._rowb = nb
+            self._rowoff = nxt.astype(np.int64)
+            out = StepEvents(self, ids, rowoff, nxt, None, None)
         else:
-            out = self._changes(ids, nxt, nb, r, act)
+            out = self._changes(ids, nxt, r)
         if self._r == self._cap:
             self._wrap()
         return out
 
-    def _changes(self, ids, nxt, nb, r, act) -> StepEvents:
-        """Some rows change. `nxt` (a fresh array; `nb` its bytes) is every stream's next row offset, -1 where
-        the row tables do not know it: those streams take a known transition without their parser
-        (`_without_parser`) or run their parser; the others just move to their next row.
-        `act`: the active streams (None: all)."""
+    def _changes(self, ids, nxt, r) -> StepEvents:
+        """Rows change, some the tables do not know. `nxt` (a fresh array) is every stream's next row offset,
+        -1 where the row tables do not know it: those streams take a known transition without their parser
+        (`_without_parser`) or run their parser; the others just move to their next row."""
         V = self._size
         old = self._rowoff
-        slow = errors = None
-        if self._minus_one in nb:  # some stream the tables do not know (see `_minus_one`)
-            neg = np.less(nxt, self._zero, out=self._neg)
-            slow = {}
-            errors = {}
-            parsers = self.parsers
-            p_first = self._none + 1
-            for b in np.flatnonzero(neg).tolist():
-                i = int(ids[b])
-                prev = int(old[b]) // V
-                if prev >= p_first:
-                    known = self._without_parser(prev, i)
-                    if known is not None:
-                        nr, slow[b] = known
-                        nxt[b] = nr * V
-                        continue
-                p = parsers[b]
-                try:
-                    self._catch_up(b, r, prev)
-                    slow[b] = p.feed_tokens(i)
-                except Exception as e:  # one stream's failure does not stop the others
-                    errors[b] = e
-                    slow[b] = []
-                self._since[b] = r + 1
-                nr = self._row_of(b, p)
-                self._learn_from(prev, i, nr, p._hold_pure)
-                p._hold_pure = False
-                nxt[b] = nr * V
-            nb = nxt.tobytes()
-        self._rows = nxt  # (`_set_rows`, inline)
-        self._rowb = nb
-        self._rowoff = nxt.astype(np.int64)
+        neg = np.less(nxt, self._zero, out=self._neg)
+        slow = {}
+        errors = {}
+        parsers = self.parsers
+        p_first = self._none + 1
+        for b in np.flatnonzero(neg).tolist():
+            i = int(ids[b])
+            prev = int(old[b]) // V
+            if prev >= p_first:
+                known = self._without_parser(prev, i)
+                if known is not None:
+                    nr, slow[b] = known
+                    nxt[b] = nr * V
+                    continue
+            p = parsers[b]
+            try:
+                self._catch_up(b, r, prev)
+                slow[b] = p.feed_tokens(i)
+            except Exception as e:  # one stream's failure does not stop the others
+                errors[b] = e
+                slow[b] = []
+            self._since[b] = r + 1
+            nr = self._row_of(b, p)
+            self._learn_from(prev, i, nr, p._hold_pure)
+            p._hold_pure = False
+            nxt[b] = nr * V
+        self._set_rows(nxt)
         return StepEvents(self, ids, old, nxt, slow, errors or None)
 
     def _without_parser(self, row: int, i: int):
