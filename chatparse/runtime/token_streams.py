@@ -111,65 +111,54 @@ class _Rows:
 
     def pending_row(self, mode: int, S: tuple, held: str) -> int:
         """The row of P(mode, S, held), created on first use (NONE when there are too many)."""
-        key = ("P", mode, S, held)
-        r = self.keys.get(key)
-        if r is not None:
-            return r
-        if len(held) > self.MAX_HELD_TEXT:
-            return self.none
-
-        def fill():
-            kill = np.array(self.tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
-            V = self.V
-            inert = self.tt.flat[mode * V:(mode + 1) * V].astype(bool)
-            return np.where(inert & kill[self.first_cls], mode * V, -1)
-
-        return self._row(key, ("P", mode, S, held, b""), fill)
+        return self._row(("P", mode, S, held, b""))
 
     def held_row(self, mode: int, S: tuple, held: str, hb: bytes) -> int:
         """The row of H(mode, S, held, hb), created on first use (NONE when there are too many). Its
         transitions are learned; until then every token from it goes to Python."""
-        key = ("H", mode, S, held, hb)
-        r = self.keys.get(key)
-        if r is not None:
-            return r
-        if len(held) > self.MAX_HELD_TEXT:
-            return self.none
-        return self._row(key, ("H", mode, S, held, hb), lambda: -1)
+        return self._row(("H", mode, S, held, hb))
 
     def match_row(self, mode: int, held: str, records: tuple) -> int:
         """The row of M(mode, held, records), created on first use (NONE when there are too many): the parser's
         core holds `held` with the attempts `records` (`attempt_record`), a match among them that it must
         wait on (qwen3's ``\\n</think>\\n\\n``, where more whitespace could follow)."""
-        key = ("M", mode, held, records)
-        r = self.keys.get(key)
+        return self._row(("M", mode, records, held, b""))
+
+    def _row(self, info: tuple) -> int:
+        """The row whose `info` this is, created on first use; NONE when there are too many rows (or H rows),
+        or its attempts hold more than `MAX_HELD_TEXT` characters. A new P row knows, for each inert token,
+        whether its first character kills every attempt (then it leads back to Q); other entries are
+        learned."""
+        r = self.keys.get(info)
         if r is not None:
             return r
+        kind, mode, S, held, _ = info
         if len(held) > self.MAX_HELD_TEXT:
             return self.none
-        return self._row(key, ("M", mode, records, held, b""), lambda: -1)
-
-    def _row(self, key: tuple, info: tuple, fill) -> int:
-        """The row for `key`, created with `info` and the entries ``fill()`` gives (NONE when there are too
-        many rows, or too many H rows)."""
         with self.lock:
-            r = self.keys.get(key)
+            r = self.keys.get(info)
             if r is not None:
                 return r
-            held = info[0] == "H"
-            if len(self.info) >= self.MAX_ROWS or held and self.n_held >= self.MAX_HELD_ROWS:
+            is_held = kind == "H"
+            if len(self.info) >= self.MAX_ROWS or is_held and self.n_held >= self.MAX_HELD_ROWS:
                 return self.none
-            self.n_held += held
+            self.n_held += is_held
             r = len(self.info)
             V = self.V
             if self._store.size < (r + 1) * V:  # double the room: n new rows cost O(n) copies, not O(n^2)
                 store = np.empty(min(2 * r, self.MAX_ROWS) * V, dtype=self.dtype)
                 store[:r * V] = self._store[:r * V]
                 self._store = store
-            self._store[r * V:(r + 1) * V] = fill()
+            row = self._store[r * V:(r + 1) * V]
+            if kind == "P":
+                kill = np.array(self.tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
+                inert = self.tt.flat[mode * V:(mode + 1) * V].astype(bool)
+                row[:] = np.where(inert & kill[self.first_cls], mode * V, -1)
+            else:
+                row[:] = -1
             self.next = self._store[:(r + 1) * V]  # a reader keeps its view (still valid) until it reloads
             self.info.append(info)
-            self.keys[key] = r
+            self.keys[info] = r
             return r
 
     def learn(self, row: int, token: int, to: int) -> None:
