@@ -56,13 +56,16 @@ class _Rows:
       end, DFA state), ...)`` that hold the text `held` (e.g. ``"\\n</"`` before ``\\s*</think>``); and, for
       byte-level vocabularies, H(m, S, held, hb): the same (S may be empty: quiet) with the decoder holding
       the bytes `hb` of a character split across tokens (after ``b" \\xf0\\x9f"``, a space and the first half
-      of an emoji).
+      of an emoji); M(m, records, held): the parser's core holds `held` with attempts (`attempt_record`) that
+      recorded a match it must wait on (``"\\n</think>\\n\\n"``: more whitespace could follow); the core is
+      brought there when the stream's parser next runs (`TokenParser._restore_held`).
 
-    ``info[row]`` is ``(kind, mode, S, held, hb)``. ``next[row * V + token]`` is (the offset ``row * V`` of)
-    the row a token leads to when that is known without the engine, -1 otherwise: Q(m)->Q(m) for inert
-    tokens and P->Q(m) for an inert token whose first character kills every attempt (filled when the row is
-    made); Q->P, Q->H, P->P, P->H, H->H and H->Q (filled the first time Python worked the transition out:
-    `TokenStreams._learn`, `_learn_split`, `_learn_held`, `_without_parser`). Because the held text and bytes
+    ``info[row]`` is ``(kind, mode, S or records, held, hb)``. ``next[row * V + token]`` is (the offset
+    ``row * V`` of) the row a token leads to when that is known without the engine, -1 otherwise: Q(m)->Q(m)
+    for inert tokens and P->Q(m) for an inert token whose first character kills every attempt (filled when
+    the row is made); Q->P, Q->H, P->P, P->H, H->H, H->Q, P->M and M->M (filled the first time Python worked
+    the transition out: `TokenStreams._learn`, `_learn_split`, `_learn_held`, `_learn_from`,
+    `_without_parser`); from an M row only the parser goes on. Because the held text and bytes
     are part of the row, every entry is a function of the row and the token alone, and so are the events of
     a transition: the old row's held text plus the token's text (after the old row's held bytes), less the
     new row's held text (`StepEvents`). A row never leads to itself by the tables (an unchanged row is Q->Q).
