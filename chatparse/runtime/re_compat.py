@@ -59,12 +59,18 @@ def same_in_re(pattern: str, ascii_text: bool = False) -> bool:
     return True
 
 
-def ascii_twin(pattern: str):
-    """`pattern` compiled by `re` (DOTALL, ASCII) for matching text that is all ASCII, where it means there
-    what `regex` means (`same_in_re`); None where it may not, or where `re` refuses it."""
-    if not same_in_re(pattern, ascii_text=True):
+def re_twin(pattern: str, ascii_text: bool = False):
+    """`pattern` compiled by `re` (DOTALL; with `ascii_text`, also ASCII, for matching text that is all
+    ASCII), where it means what `regex` (DOTALL) means (`same_in_re`); None where it may not, or where `re`
+    refuses it."""
+    if not same_in_re(pattern, ascii_text=ascii_text):
         return None
     try:
-        return re.compile(pattern, re.DOTALL | re.ASCII)
+        return re.compile(pattern, re.DOTALL | re.ASCII if ascii_text else re.DOTALL)
     except (re.error, ValueError, OverflowError, RecursionError):
         return None
+
+
+def ascii_twin(pattern: str):
+    """`re_twin` for text that is all ASCII."""
+    return re_twin(pattern, ascii_text=True)

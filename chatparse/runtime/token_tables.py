@@ -172,17 +172,22 @@ class _DecisionProbe(Scanner):
         return r
 
 
+def _scan_after(scanner: Scanner, mode: int, lead: str, text: str):
+    """`scanner` (fresh) in `mode`, quiet after `lead`, fed `text`: its first decision (`Scanner.decide`)."""
+    scanner.push(lead)
+    scanner.restart(mode, len(lead))
+    scanner.push(text)
+    return scanner.decide(False)
+
+
 def _probe_decision(tables, mode: int, before: str, at_start: bool, text: str):
     """`TokenTablesBase.decision`, computed: the real scanner on `before` (after one placeholder character
     unless `at_start`) and `text`, in `mode`, from the start of `text`."""
     lead = before if at_start else "\x00" + before
     n0 = len(lead)
     sc = _DecisionProbe(tables)
-    sc.push(lead)
-    sc.restart(mode, n0)
-    sc.push(text)
     try:
-        d = sc.decide(False)
+        d = _scan_after(sc, mode, lead, text)
     except Exception:  # (the parser meets it again on the real text, and raises it there)
         return None
     if d is not None:
@@ -219,11 +224,7 @@ def attempt_of(record: tuple, at: int) -> Attempt:
 def _whole_delimiter(tables, mode: int, text: str):
     """``(pattern index, captures or None)`` when `text`, fed on its own to a quiet scanner in `mode` (not at
     offset 0), is decided as exactly one whole delimiter; else None."""
-    sc = Scanner(tables)
-    sc.push("\x00")
-    sc.restart(mode, 1)
-    sc.push(text)
-    d = sc.decide(False)
+    d = _scan_after(Scanner(tables), mode, "\x00", text)
     if d is None:
         return None
     s, e, pi, m = d

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import regex
 
-from .re_compat import same_in_re
+from .re_compat import re_twin
 
 __all__ = ["PARSERS", "PARSER_NAMES", "STREAMABLE", "content_parser", "parse_content"]
 
@@ -419,13 +419,7 @@ def _tag_regexes(tag_pattern: str):
     """(`regex` compile, `re` compile or None). The `regex` compile comes first so that an invalid pattern
     raises `regex`'s error, as in the reference."""
     rx = regex.compile(tag_pattern, regex.DOTALL)
-    fast = None
-    if same_in_re(tag_pattern):
-        try:
-            fast = re.compile(tag_pattern, re.DOTALL)
-        except (re.error, ValueError, OverflowError):
-            fast = None
-    return rx, fast
+    return rx, re_twin(tag_pattern)
 
 
 def _tag_matches(tag_pattern: Any, text: str) -> list:
