@@ -32,12 +32,11 @@ time differs.
 
 from __future__ import annotations
 
-from copy import deepcopy
 from time import perf_counter
 
 from .backtrack import stops_within
 from .oneshot_plan import WindowTwin, plan_for
-from .parser import StreamParser, final_output, warn_loop, warn_stall
+from .parser import StreamParser, final_output, fresh_output, warn_loop, warn_stall
 from .scanner import Scanner, pick_winner, record_ends
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
@@ -115,10 +114,10 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     `_Fallback` (before any effect is visible) where that scanner would need the automaton."""
     plan = plan_for(tables)
     n = len(text)
-    usable, stores, defaults, flat_defaults, implicit, opens, pat_field, read_captures = plan.lean
+    usable, stores, implicit, opens, pat_field, read_captures = plan.lean
     if not usable:
         raise _Fallback()
-    output = dict(defaults) if flat_defaults else deepcopy(defaults)
+    output = fresh_output(tables)
     current, opened, captures = implicit, False, {}
     budget, deadline = _limits(n)
     modes = plan.ascii_modes if text.isascii() else plan.modes

@@ -14,7 +14,7 @@ import re
 
 from .backtrack import backtracking_risk, match_bound, span_test
 from .literals import literal_pieces, literal_prefixes, top_alternatives
-from .parser import capture_reader, flat_defaults, stores_for
+from .parser import capture_reader, stores_for
 from .re_compat import ascii_twin
 from .tables import _prefilter, whitespace_closure
 
@@ -31,8 +31,8 @@ class Plan:
     False, True (`regex` calls get a timeout) or a `backtrack.span_test` (no timeout where the span it
     bounds is short); rank is (0 for an open and 1 for a close, then the field's name): the reference's tie
     order for matches of equal length at one start. ``lean``: the rest `oneshot._parse_lean` reads, in the
-    order it unpacks them (usable; the fields' stores; defaults, and whether they are all scalars; the
-    implicit field; per pattern: whether it opens, its field, its capture reader)."""
+    order it unpacks them (usable; the fields' stores; the implicit field; per pattern: whether it opens, its
+    field, its capture reader)."""
 
     __slots__ = ("usable", "modes", "ascii_modes", "captures", "lean")
 
@@ -77,9 +77,8 @@ class Plan:
             wide = WideFinder(tables, mode) if mode.wchars else None
             self.modes.append((finder, start0, wide, single, watched, keyed))
             self.ascii_modes.append((finder, start0, wide, single, watched, ascii_keyed))
-        self.lean = (self.usable, stores_for(tables), tables.template["defaults"], flat_defaults(tables),
-                     tables.implicit, [p.kind == "open" for p in tables.patterns], [p.field for p in tables.patterns],
-                     self.captures)
+        self.lean = (self.usable, stores_for(tables), tables.implicit, [p.kind == "open" for p in tables.patterns],
+                     [p.field for p in tables.patterns], self.captures)
 
 
 class _Nowhere:

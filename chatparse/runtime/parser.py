@@ -41,16 +41,17 @@ def field_store(field: dict) -> Callable[[dict, str, dict, dict], Any]:
     (joined, appended when the field repeats, else set). Returns the value (the ``region_close`` event's).
     Built once per field (`stores_for`); shared by the streaming parser and the one-shot path."""
     name = field["name"]
-    make = value_maker(field)
     join = field["join"]
     repeats = field["repeats"]
     # Without a transform the value is the parsed body: call the parser itself (for stripped text, str.strip:
     # a region body is always a str), one or two Python frames fewer per region.
-    parse = None
+    make = parse = None
     if field.get("transform") is None:
         args = field["content_args"]
         strip_text = field["content"] == "text" and type(args) is dict and args.get("strip", True)
         parse = str.strip if strip_text else content_parser(field["content"], args)
+    else:
+        make = value_maker(field)
 
     def store(output: dict, body: str, captures: dict, tool_params: dict) -> Any:
         value = make(body, captures) if parse is None else parse(body)
