@@ -305,6 +305,9 @@ def _json_knobs(args: dict) -> Callable[[str], Any]:
                     return value
                 if allow_non_json and _cannot_be_json(text):
                     return _strip_if_asked(text, args)
+                # (the C scanner said no: `json.loads` gives the error, or the value of a document it took)
+                return _json_or_text(text, args, loads=json.loads) if allow_non_json else _json_or_raise(
+                    text, text, loads=json.loads)
             return _json_or_text(text, args) if allow_non_json else _json_or_raise(text, text)
 
         return plain
@@ -343,20 +346,21 @@ def _json_knobs(args: dict) -> Callable[[str], Any]:
     return parse
 
 
-def _json_or_text(working: str, args: dict, text: str | None = None) -> Any:
-    """`_loads(working)`, or on a JSON syntax error the original `text` (default: `working`) stripped as
-    the ``text`` parser would (``allow_non_json``)."""
+def _json_or_text(working: str, args: dict, text: str | None = None, loads=_loads) -> Any:
+    """`loads(working)` (`_loads`, or `json.loads` where `_clean_json` already had its look), or on a JSON
+    syntax error the original `text` (default: `working`) stripped as the ``text`` parser would
+    (``allow_non_json``)."""
     try:
-        return _loads(working)
+        return loads(working)
     except json.JSONDecodeError:
         return _strip_if_asked(working if text is None else text, args)
 
 
-def _json_or_raise(working: str, text: str) -> Any:
-    """`_loads(working)`, or on a JSON syntax error the reference's ValueError quoting the original `text`
-    (and `working`, when a dialect knob rewrote it)."""
+def _json_or_raise(working: str, text: str, loads=_loads) -> Any:
+    """`loads(working)` (as in `_json_or_text`), or on a JSON syntax error the reference's ValueError quoting
+    the original `text` (and `working`, when a dialect knob rewrote it)."""
     try:
-        return _loads(working)
+        return loads(working)
     except json.JSONDecodeError as err:
         if working == text:
             raise ValueError(
