@@ -332,10 +332,9 @@ class TokenParser:
         attempt that started before it without a match, so the core appends it without stepping the
         automaton (`StreamParser.feed_plain`) and steps only the held text, which starts the same attempts
         again. Without `tracked`, or if the held text is not the end of that text, the core steps all of it."""
-        tail = self._tail
-        if tail:
-            text = tail[0] if len(tail) == 1 else "".join(tail)
-            tail.clear()
+        if self._tail:
+            text = self._deferred_text()
+            self._tail.clear()
             core = self._core
             if not tracked or self._spans_on:
                 core.feed(text)
@@ -464,8 +463,7 @@ class TokenParser:
         feeding held text alone releases nothing and decides nothing (that is what makes it held)."""
         core = self._core
         sc = core.scanner
-        tail = self._tail
-        deferred = (tail[0] if len(tail) == 1 else "".join(tail)) if tail else ""
+        deferred = self._deferred_text()
         n_core = sc.end
         pend = self._pend
         if pend is not None:
@@ -494,7 +492,7 @@ class TokenParser:
         out = self._tt.decision(self._mode, before, at_start, held + text)
         if out is None:
             return None
-        tail.clear()
+        self._tail.clear()
         if at > sc.pos:  # everything before `at` is region text (the token paths returned its events)
             core.feed_plain(deferred[:at - n_core])
         new = (deferred if at < n_core else held) + text  # what the core has not received yet
@@ -507,6 +505,14 @@ class TokenParser:
         self._refresh()
         return events
 
+    def _deferred_text(self) -> str:
+        """The text the token paths handed out and the core has not received yet (`_tail`), joined; the tail
+        keeps it as one piece until the caller clears it."""
+        tail = self._tail
+        if len(tail) > 1:
+            tail[:] = ["".join(tail)]
+        return tail[0] if tail else ""
+
     def _restore_held(self, held: str, records: tuple) -> None:
         """Bring the core to a state `TokenStreams` kept as a row: everything fed so far decided up to the
         last ``len(held)`` characters, which the attempts `records` (`attempt_record`, offsets from their
@@ -515,9 +521,8 @@ class TokenParser:
         line up with them, it steps the deferred text itself)."""
         core = self._core
         sc = core.scanner
-        tail = self._tail
-        deferred = (tail[0] if len(tail) == 1 else "".join(tail)) if tail else ""
-        tail.clear()
+        deferred = self._deferred_text()
+        self._tail.clear()
         k = len(deferred) - len(held)
         if k >= 0 and deferred.endswith(held):
             at = sc.end + k
