@@ -800,6 +800,14 @@ def fragment_ids(draw, tok):
     return split_into_bytes(tok, ids, random.Random(seed), 0.15) if seed % 3 == 0 else ids
 
 
+def spy(obj, name: str) -> list:
+    """Wrap ``obj.name`` so that each call's result is recorded, in order; returns that list."""
+    results: list = []
+    real = getattr(obj, name)
+    setattr(obj, name, lambda *args: results.append(real(*args)) or results[-1])
+    return results
+
+
 def run_twice_like_the_text_parser(b, tok, ids):
     """`run_tokens` twice (the first run fills the binding's caches for these tokens, the second is served
     from them); where a body is bad, the text parser must fail the same way."""
@@ -834,12 +842,10 @@ def test_lazy_transition_cache_is_used(toks):
     counts = []
     for _ in range(2):
         p = b.parser(prefix="")
-        n = [0]
-        real = p._general
-        p._general = lambda x: n.__setitem__(0, n[0] + 1) or real(x)
+        general = spy(p, "_general")
         for i in ids:
             p.feed_tokens(i)
-        counts.append(n[0])
+        counts.append(len(general))
         assert p.finalize()[0] == chatparse.parse_response(text, templates.get("qwen3"), prefix="")
     assert counts[1] < counts[0], counts
     assert any(b.tables._lrows.values())
@@ -1347,9 +1353,7 @@ def test_known_decisions_skip_the_automaton(toks):
     seen = []
     for _ in range(2):
         p = b.parser(prefix="")
-        known = []
-        real = p._feed_known
-        p._feed_known = lambda t: known.append(real(t)) or known[-1]
+        known = spy(p, "_feed_known")
         run = [p.feed_tokens(i) for i in ids]
         seen.append([k is not None for k in known])
         ref = chatparse.ResponseParser(b.compiled, prefix="")
