@@ -304,13 +304,12 @@ class TokenStreams:
         # Row offsets (never mutated once a step has returned): `_rows` in the table's dtype (what a gather
         # returns), `_rowb` its bytes, `_rowoff` the same as int64 (numpy gathers fastest with intp indexes).
         self._set_rows((np.array(rows, dtype=np.int64) * V).astype(self._R.dtype))
-        self._bad = np.empty(n, dtype=bool)  # scratch for the range check
+        self._idx = np.empty(n, dtype=np.int64)  # scratch: the gather's indexes
         self._neg = np.empty(n, dtype=bool)  # scratch: the streams the row tables do not know
-        self._Vu = np.array(V, dtype=np.uint64)  # 0-d constants: cheaper in ufuncs than Python ints
         self._zero = np.array(0, dtype=self._R.dtype)
         self._minus_one = minus_one_needle(V, self._R.dtype)
         self._cap = capacity
-        self._buf = np.empty((capacity, n), dtype=np.int64)
+        self._new_buffer()
         self._since = [0] * n
         self._r = 0
         self.done = [False] * n
@@ -370,23 +369,22 @@ class TokenStreams:
         # The step's row of the ring buffer holds its copy of the ids (the lazy events of this step keep a view:
         # a wrap starts a fresh buffer). Until the step is taken (`_r`), the row is scratch.
         r = self._r
-        ids = self._buf[r]
-        ids[:] = a.reshape(n)
-        u = ids.view(np.uint64)  # negative ids are huge as uint64
+        buf = self._buf
+        buf[r] = a if a.shape == (n,) else a.reshape(n)
+        ids = buf[r]
+        u = self._ubuf[r]  # the same ids as uint64: negative ones are huge
         rowoff = self._rowoff
         R = self._R
-        act = None
         if active is None:
-            bad = np.greater_equal(u, self._Vu, out=self._bad)
-            if b"\x01" in bad.tobytes():
-                b = int(np.flatnonzero(bad)[0])
+            if u.item(u.argmax()) >= self._size:  # (argmax: the cheapest whole-array check numpy has for B ~ 256)
+                b = int(np.flatnonzero(u >= self._size)[0])
                 raise _out_of_range(int(ids[b]), self._size, f" (stream {b})")
-            nxt = R.next[rowoff + ids]
+            nxt = R.next[np.add(rowoff, ids, out=self._idx)]
         else:
             act = np.asarray(active, dtype=bool).reshape(-1)
             if act.shape != (n,):
                 raise ValueError(f"`active` must have one flag per stream ({n})")
-            badm = act & (u >= self._Vu)
+            badm = act & (u >= self._size)
             if badm.any():
                 b = int(np.flatnonzero(badm)[0])
                 raise _out_of_range(int(ids[b]), self._size, f" (stream {b})")
@@ -649,7 +647,11 @@ class TokenStreams:
         self._catch_up_all(self._r)
         self._since = [0] * self.n
         self._r = 0
-        self._buf = np.empty_like(self._buf)  # (earlier steps' events keep views of the old one)
+        self._new_buffer()  # (earlier steps' events keep views of the old one)
+
+    def _new_buffer(self) -> None:
+        self._buf = np.empty((self._cap, self.n), dtype=np.int64)
+        self._ubuf = self._buf.view(np.uint64)
 
     def finalize(self, b: int) -> tuple[dict, list[dict]]:
         """End stream `b`; returns its `(message, final_events)`. Later steps must mark it inactive."""
