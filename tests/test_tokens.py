@@ -1410,9 +1410,9 @@ def test_held_rows_leave_room_for_pending_rows(toks):
 def test_streams_take_match_rows_for_a_close_they_wait_on(toks):
     """qwen3's ``\\n</think>\\n\\n`` split over ordinary tokens holds a match the scanner must wait on (more
     whitespace could follow): once a parser has met it, the streams' M row takes the token that leads there by
-    the tables, the core gets the held text with its attempts when the next token needs it
-    (`TokenParser._restore_held`), and events and messages stay exactly those of single parsers, including
-    across a buffer wrap while the stream waits there."""
+    the tables, the core gets the held text with its attempts when the next token needs them
+    (`TokenParser._hold_at_end`, `_restore_held`), and events and messages stay exactly those of single
+    parsers, including across a buffer wrap while the stream waits there."""
     tok = toks["bl-plain"]
     b = bind(templates.get("qwen3"), tok)
     b.tables._rows = None

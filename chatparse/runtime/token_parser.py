@@ -193,6 +193,7 @@ class TokenParser:
         self._fname = None
         self._fdirty = False
         self._hold_pure = False  # the last `_feed_known` was a pure "H" outcome (read by `TokenStreams`)
+        self._mheld = None  # (held text, attempt records) the core is to hold at the end of `_tail` (`_hold_at_end`)
         self._refresh()
 
     # -- the hot path ------------------------------------------------------------------------------------------
@@ -331,7 +332,14 @@ class TokenParser:
         maintain it), the text before the attempts' held text is known to hold no delimiter and to end every
         attempt that started before it without a match, so the core appends it without stepping the
         automaton (`StreamParser.feed_plain`) and steps only the held text, which starts the same attempts
-        again. Without `tracked`, or if the held text is not the end of that text, the core steps all of it."""
+        again. Without `tracked`, or if the held text is not the end of that text, the core steps all of it.
+        After `_hold_at_end`, the core takes the held text with the attempts it was given there."""
+        if self._mheld is not None:
+            mheld = self._mheld
+            self._mheld = None
+            if tracked and not self._spans_on:
+                self._restore_held(*mheld)
+                return
         if self._tail:
             text = self._deferred_text()
             self._tail.clear()
@@ -384,6 +392,18 @@ class TokenParser:
             ids = _ids_list(ids, self._size)
             if not ids:
                 return []
+        if self._mheld is not None and len(ids) == 1:
+            # `_hold_at_end` left the core's held text and attempts to be restored: a decision over that text
+            # and this token's does not need them (the scanner would drop them at once)
+            text = self._dec.feed(ids)
+            if text and self._dec.clean():
+                events = self._feed_known(text)
+                if events is not None:
+                    return events
+            self._sync()
+            events = core.feed(text) if text else []
+            self._refresh()
+            return events
         tab = self._tab
         if len(ids) > 1:
             if tab is not self._never:
@@ -468,6 +488,11 @@ class TokenParser:
         pend = self._pend
         if pend is not None:
             at = n_core + len(deferred) - len(pend[1])
+        elif self._mheld is not None:
+            held = self._mheld[0]
+            if len(held) > len(deferred) or not deferred.endswith(held):
+                return None
+            at = n_core + len(deferred) - len(held)
         elif self._lazy_ok:
             at = n_core + len(deferred)
         elif not deferred and sc.scan == n_core and (sc.attempts[0].start if sc.attempts else n_core) == sc.pos:
@@ -493,6 +518,7 @@ class TokenParser:
         if out is None:
             return None
         self._tail.clear()
+        self._mheld = None
         if at > sc.pos:  # everything before `at` is region text (the token paths returned its events)
             core.feed_plain(deferred[:at - n_core])
         new = (deferred if at < n_core else held) + text  # what the core has not received yet
@@ -513,12 +539,23 @@ class TokenParser:
             tail[:] = ["".join(tail)]
         return tail[0] if tail else ""
 
+    def _hold_at_end(self, held: str, records: tuple) -> None:
+        """Take the state `TokenStreams` kept as a row: everything fed so far decided up to the last
+        ``len(held)`` characters of the deferred text, which the attempts `records` (`attempt_record`,
+        offsets from their start) hold, a match among them that the core must wait on. The core is brought
+        there when it next runs (`_sync`: `_restore_held`), unless the next token's decision over the held text
+        and its own (`_feed_known`) makes those attempts moot: qwen3's ``\n</think>\n\n`` then a word."""
+        self._mheld = (held, records)
+        self._tab = self._never
+        self._lazy_ok = False
+        self._lrow = None
+        self._pend = None
+
     def _restore_held(self, held: str, records: tuple) -> None:
-        """Bring the core to a state `TokenStreams` kept as a row: everything fed so far decided up to the
-        last ``len(held)`` characters, which the attempts `records` (`attempt_record`, offsets from their
-        start) hold. The text before them is region text that the token paths already returned; the core takes
-        it plain and the held text with those attempts, without stepping (else, if its own state does not
-        line up with them, it steps the deferred text itself)."""
+        """Bring the core to the state `_hold_at_end` describes: the text before the held text is region text
+        that the token paths already returned; the core takes it plain and the held text with those attempts,
+        without stepping (else, if its own state does not line up with them, it steps the deferred text
+        itself)."""
         core = self._core
         sc = core.scanner
         deferred = self._deferred_text()

@@ -58,7 +58,7 @@ class _Rows:
       the bytes `hb` of a character split across tokens (after ``b" \\xf0\\x9f"``, a space and the first half
       of an emoji); M(m, records, held): the parser's core holds `held` with attempts (`attempt_record`) that
       recorded a match it must wait on (``"\\n</think>\\n\\n"``: more whitespace could follow); the core is
-      brought there when the stream's parser next runs (`TokenParser._restore_held`).
+      brought there when the stream's parser next runs (`TokenParser._hold_at_end`).
 
     ``info[row]`` is ``(kind, mode, S or records, held, hb)``. ``next[row * V + token]`` is (the offset
     ``row * V`` of) the row a token leads to when that is known without the engine, -1 otherwise: Q(m)->Q(m)
@@ -602,9 +602,10 @@ class TokenStreams:
         kind, m, S, held, _ = self._R.info[row]
         if kind == "NONE":  # only inactive steps (id -1, no text) were deferred: the parser is up to date
             return
-        if kind == "M":  # the core takes the held text with its attempts now
-            p._restore_held(held, S)
+        if kind == "M":  # the core takes the held text with its attempts when it next runs
+            p._hold_at_end(held, S)
             return
+        p._mheld = None
         p._mode = m
         p._lazy_ok = True
         if kind == "Q":
