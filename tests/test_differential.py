@@ -327,3 +327,21 @@ def test_live_attempts_stay_bounded_by_the_states(pattern, unit, tail):
         worst = max(worst, len(scanner.attempts))
     assert worst <= bound
     assert run_chatparse(template, [text]) == run_reference(template, text)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_start_anchors_read_back_after_long_runs_match_reference(data):
+    """`^`/`\\A` inside a lookbehind (or beside it) hold only at the very start of the text, however far the
+    scanner has trimmed its buffer: a feed of more than 512 plain characters ending in the lookbehind's text,
+    then the rest, must not see the trimmed buffer's start as the text's start (it did: ``{'content': 'z'}``
+    where the reference gives the whole text)."""
+    pattern = data.draw(st.sampled_from([r"(?<=^a)b", r"(?<=\Aa)b", r"(?<=^ab)c", r"(?:^|(?<=^a))b",
+                                         r"(?<=^a|x)b"]))
+    template = {"start_anchor": "<|A|>", "fields": {"t": {"open_pattern": pattern, "close": ">"},
+                                                     "content": {}}}
+    filler = "q" + "x" * data.draw(st.integers(250, 1400))
+    text = filler + data.draw(st.sampled_from(["a", "ab", ""])) + data.draw(st.sampled_from(["b>z", "c>z"]))
+    lead = data.draw(st.integers(1, 3))
+    cuts = [lead, len(text) - 3, len(text) - 2] + data.draw(st.lists(st.integers(1, len(text)), max_size=4))
+    _compare(template, text, cuts, prefix="")

@@ -38,7 +38,10 @@ class Scanner:
     def __init__(self, tables):
         self.t = tables
         self.cmap = tables.cmap
-        self.keep = tables.history
+        # Characters kept before the first undecided one: the `history` a pattern's regex may read back, and
+        # one more, so that once the buffer's start is not the text's start (base > 0) no such read reaches
+        # index 0, where `regex` would take `^` (or `\A`) to hold.
+        self.keep = tables.history + 1
         self.text = ""
         self.base = 0  # absolute offset of text[0]
         self.end = 0  # absolute offset just past the received text
