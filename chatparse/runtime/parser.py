@@ -232,11 +232,19 @@ class StreamParser:
         return self._guarded(self._plain_step, text)
 
     def _plain_step(self, events: list, text: str) -> None:
+        # What `push`, then `take` of everything, leaves, without copying `text` into the scanner's buffer:
+        # the buffer keeps only the history a later decision may read back.
         sc = self.scanner
-        sc.push(text)
+        held = sc.text[sc.pos - sc.base:]  # held by the attempts pending now, which end without a match
         sc.attempts = []
-        sc.scan = sc.end
-        self._text(sc.take(sc.end), events)
+        end = sc.scan = sc.pos = sc.end = sc.end + len(text)
+        keep = sc.keep
+        kept = text if len(text) >= keep else sc.text + text
+        if len(kept) > keep:
+            kept = kept[len(kept) - keep:]
+        sc.text = kept
+        sc.base = end - len(kept)
+        self._text(held + text if held else text, events)
 
     def feed_decided(self, text: str, s: int, e: int, pattern_index: int, match=None) -> list[dict]:
         """`feed(text)` for a caller that knows what the scanner decides first: the delimiter ``[s, e)`` of
@@ -396,7 +404,8 @@ class StreamParser:
             self.tail.append(text)
             self.tail_len += len(text)
         if self.tail_len > 4096:
-            self.body.append("".join(self.tail))
+            tail = self.tail
+            self.body.append(tail[0] if len(tail) == 1 else "".join(tail))
             self.tail = []
             self.tail_len = 0
 
