@@ -1301,7 +1301,8 @@ def test_streams_split_characters_take_held_rows(toks):
         calls = [0]
         for p in s.parsers:
             real = p.feed_tokens
-            p.feed_tokens = lambda x, real=real: calls.__setitem__(0, calls[0] + (tt[x] is None)) or real(x)
+            p.feed_tokens = lambda x, real=real: calls.__setitem__(
+                0, calls[0] + (type(x) is int and tt[x] is None)) or real(x)  # (a fresh stream's replay: a list)
         slow, held = 0, set()
         for k, i in enumerate(ids):
             before = s._R.info[int(s._rowoff[0]) // s._size]
@@ -1469,3 +1470,45 @@ def test_step_events_read_late_are_the_same(toks):
         kept.append(out)
         at_once.append(outcome(out.tolist))
     assert [outcome(o.tolist) for o in kept] == at_once
+
+
+def test_streams_start_in_fresh_rows(toks):
+    """Streams created after the same prefix start in F rows: a generation's first tokens that hand out
+    nothing (``"<th"``, ``"ink"`` over ordinary tokens) and the token that then opens the reasoning are learned
+    from the first streams' parsers, in one generation of streams; later streams take them by the tables, their
+    parsers fed those tokens only when next needed (`TokenStreams._replay_fresh`): at the think close, at a
+    wrap, at `finalize`, or when `parser(b)` is read. Events and messages stay exactly those of single
+    parsers; a different prefix has its own F rows; inactive steps inside the start are skipped."""
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    b.tables._rows = None
+    texts = ["<think>\nSome words.\n</think>\n\nThe answer.<|im_end|>",
+             "<think>\nOther words here.\n</think>\n\nA reply.<|im_end|>",
+             "Straight to the answer.<|im_end|>"]
+    seqs = [tok.encode(t).ids for t in texts]
+    assert [tok.decode(q[:4]) for q in seqs[:2]] == ["<think>\n"] * 2  # "<", "think", ">", "\n"
+    start_calls = []
+    for capacity, prefix, sparse in ((1024, "", False), (1024, "", False), (2, "", True), (1024, "x", False)):
+        s = b.streams(len(seqs), prefix=prefix, capacity=capacity)
+        singles = [b.parser(prefix=prefix) for _ in seqs]
+        calls = [spy(p, "feed_tokens") for p in s.parsers]
+        pos = [0] * len(seqs)
+        k = 0
+        while any(pos[j] < len(q) for j, q in enumerate(seqs)):
+            act = np.array([pos[j] < len(q) and not (sparse and (k + j) % 3 == 0) for j, q in enumerate(seqs)])
+            ids = np.array([q[pos[j]] if act[j] else 0 for j, q in enumerate(seqs)])
+            out = s.step(ids, active=act if not act.all() else None)
+            for j in range(len(seqs)):
+                want = singles[j].feed_tokens(int(ids[j])) if act[j] else []
+                assert out[j] == want, (capacity, prefix, j, k)
+                pos[j] += bool(act[j])
+            if k == 1 and prefix == "x":  # read one stream's parser while it is still in an F row
+                assert s.parser(0)._output == singles[0]._output
+            k += 1
+            if k == 4:
+                start_calls.append(sum(len(c) for c in calls))
+        assert s.finalize_all() == [p.finalize() for p in singles]
+    kinds = [x[0] for x in s._R.info]
+    assert kinds.count("F") >= 5  # "", "<", "<think" after "", and "", "<" after "x"
+    # the first generation of streams learns the start; the second takes it without any parser
+    assert start_calls[0] >= 6 and start_calls[1] == 0, start_calls

@@ -168,6 +168,7 @@ class TokenParser:
         self.initial_events: list[dict] = []
         cut = tables.cut_prefix(prefix) if prefix else ""
         self._pbase = len(cut)
+        self._cut = cut  # (what the core's state at the start is a function of: `TokenStreams` fresh rows)
         if cut:
             self.initial_events = core.feed(cut)
         self._tt = tt

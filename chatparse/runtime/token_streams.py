@@ -58,17 +58,22 @@ class _Rows:
       the bytes `hb` of a character split across tokens (after ``b" \\xf0\\x9f"``, a space and the first half
       of an emoji); M(m, records, held): the parser's core holds `held` with attempts (`attempt_record`) that
       recorded a match it must wait on (``"\\n</think>\\n\\n"``: more whitespace could follow); the core is
-      brought there when the stream's parser next runs (`TokenParser._hold_at_end`).
+      brought there when the stream's parser next runs (`TokenParser._hold_at_end`); F(m, prefix, held): a
+      stream whose parser has been fed nothing yet (created after `prefix`, the prefix's text as the parser
+      keeps it) and whose tokens so far hand out no event and decode to `held` (qwen3's ``"<th"``,
+      ``"<think"``): its parser takes those tokens when it next runs (`TokenStreams._replay_fresh`).
 
     ``info[row]`` is ``(kind, mode, S or records, held, hb)``. ``next[row * V + token]`` is (the offset
     ``row * V`` of) the row a token leads to when that is known without the engine, -1 otherwise: Q(m)->Q(m)
     for inert tokens and P->Q(m) for an inert token whose first character kills every attempt (filled when
     the row is made); Q->P, Q->H, P->P, P->H, H->H, H->Q, P->M and M->M (filled the first time Python worked
     the transition out: `TokenStreams._learn`, `_learn_split`, `_learn_held`, `_learn_from`,
-    `_without_parser`); from an M row only the parser goes on. Because the held text and bytes
-    are part of the row, every entry is a function of the row and the token alone, and so are the events of
-    a transition: the old row's held text plus the token's text (after the old row's held bytes), less the
-    new row's held text (`StepEvents`). A row never leads to itself by the tables (an unchanged row is Q->Q).
+    `_without_parser`); from an M row only the parser goes on; F->F and F->Q or P (`_learn_fresh`). Because
+    the held text and bytes are part of the row, every entry is a function of the row and the token alone, and
+    so are the events of a transition: the old row's held text plus the token's text (after the old row's held
+    bytes), less the new row's held text (`StepEvents`); from an F row, none to another F row, else the events
+    the parser that learned the transition handed out (`fresh_events`, none of them a region close). A row
+    never leads to itself by the tables (an unchanged row is Q->Q).
     """
 
     MAX_ROWS = 128
@@ -91,6 +96,7 @@ class _Rows:
         self.info: list = [("Q", m, (), "", b"") for m in range(tt.n_modes)] + [("NONE", -1, (), "", b"")]
         self.keys: dict = {}
         self.n_held = 0  # H rows made so far
+        self.fresh_events: dict = {}  # (F row, token) -> the events of a learned F -> Q or P transition
         cmap = tt.compiled.tables.cmap
         self.first_cls = np.array([cmap[ord(t[0])] if t else 0 for t in tt.vocab.tok_text], dtype=np.int64)
         # Every token's text in an object array, plus "" at index V (and so at -1, the id of an inactive
@@ -120,6 +126,10 @@ class _Rows:
         """The row of H(mode, S, held, hb), created on first use (NONE when there are too many). Its
         transitions are learned; until then every token from it goes to Python."""
         return self._row(("H", mode, S, held, hb))
+
+    def fresh_row(self, mode: int, prefix: str, held: str) -> int:
+        """The row of F(mode, prefix, held), created on first use (NONE when there are too many)."""
+        return self._row(("F", mode, prefix, held, b""))
 
     def match_row(self, mode: int, held: str, records: tuple) -> int:
         """The row of M(mode, held, records), created on first use (NONE when there are too many): the parser's
@@ -250,7 +260,9 @@ class StepEvents(Sequence):
         if self._new is not None:
             new = int(self._new[b]) // V
             if new != old:  # the old row's held text and the token's text, less what the new row holds
-                _, _, _, held, hb = info[old]
+                kind, _, _, held, hb = info[old]
+                if kind == "F":  # (to another F row: none)
+                    return [dict(e) for e in o._R.fresh_events.get((old, i), ())]
                 if hb or text is None:
                     text = utf_8_decode(hb + o._tok_bytes[i], "replace", False)[0]
                 text = held + text
@@ -300,7 +312,13 @@ class TokenStreams:
         self._dirty = binding.compiled.tables.dirty
         self._tok_text = binding.vocab.tok_text
         self._tok_bytes = binding.vocab.tok_bytes
-        rows = [self._row_of(b, p) for b, p in enumerate(self.parsers)]
+        rows = [self._start_row(p) for p in self.parsers]
+        # Streams whose parser has been fed nothing: their F row when the parser's deferred tokens begin (at
+        # `_since`), replayed by `_replay_fresh`; None once the parser has run.
+        self._frow = [r if self._R.info[r][0] == "F" else None for r in rows]
+        # Streams whose parser has run on exactly the text of this F row and handed out nothing (so that the
+        # transitions of F rows are all learned by the first streams, not one more per generation of streams)
+        self._fseen: list = [None] * n
         # Row offsets (never mutated once a step has returned): `_rows` in the table's dtype (what a gather
         # returns), `_rowb` its bytes, `_rowoff` the same as int64 (numpy gathers fastest with intp indexes).
         self._set_rows((np.array(rows, dtype=np.int64) * V).astype(self._R.dtype))
@@ -317,6 +335,14 @@ class TokenStreams:
     @property
     def initial_events(self) -> list:
         return [p.initial_events for p in self.parsers]
+
+    def _start_row(self, p: TokenParser) -> int:
+        """The row of a parser just created: F(mode, prefix, "") where its tokens can be deferred before it
+        has run (see `_Rows`), else its row by its state (`_row_of`)."""
+        core = p._core
+        if p._spans_on or not p._dec.clean() or core.stalled or not core.usable:
+            return self._row_of(0, p)
+        return self._R.fresh_row(p._mode, p._cut, "")
 
     def _row_of(self, b: int, p: TokenParser) -> int:
         """The row for parser `p`'s current state."""
@@ -417,9 +443,13 @@ class TokenStreams:
         errors = {}
         parsers = self.parsers
         p_first = self._none + 1
+        info = self._R.info
         for b in np.flatnonzero(neg).tolist():
             i = int(ids[b])
             prev = int(old[b]) // V
+            fresh = self._fseen[b] if self._since[b] == r else None  # (else tables took it on since)
+            if info[prev][0] == "F":
+                fresh = prev
             if prev >= p_first:
                 known = self._without_parser(prev, i)
                 if known is not None:
@@ -435,7 +465,11 @@ class TokenStreams:
                 slow[b] = []
             self._since[b] = r + 1
             nr = self._row_of(b, p)
-            self._learn_from(prev, i, nr, p._hold_pure)
+            self._fseen[b] = None
+            if b not in errors:
+                if fresh is not None:
+                    self._fseen[b] = self._learn_fresh(fresh, i, nr, p, slow[b])
+                self._learn_from(prev, i, nr, p._hold_pure)
             p._hold_pure = False
             nxt[b] = nr * V
         self._set_rows(nxt)
@@ -457,7 +491,7 @@ class TokenStreams:
         ``"</"`` and ``"think"`` after ``"\\n"`` before ``\\s*</think>``, and split emoji after a space."""
         R = self._R
         kind, m, S, held, hb = R.info[row]
-        if kind == "M":  # a match waited on: only the parser decides what comes next
+        if kind == "M" or kind == "F":  # a match waited on, a parser not run yet: only the parser goes on
             return None
         text = self._tok_text[i]
         if text is not None and not hb:
@@ -505,8 +539,33 @@ class TokenStreams:
             kind = info[prev][0]
             if kind == "H":
                 self._learn_held(prev, i, nr)
-            elif pure_hold and text and kind in "PM" and info[nr][0] == "M" and info[nr][3] == info[prev][3] + text:
+            elif (pure_hold and text and kind in "PM" and info[nr][0] == "M"
+                  and info[nr][3] == info[prev][3] + text):
                 self._R.learn(prev, i, nr)
+
+    def _learn_fresh(self, prev: int, i: int, nr: int, p: TokenParser, events: list) -> int | None:
+        """After parser `p`, fed exactly the text of F row `prev` (by `_replay_fresh`, or by running on it
+        itself) and having handed out nothing, took token `i` to row `nr`: with no events, F(m, prefix, held)
+        -> F(m, prefix, held + the token's text) (every parser created after that prefix and fed that text is
+        in the same state, and has handed out nothing), returned; with events none of which is a region close
+        (whose value could depend on the parser's tools), -> `nr` where that is a Q or P row, the events kept
+        for `StepEvents`; None then."""
+        text = self._tok_text[i]
+        core = p._core
+        if text is None or not p._dec.clean() or core.stalled or not core.usable:
+            return None
+        R = self._R
+        if not events:
+            _, m, prefix, held, _ = R.info[prev]
+            to = R.fresh_row(m, prefix, held + text)
+            if to == self._none:
+                return None
+            R.learn(prev, i, to)
+            return to
+        if R.info[nr][0] in "QP" and all(e["type"] != "region_close" for e in events):
+            R.fresh_events[(prev, i)] = [dict(e) for e in events]
+            R.learn(prev, i, nr)
+        return None
 
     def _learn(self, mode: int, i: int, text: str, nr: int) -> None:
         """After the engine took quiet mode `mode` to row `nr` on token `i`: remember it when the transition
@@ -564,6 +623,10 @@ class TokenStreams:
         self._since[b] = r
         if s0 >= r:
             return
+        if self._frow[b] is not None:
+            s0 = self._replay_fresh(b, s0, r)
+            if s0 >= r:
+                return
         col = self._buf[s0:r, b]
         R = self._R
         if R.bytes_kind:
@@ -579,6 +642,30 @@ class TokenStreams:
         else:
             text = "".join(map(texts.__getitem__, col.tolist()))
         self._deferred(b, text, row)
+
+    def _replay_fresh(self, b: int, s0: int, r: int) -> int:
+        """Stream b's parser has been fed nothing; its deferred tokens (steps `s0`..`r`) began in F row
+        ``_frow[b]``. Feed it the tokens up to and including the one that took the stream out of F rows (all of
+        them if none did), discarding the events: the tables handed out the same (`_learn_fresh`). Returns the
+        step after those tokens; the later ones are deferred text as usual, from the state the parser is in
+        now, which is the row those tokens led to."""
+        R = self._R
+        info, nxt, V = R.info, R.next, self._size
+        row = self._frow[b]
+        self._frow[b] = None
+        fed = []
+        at = s0
+        while at < r and info[row][0] == "F":
+            for i in self._buf[at:min(r, at + 16), b].tolist():  # (F rows hold a few tokens: read a few ids)
+                at += 1
+                if i >= 0:
+                    fed.append(i)
+                    row = int(nxt[row * V + i]) // V
+                    if info[row][0] != "F":
+                        break
+        if fed:
+            self.parsers[b].feed_tokens(fed)
+        return at
 
     def _decoded(self, b: int, data: bytes) -> str:
         """The text stream b's decoder gives for the bytes `data` of its deferred tokens (byte-level
@@ -625,6 +712,9 @@ class TokenStreams:
         todo = [b for b in range(self.n) if not self.done[b] and since[b] < r]
         if not todo:
             return
+        fresh = [b for b in todo if self._frow[b] is not None]
+        if fresh:
+            self._replay_all_fresh(fresh, r)
         R = self._R
         by_bytes = R.bytes_kind
         texts, buf = R.tbytes if by_bytes else R.texts, self._buf[:r]
@@ -643,6 +733,19 @@ class TokenStreams:
                     self._deferred(b, "".join(col[s0:] if s0 else col), None)
 
     _CHUNK = 32  # streams per gather in `_catch_up_all`
+
+    def _replay_all_fresh(self, streams: list, r: int) -> None:
+        """`_replay_fresh` for `streams` before a wrap (or the end): a stream still in an F row has its parser
+        fed all its tokens and takes the row of its parser's state."""
+        rows = None
+        for b in streams:
+            self._since[b] = self._replay_fresh(b, self._since[b], r)
+            if self._R.info[int(self._rowoff[b]) // self._size][0] == "F":
+                if rows is None:
+                    rows = self._rows.copy()
+                rows[b] = self._row_of(b, self.parsers[b]) * self._size
+        if rows is not None:
+            self._set_rows(rows)
 
     def _wrap(self) -> None:
         self._catch_up_all(self._r)
@@ -679,5 +782,7 @@ class TokenStreams:
 
     def parser(self, b: int) -> TokenParser:
         """Stream b's TokenParser, brought up to date (e.g. to read `_output`)."""
+        if self._frow[b] is not None:
+            self._replay_all_fresh([b], self._r)
         self._catch_up(b)
         return self.parsers[b]
