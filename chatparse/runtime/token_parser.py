@@ -461,12 +461,18 @@ class TokenParser:
                 events = core.apply_delimiter(self._tok_text[ids[0]], *d)  # d: (pattern index, captures)
                 self._refresh()
                 return events
-        text = self._dec.feed(ids)
+        return self._feed_text(self._dec.feed(ids))
+
+    def _feed_text(self, text: str) -> list[dict]:
+        """The events of `text`, just decoded (by the decoder, or, for `TokenStreams`, from tokens whose texts
+        are complete on their own while it holds nothing): from a cached decision where there is one, else
+        through the core."""
         if text and not self._spans_on and self._dec.clean():
             events = self._feed_known(text)
             if events is not None:
                 return events
-        events = core.feed(text) if text else []
+        self._sync()
+        events = self._core.feed(text) if text else []
         self._refresh()
         return events
 

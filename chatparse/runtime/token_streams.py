@@ -621,12 +621,10 @@ class TokenStreams:
         r = self._r if upto is None else upto
         s0 = self._since[b]
         self._since[b] = r
+        if self._frow[b] is not None:  # (the parser runs next: from here on it is not fresh)
+            s0 = self._replay_fresh(b, s0, r)
         if s0 >= r:
             return
-        if self._frow[b] is not None:
-            s0 = self._replay_fresh(b, s0, r)
-            if s0 >= r:
-                return
         col = self._buf[s0:r, b]
         R = self._R
         if R.bytes_kind:
@@ -653,18 +651,18 @@ class TokenStreams:
         info, nxt, V = R.info, R.next, self._size
         row = self._frow[b]
         self._frow[b] = None
-        fed = []
+        text = info[row][3]
         at = s0
         while at < r and info[row][0] == "F":
             for i in self._buf[at:min(r, at + 16), b].tolist():  # (F rows hold a few tokens: read a few ids)
                 at += 1
                 if i >= 0:
-                    fed.append(i)
+                    text = info[row][3] + self._tok_text[i]  # (F transitions are learned for such tokens only)
                     row = int(nxt[row * V + i]) // V
                     if info[row][0] != "F":
                         break
-        if fed:
-            self.parsers[b].feed_tokens(fed)
+        if text:
+            self.parsers[b]._feed_text(text)  # (its decoder stays clean: these tokens' texts are complete)
         return at
 
     def _decoded(self, b: int, data: bytes) -> str:
