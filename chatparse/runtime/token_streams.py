@@ -180,6 +180,17 @@ class _Rows:
             self.next[row * self.V + token] = to * self.V
 
 
+def _decoded(dec, data: bytes) -> str:
+    """The text a stream's decoder `dec` gives for the bytes `data` of its deferred tokens (byte-level
+    vocabularies), as its own ``feed`` would: the bytes it held first, an incomplete character at the end held
+    again (an H row)."""
+    if dec.held:
+        data = dec.held + data
+    text, k = utf_8_decode(data, "replace", False)
+    dec.held = data[k:]
+    return text
+
+
 def minus_one_needle(V: int, dtype) -> bytes:
     """Bytes whose presence in a gather's bytes (`dtype` entries, each -1 or a row offset ``row * V`` with
     ``row < _Rows.MAX_ROWS``) means exactly that some entry is -1. Where no row offset has a 0xff byte (V =
@@ -632,14 +643,18 @@ class TokenStreams:
                 data = b"".join(R.tbytes[col].tolist())
             else:
                 data = b"".join(map(R.tb_list.__getitem__, col.tolist()))
-            self._deferred(b, self._decoded(b, data), row)
+            p = self.parsers[b]
+            self._deferred(p, _decoded(p._dec, data), self._row_now(b) if row is None else row)
             return
         texts = R.texts
         if r - s0 >= 64:  # long runs: one gather of the texts
             text = "".join(texts[col].tolist())
         else:
             text = "".join(map(texts.__getitem__, col.tolist()))
-        self._deferred(b, text, row)
+        self._deferred(self.parsers[b], text, self._row_now(b) if row is None else row)
+
+    def _row_now(self, b: int) -> int:
+        return int(self._rowoff[b]) // self._size
 
     def _replay_fresh(self, b: int, s0: int, r: int) -> int:
         """Stream b's parser has been fed nothing; its deferred tokens (steps `s0`..`r`) began in F row
@@ -665,25 +680,11 @@ class TokenStreams:
             self.parsers[b]._feed_text(text)  # (its decoder stays clean: these tokens' texts are complete)
         return at
 
-    def _decoded(self, b: int, data: bytes) -> str:
-        """The text stream b's decoder gives for the bytes `data` of its deferred tokens (byte-level
-        vocabularies), as its own ``feed`` would: the bytes it held first, an incomplete character at the end
-        held again (an H row)."""
-        dec = self.parsers[b]._dec
-        if dec.held:
-            data = dec.held + data
-        text, k = utf_8_decode(data, "replace", False)
-        dec.held = data[k:]
-        return text
-
-    def _deferred(self, b: int, text: str, row: int | None) -> None:
-        """Give stream b's parser the `text` of its deferred tokens and the state of `row` (for an H row,
+    def _deferred(self, p: TokenParser, text: str, row: int) -> None:
+        """Give a stream's parser `p` the `text` of its deferred tokens and the state of `row` (for an H row,
         `_decoded` has left its held bytes in the parser's decoder)."""
-        p = self.parsers[b]
         if text:
             p._tail.append(text)  # the core gets it with the parser's other deferred text, on its next sync
-        if row is None:
-            row = int(self._rowoff[b]) // self._size
         kind, m, S, held, _ = self._R.info[row]
         if kind == "NONE":  # only inactive steps (id -1, no text) were deferred: the parser is up to date
             return
@@ -716,6 +717,9 @@ class TokenStreams:
         R = self._R
         by_bytes = R.bytes_kind
         texts, buf = R.tbytes if by_bytes else R.texts, self._buf[:r]
+        rows = (self._rowoff // self._size).tolist()
+        parsers = self.parsers
+        deferred = self._deferred
         k = self._CHUNK
         for c in range(0, len(todo), k):  # a block of streams at a time: the gathered lists stay in the cache
             part = todo[c:c + k]
@@ -725,10 +729,11 @@ class TokenStreams:
                 s0 = since[b]
                 since[b] = r
                 col = cols[b - b0]
+                p = parsers[b]
                 if by_bytes:
-                    self._deferred(b, self._decoded(b, b"".join(col[s0:] if s0 else col)), None)
+                    deferred(p, _decoded(p._dec, b"".join(col[s0:] if s0 else col)), rows[b])
                 else:
-                    self._deferred(b, "".join(col[s0:] if s0 else col), None)
+                    deferred(p, "".join(col[s0:] if s0 else col), rows[b])
 
     _CHUNK = 32  # streams per gather in `_catch_up_all`
 
