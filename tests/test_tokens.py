@@ -1343,6 +1343,39 @@ def test_generated_templates_by_tokens_match_the_text_parser(toks, data):
     run_twice_like_the_text_parser(b, tok, ids)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_generated_templates_by_streams_match_single_parsers(toks, data):
+    """Generated templates (the differential suite's) stepped as streams: two generations of streams over the
+    same texts (the second meets the rows the first taught: fresh rows, pending, held and match rows) and a
+    small buffer that wraps, each stream with exactly its own TokenParser's events, errors and message."""
+    from test_differential import compiles, templates as gen_templates, texts_for
+
+    template = data.draw(gen_templates())
+    if not compiles(template):
+        return
+    tok = toks[data.draw(st.sampled_from(["bl-plain", "sp-plain"]))]
+    b = bind(template, tok)
+    seqs = [tok.encode(data.draw(texts_for(template))).ids for _ in range(2)]
+    seqs = [seqs[0], seqs[1], list(seqs[0])]
+    capacity = data.draw(st.sampled_from([3, 1024]))
+    for _ in range(2):
+        s = b.streams(len(seqs), prefix="", capacity=capacity)
+        singles = [b.parser(prefix="") for _ in seqs]
+        for k in range(max(map(len, seqs))):
+            act = np.array([k < len(q) for q in seqs])
+            ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
+            out = s.step(ids, active=act if not act.all() else None)
+            for j in range(len(seqs)):
+                want = outcome(lambda: singles[j].feed_tokens(int(ids[j]))) if act[j] else ("ok", [])
+                assert outcome(lambda: out[j]) == want, (j, k)
+        got = outcome(s.finalize_all)
+        if got[0] == "ok":
+            assert got[1] == [p.finalize() for p in singles]
+        else:
+            assert got == next(o for o in (outcome(p.finalize) for p in singles) if o[0] != "ok")
+
+
 def test_known_decisions_skip_the_automaton(toks):
     """qwen3's ``</think>`` split over ordinary tokens: once one parser has met the tokens that end it, the
     next parser's core takes the delimiter, and the match it waits on, from the cached scanner run instead of
