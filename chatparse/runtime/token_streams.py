@@ -397,27 +397,27 @@ class TokenStreams:
         The all-quiet path (every stream quiet and its token inert) is a handful of numpy operations on
         arrays of B: the range check, one gather of the next rows, one comparison of their bytes.
         """
-        n = self.n
         a = np.asarray(ids)
         if a.dtype.kind not in "iu":
             raise TypeError(f"token ids must be integers, got dtype {a.dtype}")
+        n = self.n
         if a.size != n:
             raise ValueError(f"step() takes one token id per stream ({n}), got shape {a.shape}")
         # The step's row of the ring buffer holds its copy of the ids (the lazy events of this step keep a view:
         # a wrap starts a fresh buffer). Until the step is taken (`_r`), the row is scratch.
         r = self._r
-        buf = self._buf
-        buf[r] = a if a.shape == (n,) else a.reshape(n)
-        ids = buf[r]
-        u = self._ubuf[r]  # the same ids as uint64: negative ones are huge
+        ids = self._buf[r]
+        ids[...] = a if a.ndim == 1 else a.reshape(n)
         rowoff = self._rowoff
-        R = self._R
         if active is None:
+            u = self._ubuf[r]  # the same ids as uint64: negative ones are huge
             if u.item(u.argmax()) >= self._size:  # (argmax: the cheapest whole-array check numpy has for B ~ 256)
                 b = int(np.flatnonzero(u >= self._size)[0])
                 raise _out_of_range(int(ids[b]), self._size, f" (stream {b})")
-            nxt = R.next[np.add(rowoff, ids, out=self._idx)]
+            nxt = self._R.next[np.add(rowoff, ids, out=self._idx)]
         else:
+            R = self._R
+            u = self._ubuf[r]
             act = np.asarray(active, dtype=bool).reshape(-1)
             if act.shape != (n,):
                 raise ValueError(f"`active` must have one flag per stream ({n})")
