@@ -246,7 +246,8 @@ class StreamParser:
         sc.base = end - len(kept)
         self._text(held + text if held else text, events)
 
-    def feed_decided(self, text: str, s: int, e: int, pattern_index: int, match=None) -> list[dict]:
+    def feed_decided(self, text: str, s: int, e: int, pattern_index: int, match=None,
+                     plain: str | None = None) -> list[dict]:
         """`feed(text)` for a caller that knows what the scanner decides first: the delimiter ``[s, e)`` of
         pattern `pattern_index` (absolute offsets; `match` for its captures, as `decide` gives it). The
         scanner must hold nothing before `s` that is not region text. The same events and state as
@@ -255,15 +256,23 @@ class StreamParser:
 
         For `chatparse.runtime.token_parser`, whose `TokenTablesBase.decision` ran the scanner on the same
         characters once for every parser that meets them (qwen3's ``</think>`` split over ordinary tokens).
+        With `plain` (a string, maybe empty): ``feed_plain(plain)`` first, its events dropped (the caller
+        handed them out already).
         An exception leaves the parser failed, as in `feed`."""
         if not self.usable:
             self._check_usable()
         if not text or self.stalled:
+            if plain is not None:
+                self.feed_plain(plain)
             return []
-        return self._guarded(self._decided_step, text, s, e, pattern_index, match)
+        return self._guarded(self._decided_step, text, s, e, pattern_index, match, plain)
 
-    def _decided_step(self, events: list, text: str, s: int, e: int, pattern_index: int, match) -> None:
+    def _decided_step(self, events: list, text: str, s: int, e: int, pattern_index: int, match, plain) -> None:
         sc = self.scanner
+        if plain is not None and (plain or sc.pos != sc.end):
+            self._plain_step(events, plain)
+            events.clear()
+            self.pending = []
         sc.push(text)
         sc.attempts = []
         if self._delimiter(events, s, e, pattern_index, match, eos=False):

@@ -526,13 +526,15 @@ class TokenParser:
             return None
         self._tail.clear()
         self._mheld = None
-        if at > sc.pos:  # everything before `at` is region text (the token paths returned its events)
-            core.feed_plain(deferred[:at - n_core])
+        # everything before `at` is region text (the token paths returned its events)
+        plain = deferred[:at - n_core] if at > sc.pos else None
         new = (deferred if at < n_core else held) + text  # what the core has not received yet
         if out[0] == "D":
             _, s, e, pi, m = out
-            events = core.feed_decided(new, at + s, at + e, pi, m)
+            events = core.feed_decided(new, at + s, at + e, pi, m, plain)
         else:
+            if plain is not None:
+                core.feed_plain(plain)
             events = core.feed_held(new, [attempt_of(r, at) for r in out[1]])
             self._hold_pure = out[2]
         self._refresh()
