@@ -15,8 +15,11 @@ across tokens) need no Python work per stream: the token id goes to a ring buffe
 when read, and the text reaches the stream's parser the next time that stream needs the character engine (or
 the buffer wraps). A transition the tables do not have yet but the binding's parsers cached (a pending row
 to a pending row), or a byte that only extends a split character, is taken in Python without the stream's
-parser and then goes into the tables (`TokenStreams._without_parser`). Only the other tokens run through the
-stream's own `TokenParser` (which serves most of them from the same caches).
+parser and then goes into the tables (`TokenStreams._without_parser`). Streams start in fresh rows: a
+generation's first tokens that hand out nothing (qwen3's ``"<th"``, ``"ink"``) and the token that then opens
+a region are learned once per prefix from the first streams' parsers and then taken by the tables; a
+stream's parser is fed their text when it first runs (`TokenStreams._replay_fresh`). Only the other tokens
+run through the stream's own `TokenParser` (which serves most of them from the same caches).
 
 Cost per step: when every row stays (quiet streams, inert tokens) a step is a fixed handful of numpy
 operations on arrays of B (a copy of the ids, the range check, one gather, one comparison of bytes) and one
@@ -658,10 +661,10 @@ class TokenStreams:
 
     def _replay_fresh(self, b: int, s0: int, r: int) -> int:
         """Stream b's parser has been fed nothing; its deferred tokens (steps `s0`..`r`) began in F row
-        ``_frow[b]``. Feed it the tokens up to and including the one that took the stream out of F rows (all of
-        them if none did), discarding the events: the tables handed out the same (`_learn_fresh`). Returns the
-        step after those tokens; the later ones are deferred text as usual, from the state the parser is in
-        now, which is the row those tokens led to."""
+        ``_frow[b]``. Feed it the text of the tokens up to and including the one that took the stream out of F
+        rows (all of them if none did), discarding the events: the tables handed out the same (`_learn_fresh`).
+        Returns the step after those tokens; the later ones are deferred text as usual, from the state the
+        parser is in now, which is the row those tokens led to."""
         R = self._R
         info, nxt, V = R.info, R.next, self._size
         row = self._frow[b]
@@ -743,7 +746,7 @@ class TokenStreams:
         rows = None
         for b in streams:
             self._since[b] = self._replay_fresh(b, self._since[b], r)
-            if self._R.info[int(self._rowoff[b]) // self._size][0] == "F":
+            if self._R.info[self._row_now(b)][0] == "F":
                 if rows is None:
                     rows = self._rows.copy()
                 rows[b] = self._row_of(b, self.parsers[b]) * self._size
