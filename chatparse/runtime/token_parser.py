@@ -194,7 +194,7 @@ class TokenParser:
         self._fname = None
         self._fdirty = False
         self._hold_pure = False  # the last `_feed_known` was a pure "H" outcome (read by `TokenStreams`)
-        self._mheld = None  # (held text, attempt records) the core is to hold at the end of `_tail` (`_hold_at_end`)
+        self._mheld = None  # (held text, attempt records) for the core at the end of `_tail` (`_hold_at_end`)
         self._refresh()
 
     # -- the hot path ------------------------------------------------------------------------------------------
@@ -396,15 +396,7 @@ class TokenParser:
         if self._mheld is not None and len(ids) == 1:
             # `_hold_at_end` left the core's held text and attempts to be restored: a decision over that text
             # and this token's does not need them (the scanner would drop them at once)
-            text = self._dec.feed(ids)
-            if text and self._dec.clean():
-                events = self._feed_known(text)
-                if events is not None:
-                    return events
-            self._sync()
-            events = core.feed(text) if text else []
-            self._refresh()
-            return events
+            return self._feed_text(self._dec.feed(ids))
         tab = self._tab
         if len(ids) > 1:
             if tab is not self._never:
@@ -553,7 +545,7 @@ class TokenParser:
         ``len(held)`` characters of the deferred text, which the attempts `records` (`attempt_record`,
         offsets from their start) hold, a match among them that the core must wait on. The core is brought
         there when it next runs (`_sync`: `_restore_held`), unless the next token's decision over the held text
-        and its own (`_feed_known`) makes those attempts moot: qwen3's ``\n</think>\n\n`` then a word."""
+        and its own (`_feed_known`) makes those attempts moot: qwen3's ``\\n</think>\\n\\n`` then a word."""
         self._mheld = (held, records)
         self._tab = self._never
         self._lazy_ok = False
