@@ -1545,3 +1545,29 @@ def test_streams_start_in_fresh_rows(toks):
     assert kinds.count("F") >= 5  # "", "<", "<think" after "", and "", "<" after "x"
     # the first generation of streams learns the start; the second takes it without any parser
     assert start_calls[0] >= 6 and start_calls[1] == 0, start_calls
+
+
+def test_fresh_row_events_are_bounded(toks, monkeypatch):
+    """Each distinct first token that opens a region from a fresh row keeps its events (`_Rows.fresh_events`);
+    past `MAX_FRESH_EVENTS` such transitions are no longer learned (the streams' parsers take them), and events
+    and messages stay exactly those of single parsers."""
+    from chatparse.runtime.token_streams import _Rows
+
+    monkeypatch.setattr(_Rows, "MAX_FRESH_EVENTS", 3)
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    b.tables._rows = None
+    words = ["Alpha", "Beta", "Gamma", "Delta", "Echo", "Fox", "Kilo"]
+    seqs = [tok.encode(f"{w} is the answer.<|im_end|>").ids for w in words]
+    assert len({q[0] for q in seqs}) == len(words)
+    for _ in range(2):
+        s = b.streams(len(seqs), prefix="")
+        singles = [b.parser(prefix="") for _ in seqs]
+        for k in range(max(map(len, seqs))):
+            act = np.array([k < len(q) for q in seqs])
+            ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
+            out = s.step(ids, active=act if not act.all() else None)
+            for j in range(len(seqs)):
+                assert out[j] == (singles[j].feed_tokens(int(ids[j])) if act[j] else []), (j, k)
+        assert s.finalize_all() == [p.finalize() for p in singles]
+    assert len(s._R.fresh_events) == 3

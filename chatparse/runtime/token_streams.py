@@ -82,6 +82,7 @@ class _Rows:
     MAX_ROWS = 128
     MAX_HELD_ROWS = 48  # of them H rows (split characters vary more than pending attempts; P rows keep room)
     MAX_HELD_TEXT = 32  # no row for attempts holding more (the stream's parser holds such runs)
+    MAX_FRESH_EVENTS = 4096  # F -> Q/P transitions kept with their events (each distinct first token has one)
 
     def __init__(self, tt):
         self.tt = tt
@@ -576,7 +577,8 @@ class TokenStreams:
                 return None
             R.learn(prev, i, to)
             return to
-        if R.info[nr][0] in "QP" and all(e["type"] != "region_close" for e in events):
+        if (R.info[nr][0] in "QP" and len(R.fresh_events) < R.MAX_FRESH_EVENTS
+                and all(e["type"] != "region_close" for e in events)):
             R.fresh_events[(prev, i)] = [dict(e) for e in events]
             R.learn(prev, i, nr)
         return None
