@@ -1301,8 +1301,7 @@ def test_streams_split_characters_take_held_rows(toks):
         calls = [0]
         for p in s.parsers:
             real = p.feed_tokens
-            p.feed_tokens = lambda x, real=real: calls.__setitem__(
-                0, calls[0] + (type(x) is int and tt[x] is None)) or real(x)  # (a fresh stream's replay: a list)
+            p.feed_tokens = lambda x, real=real: calls.__setitem__(0, calls[0] + (tt[x] is None)) or real(x)
         slow, held = 0, set()
         for k, i in enumerate(ids):
             before = s._R.info[int(s._rowoff[0]) // s._size]
