@@ -1570,3 +1570,26 @@ def test_fresh_row_events_are_bounded(toks, monkeypatch):
                 assert out[j] == (singles[j].feed_tokens(int(ids[j])) if act[j] else []), (j, k)
         assert s.finalize_all() == [p.finalize() for p in singles]
     assert len(s._R.fresh_events) == 3
+
+
+def test_fresh_rows_leave_room_for_other_rows(toks, monkeypatch):
+    """A prefix without the start anchor is kept whole, so every such prefix keys fresh rows of its own: at
+    most `MAX_FRESH_ROWS` are made (then such streams start from their parser's state), so the rows of
+    pending attempts keep room; events and messages stay exactly those of single parsers."""
+    from chatparse.runtime.token_streams import _Rows
+
+    monkeypatch.setattr(_Rows, "MAX_FRESH_ROWS", 2)
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    b.tables._rows = None
+    text = "<think>\nSome words. \n\n</think>\n\nThe answer.<|im_end|>"
+    ids = tok.encode(text).ids
+    for prefix in ["no anchor here", "nor here", "none", "<|im_start|>assistant\n"]:
+        s = b.streams(2, prefix=prefix)
+        singles = [b.parser(prefix=prefix) for _ in range(2)]
+        for i in ids:
+            out = s.step([i, i])
+            assert out.tolist() == [p.feed_tokens(i) for p in singles], prefix
+        assert s.finalize_all() == [p.finalize() for p in singles]
+    kinds = [x[0] for x in s._R.info]
+    assert kinds.count("F") == s._R.n_fresh == 2 and "P" in kinds

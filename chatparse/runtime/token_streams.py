@@ -83,6 +83,7 @@ class _Rows:
     MAX_HELD_ROWS = 48  # of them H rows (split characters vary more than pending attempts; P rows keep room)
     MAX_HELD_TEXT = 32  # no row for attempts holding more (the stream's parser holds such runs)
     MAX_FRESH_EVENTS = 4096  # F -> Q/P transitions kept with their events (each distinct first token has one)
+    MAX_FRESH_ROWS = 24  # of the rows, F rows (a prefix without the start anchor keys its own; P rows keep room)
 
     def __init__(self, tt):
         self.tt = tt
@@ -100,6 +101,7 @@ class _Rows:
         self.info: list = [("Q", m, (), "", b"") for m in range(tt.n_modes)] + [("NONE", -1, (), "", b"")]
         self.keys: dict = {}
         self.n_held = 0  # H rows made so far
+        self.n_fresh = 0  # F rows made so far
         self.fresh_events: dict = {}  # (F row, token) -> the events of a learned F -> Q or P transition
         cmap = tt.compiled.tables.cmap
         self.first_cls = np.array([cmap[ord(t[0])] if t else 0 for t in tt.vocab.tok_text], dtype=np.int64)
@@ -142,8 +144,8 @@ class _Rows:
         return self._row(("M", mode, records, held, b""))
 
     def _row(self, info: tuple) -> int:
-        """The row whose `info` this is, created on first use; NONE when there are too many rows (or H rows),
-        or its attempts hold more than `MAX_HELD_TEXT` characters. A new P row knows, for each inert token,
+        """The row whose `info` this is, created on first use; NONE when there are too many rows (or H rows, or
+        F rows), or its attempts hold more than `MAX_HELD_TEXT` characters. A new P row knows, for each inert token,
         whether its first character kills every attempt (then it leads back to Q); other entries are
         learned."""
         r = self.keys.get(info)
@@ -157,9 +159,12 @@ class _Rows:
             if r is not None:
                 return r
             is_held = kind == "H"
-            if len(self.info) >= self.MAX_ROWS or is_held and self.n_held >= self.MAX_HELD_ROWS:
+            is_fresh = kind == "F"
+            if (len(self.info) >= self.MAX_ROWS or is_held and self.n_held >= self.MAX_HELD_ROWS
+                    or is_fresh and self.n_fresh >= self.MAX_FRESH_ROWS):
                 return self.none
             self.n_held += is_held
+            self.n_fresh += is_fresh
             r = len(self.info)
             V = self.V
             if self._store.size < (r + 1) * V:  # double the room: n new rows cost O(n) copies, not O(n^2)
