@@ -1013,6 +1013,18 @@ def outcome(fn):
         return type(e), str(e)
 
 
+def step_like_single_parsers(s, singles, seqs) -> None:
+    """Step streams `s` over `seqs` (one id sequence per stream; a stream is inactive once its sequence has
+    ended) and check each step's events, or exception, against `singles` (each stream's own TokenParser)."""
+    for k in range(max(map(len, seqs))):
+        act = np.array([k < len(q) for q in seqs])
+        ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
+        out = s.step(ids, active=act if not act.all() else None)
+        for j in range(len(seqs)):
+            want = outcome(lambda: singles[j].feed_tokens(int(ids[j]))) if act[j] else ("ok", [])
+            assert outcome(lambda: out[j]) == want, (j, k)
+
+
 def test_streams_long_runs(toks):
     """Long runs of inert tokens reach the parsers as one numpy-built text (wrap and finalize)."""
     tok = toks["bl-plain"]
@@ -1361,13 +1373,7 @@ def test_generated_templates_by_streams_match_single_parsers(toks, data):
     for _ in range(2):
         s = b.streams(len(seqs), prefix="", capacity=capacity)
         singles = [b.parser(prefix="") for _ in seqs]
-        for k in range(max(map(len, seqs))):
-            act = np.array([k < len(q) for q in seqs])
-            ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
-            out = s.step(ids, active=act if not act.all() else None)
-            for j in range(len(seqs)):
-                want = outcome(lambda: singles[j].feed_tokens(int(ids[j]))) if act[j] else ("ok", [])
-                assert outcome(lambda: out[j]) == want, (j, k)
+        step_like_single_parsers(s, singles, seqs)
         got = outcome(s.finalize_all)
         if got[0] == "ok":
             assert got[1] == [p.finalize() for p in singles]
@@ -1562,12 +1568,7 @@ def test_fresh_row_events_are_bounded(toks, monkeypatch):
     for _ in range(2):
         s = b.streams(len(seqs), prefix="")
         singles = [b.parser(prefix="") for _ in seqs]
-        for k in range(max(map(len, seqs))):
-            act = np.array([k < len(q) for q in seqs])
-            ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
-            out = s.step(ids, active=act if not act.all() else None)
-            for j in range(len(seqs)):
-                assert out[j] == (singles[j].feed_tokens(int(ids[j])) if act[j] else []), (j, k)
+        step_like_single_parsers(s, singles, seqs)
         assert s.finalize_all() == [p.finalize() for p in singles]
     assert len(s._R.fresh_events) == 3
 
