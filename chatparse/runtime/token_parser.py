@@ -433,14 +433,7 @@ class TokenParser:
                             lrow[i] = (S, nxt, n - S[0][0], self._never) if S else (S, nxt, n,
                                                                                     self._fast[self._mode])
                     return self._apply_lazy(text, S, nxt)
-                if not self._spans_on and not dec.held and not dec.run:
-                    events = self._feed_known(text)
-                    if events is not None:
-                        return events
-                self._sync()
-                events = core.feed(text)
-                self._refresh()
-                return events
+                return self._feed_text(text)  # (`_lazy_ok`: no first-token, strip or clean-up state is left)
         self._sync()
         if core.stalled:
             self._dec.feed(ids)
