@@ -66,7 +66,7 @@ class _Rows:
       keeps it) and whose tokens so far hand out no event and decode to `held` (qwen3's ``"<th"``,
       ``"<think"``): its parser takes those tokens when it next runs (`TokenStreams._replay_fresh`).
 
-    ``info[row]`` is ``(kind, mode, S or records, held, hb)``. ``next[row * V + token]`` is (the offset
+    ``info[row]`` is ``(kind, mode, S or records or prefix, held, hb)``. ``next[row * V + token]`` is (the offset
     ``row * V`` of) the row a token leads to when that is known without the engine, -1 otherwise: Q(m)->Q(m)
     for inert tokens and P->Q(m) for an inert token whose first character kills every attempt (filled when
     the row is made); Q->P, Q->H, P->P, P->H, H->H, H->Q, P->M and M->M (filled the first time Python worked
@@ -649,19 +649,13 @@ class TokenStreams:
         col = self._buf[s0:r, b]
         R = self._R
         if R.bytes_kind:
-            if r - s0 >= 64:
-                data = b"".join(R.tbytes[col].tolist())
-            else:
-                data = b"".join(map(R.tb_list.__getitem__, col.tolist()))
-            p = self.parsers[b]
-            self._deferred(p, _decoded(p._dec, data), self._row_now(b) if row is None else row)
-            return
-        texts = R.texts
-        if r - s0 >= 64:  # long runs: one gather of the texts
-            text = "".join(texts[col].tolist())
+            table, items, join = R.tbytes, R.tb_list, b"".join
         else:
-            text = "".join(map(texts.__getitem__, col.tolist()))
-        self._deferred(self.parsers[b], text, self._row_now(b) if row is None else row)
+            table, items, join = R.texts, R.texts, "".join
+        # long runs: one gather of the tokens' texts (bytes); short ones: item by item
+        data = join(table[col].tolist() if r - s0 >= 64 else map(items.__getitem__, col.tolist()))
+        p = self.parsers[b]
+        self._deferred(p, _decoded(p._dec, data) if R.bytes_kind else data, self._row_now(b) if row is None else row)
 
     def _row_now(self, b: int) -> int:
         return int(self._rowoff[b]) // self._size
