@@ -1594,3 +1594,32 @@ def test_fresh_rows_leave_room_for_other_rows(toks, monkeypatch):
         assert s.finalize_all() == [p.finalize() for p in singles]
     kinds = [x[0] for x in s._R.info]
     assert kinds.count("F") == s._R.n_fresh == 2 and "P" in kinds
+
+
+def test_hot_objects_keep_every_attribute_in_slots(toks):
+    """`TokenParser`, its core, the core's scanner and the decoder declare every attribute they use as a slot
+    (see `TokenParser.__slots__`): after the samples run through them token by token, as a whole, streamed as
+    text and finalized, no attribute has landed in an instance dict (an attribute added without its slot would
+    quietly cost the dict the slots are there to save)."""
+    from chatparse.runtime.parser import StreamParser
+
+    for kind in ("bl-plain", "sp-special"):
+        tok = toks[kind]
+        for name, items in SAMPLES.items():
+            b = bind(templates.get(name), tok)
+            for prefix, output in items:
+                ids = tok.encode(output).ids
+                one, many = b.parser(prefix=prefix), b.parser(prefix=prefix)
+                for i in ids:
+                    one.feed_tokens(i)
+                many.feed_tokens(ids)
+                text = StreamParser(b.compiled.tables)
+                for ch in output:
+                    text.feed(ch)
+                text.finish()
+                for p in (one, many):
+                    p.finalize()
+                    for obj in (p, p._core, p._core.scanner, p._dec):
+                        assert vars(obj) == {}, (kind, name, type(obj).__name__)
+                for obj in (text, text.scanner):
+                    assert vars(obj) == {}, (kind, name, type(obj).__name__)

@@ -157,6 +157,11 @@ def final_output(tables: Tables, output: dict) -> dict:
 class StreamParser:
     """One generation's parse state. `feed`/`finish` return the events they produced."""
 
+    # Slots (see `TokenParser.__slots__`)
+    __slots__ = ("body", "captures", "current", "empty_open", "failed", "finished", "names", "opened", "output",
+                 "pending", "scanner", "stalled", "stores", "t", "tail", "tail_len", "tool_params", "usable",
+                 "__dict__")
+
     def __init__(self, tables: Tables, tool_params: dict | None = None):
         self.t = tables
         self.tool_params = tool_params or {}

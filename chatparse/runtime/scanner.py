@@ -35,6 +35,9 @@ class Attempt:
 class Scanner:
     """Holds the undecided tail of the text and the live attempts for the current mode."""
 
+    # Slots (see `TokenParser.__slots__`)
+    __slots__ = ("attempts", "base", "cmap", "end", "eot_fed", "keep", "mode", "pos", "scan", "t", "text", "__dict__")
+
     def __init__(self, tables):
         self.t = tables
         self.cmap = tables.cmap

@@ -179,6 +179,10 @@ class _Decoder:
     byte and of the token holding its last byte (`cfirst`, `clast`).
     """
 
+    # Slots (see `TokenParser.__slots__`)
+    __slots__ = ("bv", "bytes_kind", "cfirst", "clast", "cleanup", "first", "held", "held_tok", "ntok", "run",
+                 "run_tok", "skip", "strip_left", "tb", "track", "tt", "v", "__dict__")
+
     def __init__(self, vocab, track: bool = False):
         self.v = vocab
         self.bytes_kind = vocab.kind == "bytes"

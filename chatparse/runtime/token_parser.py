@@ -141,6 +141,17 @@ class TokenParser:
     * everything else: decoded text to the core's ``feed``.
     """
 
+    # Every attribute is a slot. Parsers are made by the hundred (`TokenStreams`) and their attributes are read
+    # on every Python step: a plain instance with over 30 attributes (this class has 33) loses CPython 3.11's
+    # shared-key inline values for a dict of its own (~800 more bytes per parser, and slower attribute reads).
+    # The core, its scanner and the decoder are slotted too. `__dict__` stays so that one instance's method can
+    # still be wrapped (a test spy, a debugger); `test_hot_objects_keep_every_attribute_in_slots` checks that no
+    # attribute of a running parser lands there.
+    __slots__ = ("_b", "_bytes_kind", "_core", "_cut", "_dec", "_delims", "_dirty", "_fast", "_fdirty", "_first_re",
+                 "_fname", "_history", "_hold_pure", "_lazy_ok", "_lrow", "_mheld", "_mode", "_mode_index", "_names",
+                 "_never", "_opening", "_pbase", "_pend", "_records", "_sink", "_size", "_spans_on", "_tab", "_tail",
+                 "_tail_append", "_tok_text", "_tt", "initial_events", "__dict__")
+
     def __init__(self, binding: TokenBinding, *, prefix: str | None = None, prefix_ids=None, tools=None,
                  spans: bool = False):
         if not isinstance(binding, TokenBinding):
