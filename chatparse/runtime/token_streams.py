@@ -91,8 +91,10 @@ class _Rows:
         self.n_modes = tt.n_modes
         self.none = tt.none_row
         base = tt.flat.reshape(tt.n_modes + 1, V)
-        # int32 offsets: MAX_ROWS * V stays below 2**31 for any vocabulary under 16M tokens
-        self.dtype = np.int32 if self.MAX_ROWS * V < 2 ** 31 else np.int64
+        # int64 entries (intp): a gather's result is the next step's gather offsets as it is. With int32 entries
+        # (half the memory: 512 KiB per row for 131,072 tokens, against 1 MiB) every step where a row changes
+        # paid a conversion, about a tenth of the step; at most MAX_ROWS rows are ever made.
+        self.dtype = np.int64
         nxt = np.full((tt.n_modes + 1, V), -1, dtype=self.dtype)
         for m in range(tt.n_modes):
             nxt[m][base[m] == 1] = m * V
@@ -339,8 +341,8 @@ class TokenStreams:
         # Streams whose parser has run on exactly the text of this F row and handed out nothing (so that the
         # transitions of F rows are all learned by the first streams, not one more per generation of streams)
         self._fseen: list = [None] * n
-        # Row offsets (never mutated once a step has returned): `_rows` in the table's dtype (what a gather
-        # returns), `_rowb` its bytes, `_rowoff` the same as int64 (numpy gathers fastest with intp indexes).
+        # Row offsets (never mutated once a step has returned): `_rowoff` (int64, the table's dtype: what a
+        # gather returns, and the intp offsets numpy gathers fastest with), `_rowb` its bytes.
         self._set_rows((np.array(rows, dtype=np.int64) * V).astype(self._R.dtype))
         self._idx = np.empty(n, dtype=np.int64)  # scratch: the gather's indexes
         self._neg = np.empty(n, dtype=bool)  # scratch: the streams the row tables do not know
@@ -396,9 +398,8 @@ class TokenStreams:
 
     def _set_rows(self, rows) -> None:
         """The streams' rows from here on: `rows`, row offsets in the table's dtype (not mutated afterwards)."""
-        self._rows = rows
+        self._rowoff = rows
         self._rowb = rows.tobytes()
-        self._rowoff = rows.astype(np.int64)
 
     def step(self, ids, active=None) -> StepEvents:
         """Advance every stream (every active one) by one token; returns the step's `StepEvents`.
@@ -436,15 +437,14 @@ class TokenStreams:
                 raise _out_of_range(int(ids[b]), self._size, f" (stream {b})")
             ids[~act] = -1
             nxt = R.next[rowoff + np.where(act, ids, 0)]
-            nxt[~act] = self._rows[~act]
+            nxt[~act] = rowoff[~act]
         self._r = r + 1
         nb = nxt.tobytes()
         if nb == self._rowb:  # every row unchanged: quiet streams, inert tokens
             out = StepEvents(self, ids, rowoff, None, None, None)
         elif self._minus_one not in nb:  # rows change, all by the tables (see `_minus_one`)
-            self._rows = nxt
+            self._rowoff = nxt
             self._rowb = nb
-            self._rowoff = nxt.astype(np.int64)
             out = StepEvents(self, ids, rowoff, nxt, None, None)
         else:
             out = self._changes(ids, nxt, r)
@@ -749,7 +749,7 @@ class TokenStreams:
             self._since[b] = self._replay_fresh(b, self._since[b], r)
             if self._R.info[self._row_now(b)][0] == "F":
                 if rows is None:
-                    rows = self._rows.copy()
+                    rows = self._rowoff.copy()
                 rows[b] = self._row_of(b, self.parsers[b]) * self._size
         if rows is not None:
             self._set_rows(rows)
@@ -768,7 +768,7 @@ class TokenStreams:
         """End stream `b`; returns its `(message, final_events)`. Later steps must mark it inactive."""
         self._catch_up(b)
         self.done[b] = True
-        rows = self._rows.copy()
+        rows = self._rowoff.copy()
         rows[b] = self._none * self._size
         self._set_rows(rows)
         return self.parsers[b].finalize()
