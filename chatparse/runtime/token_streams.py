@@ -93,13 +93,16 @@ class _Rows:
         base = tt.flat.reshape(tt.n_modes + 1, V)
         # int64 entries (intp): a gather's result is the next step's gather offsets as it is. With int32 entries
         # (half the memory: 512 KiB per row for 131,072 tokens, against 1 MiB) every step where a row changes
-        # paid a conversion, about a tenth of the step; at most MAX_ROWS rows are ever made.
+        # paid a conversion, about a tenth of the step.
         self.dtype = np.int64
-        nxt = np.full((tt.n_modes + 1, V), -1, dtype=self.dtype)
+        # Room for MAX_ROWS rows, reserved once and never moved: the system maps the pages of a row when it is
+        # first written (`_row`), so memory grows with the rows made, and no step pays for copying the table.
+        self._store = np.empty(self.MAX_ROWS * V, dtype=self.dtype)
+        first = self._store[:(tt.n_modes + 1) * V]
+        first.fill(-1)
         for m in range(tt.n_modes):
-            nxt[m][base[m] == 1] = m * V
-        self.next = nxt.reshape(-1)  # entries are row offsets (row * V): a gather gives the next offsets
-        self._store = self.next  # `next` is a view of its first rows; room for more rows (see `pending_row`)
+            first[m * V:(m + 1) * V][base[m] == 1] = m * V
+        self.next = first  # entries are row offsets (row * V): a gather gives the next offsets
         self.info: list = [("Q", m, (), "", b"") for m in range(tt.n_modes)] + [("NONE", -1, (), "", b"")]
         self.keys: dict = {}
         self.n_held = 0  # H rows made so far
@@ -169,10 +172,6 @@ class _Rows:
             self.n_fresh += is_fresh
             r = len(self.info)
             V = self.V
-            if self._store.size < (r + 1) * V:  # double the room: n new rows cost O(n) copies, not O(n^2)
-                store = np.empty(min(2 * r, self.MAX_ROWS) * V, dtype=self.dtype)
-                store[:r * V] = self._store[:r * V]
-                self._store = store
             row = self._store[r * V:(r + 1) * V]
             if kind == "P":
                 kill = np.array(self.tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
@@ -180,7 +179,7 @@ class _Rows:
                 row[:] = np.where(inert & kill[self.first_cls], mode * V, -1)
             else:
                 row[:] = -1
-            self.next = self._store[:(r + 1) * V]  # a reader keeps its view (still valid) until it reloads
+            self.next = self._store[:(r + 1) * V]  # (a reader's older view sees the same memory, minus this row)
             self.info.append(info)
             self.keys[info] = r
             return r
