@@ -476,6 +476,10 @@ def test_out_of_range_ids_raise_naming_the_id(toks):
     with pytest.raises(TypeError):
         p.feed_tokens(np.array([1.0, 2.0]))
     assert p.feed_tokens([]) == []
+    # an empty array holds no id whatever its dtype (numpy's default for ``np.array([])`` is float64), as
+    # transformers' decode takes it; a non-empty float array stays an error
+    assert p.feed_tokens(np.array([])) == []
+    assert b.parse(np.array([5]), prefix_ids=np.array([])) == b.parse([5], prefix="")
 
 
 def test_lifecycle_and_prefix_required(toks):

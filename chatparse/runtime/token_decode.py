@@ -68,7 +68,7 @@ def _ids_list(x, size: int) -> list:
         arr = np.asarray(x)
         if arr.ndim > 1:
             raise ValueError(f"expected one sequence of token ids, got an array of shape {arr.shape}")
-        if arr.dtype.kind not in "iub":
+        if arr.dtype.kind not in "iub" and arr.size:  # (``np.array([])`` is float64: no ids, as for a list)
             raise TypeError(f"token ids must be integers, got an array of dtype {arr.dtype}")
         if arr.size:
             lo, hi = arr.min(), arr.max()

@@ -342,7 +342,7 @@ class TokenStreams:
         self._fseen: list = [None] * n
         # Row offsets (never mutated once a step has returned): `_rowoff` (int64, the table's dtype: what a
         # gather returns, and the intp offsets numpy gathers fastest with), `_rowb` its bytes.
-        self._set_rows((np.array(rows, dtype=np.int64) * V).astype(self._R.dtype))
+        self._set_rows(np.array(rows, dtype=self._R.dtype) * V)
         self._idx = np.empty(n, dtype=np.int64)  # scratch: the gather's indexes
         self._neg = np.empty(n, dtype=bool)  # scratch: the streams the row tables do not know
         self._zero = np.array(0, dtype=self._R.dtype)
