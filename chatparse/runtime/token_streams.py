@@ -362,10 +362,10 @@ class TokenStreams:
         has run (see `_Rows`), else its row by its state (`_row_of`)."""
         core = p._core
         if p._spans_on or not p._dec.clean() or core.stalled or not core.usable:
-            return self._row_of(0, p)
+            return self._row_of(p)
         return self._R.fresh_row(p._mode, p._cut, "")
 
-    def _row_of(self, b: int, p: TokenParser) -> int:
+    def _row_of(self, p: TokenParser) -> int:
         """The row for parser `p`'s current state."""
         if p._tab is not p._never:
             return p._mode
@@ -483,7 +483,7 @@ class TokenStreams:
                 errors[b] = e
                 slow[b] = []
             self._since[b] = r + 1
-            nr = self._row_of(b, p)
+            nr = self._row_of(p)
             self._fseen[b] = None
             if b not in errors:
                 if fresh is not None:
@@ -749,7 +749,7 @@ class TokenStreams:
             if self._R.info[self._row_now(b)][0] == "F":
                 if rows is None:
                     rows = self._rowoff.copy()
-                rows[b] = self._row_of(b, self.parsers[b]) * self._size
+                rows[b] = self._row_of(self.parsers[b]) * self._size
         if rows is not None:
             self._set_rows(rows)
 
