@@ -998,6 +998,7 @@ def test_merged_whitespace_attempts_take_the_lazy_path(toks):
         for i in tok.encode(rest).ids:  # from there, exactly the text parser's events
             assert p.feed_tokens(i) == ref.feed(decode(tok, [i]))
         assert p.finalize() == ref.finalize()
+    b.tables._rows = None  # fresh row tables: other tests' streams may have used up their `MAX_ROWS`
     s = b.streams(2, prefix="<|im_start|>assistant\n<think>\n")
     for i in tok.encode("Some words.\n\n").ids:
         s.step([i, i])
@@ -1244,6 +1245,7 @@ def test_streams_pending_rows_take_cached_lazy_transitions(toks):
         seqs = [tok.encode(t).ids for t in texts]
         for q in seqs:
             run_tokens(b, "", q)  # fills the shared lazy caches (and checks against ResponseParser)
+        b.tables._rows = None  # fresh row tables: other tests' streams may have used up their `MAX_ROWS`
         seqs += [q[1:] for q in seqs]  # the same tokens at other steps, and with other neighbours
         B = len(seqs)
         lazy = by_table = 0
