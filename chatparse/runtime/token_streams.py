@@ -653,8 +653,7 @@ class TokenStreams:
             table, items, join = R.texts, R.texts, "".join
         # long runs: one gather of the tokens' texts (bytes); short ones: item by item
         data = join(table[col].tolist() if r - s0 >= 64 else map(items.__getitem__, col.tolist()))
-        p = self.parsers[b]
-        self._deferred(p, _decoded(p._dec, data) if R.bytes_kind else data, self._row_now(b) if row is None else row)
+        self._deferred(self.parsers[b], data, self._row_now(b) if row is None else row)
 
     def _row_now(self, b: int) -> int:
         return int(self._rowoff[b]) // self._size
@@ -683,9 +682,11 @@ class TokenStreams:
             self.parsers[b]._feed_text(text)  # (its decoder stays clean: these tokens' texts are complete)
         return at
 
-    def _deferred(self, p: TokenParser, text: str, row: int) -> None:
-        """Give a stream's parser `p` the `text` of its deferred tokens and the state of `row` (for an H row,
-        `_decoded` has left its held bytes in the parser's decoder)."""
+    def _deferred(self, p: TokenParser, data, row: int) -> None:
+        """Give a stream's parser `p` its deferred tokens' texts joined (`data`: their bytes, for byte-level
+        vocabularies, which `_decoded` decodes, leaving an incomplete character's bytes in the parser's
+        decoder for an H row) and the state of `row`."""
+        text = _decoded(p._dec, data) if self._R.bytes_kind else data
         if text:
             p._tail.append(text)  # the core gets it with the parser's other deferred text, on its next sync
         kind, m, S, held, _ = self._R.info[row]
@@ -718,8 +719,8 @@ class TokenStreams:
         if fresh:
             self._replay_all_fresh(fresh, r)
         R = self._R
-        by_bytes = R.bytes_kind
-        texts, buf = R.tbytes if by_bytes else R.texts, self._buf[:r]
+        texts, join = (R.tbytes, b"".join) if R.bytes_kind else (R.texts, "".join)
+        buf = self._buf[:r]
         rows = (self._rowoff // self._size).tolist()
         parsers = self.parsers
         deferred = self._deferred
@@ -732,11 +733,7 @@ class TokenStreams:
                 s0 = since[b]
                 since[b] = r
                 col = cols[b - b0]
-                p = parsers[b]
-                if by_bytes:
-                    deferred(p, _decoded(p._dec, b"".join(col[s0:] if s0 else col)), rows[b])
-                else:
-                    deferred(p, "".join(col[s0:] if s0 else col), rows[b])
+                deferred(parsers[b], join(col[s0:] if s0 else col), rows[b])
 
     _CHUNK = 32  # streams per gather in `_catch_up_all`
 
