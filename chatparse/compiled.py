@@ -14,6 +14,7 @@ from copy import deepcopy
 from typing import Any
 
 from .runtime.tables import Tables
+from .template_objects import is_template_object, to_template_dict
 
 _CACHE_SIZE = 64
 _cache: "OrderedDict[str, CompiledTemplate]" = OrderedDict()
@@ -35,11 +36,16 @@ class CompiledTemplate:
         """The normalized template this was compiled from."""
         return self.spec
 
-    def parse(self, text: str, *, prefix: Any = None, tools=None) -> dict:
-        return (_API or _api()).parse_compiled(self, text, prefix, tools)
+    def parse(self, text: str, *, prefix: Any = None, tools=None, dialect=None, malformed=None) -> dict:
+        """`chatparse.parse_response` with this template (``dialect``/``malformed`` as there)."""
+        if dialect is None and malformed is None:
+            return (_API or _api()).parse_compiled(self, text, prefix, tools)
+        return _api().parse_response(text, self, prefix=prefix, tools=tools, dialect=dialect, malformed=malformed)
 
-    def parser(self, prefix: Any = None, *, tools=None):
-        return _api().ResponseParser(self, prefix=prefix, tools=tools)
+    def parser(self, prefix: Any = None, *, tools=None, dialect=None, offsets=None, malformed=None):
+        """`chatparse.ResponseParser` with this template (``dialect``, ``offsets``, ``malformed`` as there)."""
+        return _api().ResponseParser(self, prefix=prefix, tools=tools, dialect=dialect, offsets=offsets,
+                                     malformed=malformed)
 
     def parse_batch(self, texts: list[str], prefixes: Any = None, *, tools=None) -> list[dict]:
         """Parse many outputs. `prefixes` is one prefix for all, or a list matching `texts` one to one."""
@@ -80,6 +86,8 @@ def compile_template(template: Any) -> CompiledTemplate:
     """Validate `template` (same rules and errors as transformers) and compile it, cached."""
     if isinstance(template, CompiledTemplate):
         return template
+    if is_template_object(template):  # vLLM's (or transformers') pre-loaded ResponseTemplate
+        template = to_template_dict(template)
     seen = _by_id.get(id(template))
     if seen is not None and seen[0] is template and seen[1] is not None and _same(template, seen[1]):
         return seen[2]

@@ -19,6 +19,7 @@ from .runtime.coerce import coerce as _coerce
 from .runtime.coerce import coerce_tool_calls
 from .runtime.coerce import schema_types as _schema_types
 from .runtime.coerce import tool_params
+from .runtime.dialect import Dialect, resolve
 from .runtime.oneshot import parse_whole
 from .runtime.parser import StreamParser
 
@@ -49,22 +50,33 @@ class ResponseParser:
 
     `initial_events` holds the events produced by the prefix (after its last start anchor). `feed(text)`
     returns the events `text` completes; `finalize()` returns `(message, final_events)`.
+
+    ``dialect`` picks the events: "transformers" (the default: transformers 5.23's), "vllm" (vLLM 0.33.0's
+    serving dialect: spans and captures on events, ``region_malformed`` events that do not end the parse,
+    `input_text`), or a `chatparse.Dialect`; ``offsets=`` and ``malformed=`` set those two options over it
+    (see `chatparse.runtime.dialect`). `response_template` may be a template dict, a `CompiledTemplate`,
+    or the pre-loaded ``ResponseTemplate`` object of vLLM's or transformers' interpreter.
     """
 
-    def __init__(self, response_template: dict | CompiledTemplate, prefix: str | None = None, *,
-                 tools: list[dict | Callable] | None = None):
+    def __init__(self, response_template: Any, prefix: str | None = None, *,
+                 tools: list[dict | Callable] | None = None, dialect: str | Dialect | None = None,
+                 offsets: bool | None = None, malformed: str | None = None):
         compiled = compile_template(response_template)
+        d = resolve(dialect, offsets=offsets, malformed=malformed)
         if prefix is None:
             raise ValueError(_PREFIX_REQUIRED)
         self._compiled = compiled
+        self.dialect = d
         self._tool_params = tool_params(_tool_schemas(tools))
-        self._core = StreamParser(compiled.tables, self._tool_params)
-        self.feed = self._core.feed  # bound directly: one call layer less on the per-chunk path
+        self._core = core = StreamParser(compiled.tables, self._tool_params, d)
+        self.feed = core.feed  # bound directly: one call layer less on the per-chunk path
         self.initial_events: list[dict] = []
         if prefix:
             cut = compiled.tables.cut_prefix(prefix)
             if cut:
-                self.initial_events = self._core.feed(cut)
+                self.initial_events = core.feed(cut)
+                if not d.prompt_chunks:
+                    core.prompt_end = len(cut)
 
     def feed(self, text: str) -> list[dict]:
         """Feed the next piece of generated text; returns the events it completes."""
@@ -75,6 +87,13 @@ class ResponseParser:
         return self._core.finish()
 
     @property
+    def input_text(self) -> str:
+        """The parser's input after start-anchor truncation: the cut prefix, then everything fed. Before the
+        first `feed` it is exactly the cut prefix, so its length is where generated text begins. Kept only in
+        a dialect with ``input_text=True`` (the "vllm" preset); AttributeError otherwise."""
+        return self._core.input_text()
+
+    @property
     def _output(self) -> dict:
         return self._core.output
 
@@ -82,10 +101,29 @@ class ResponseParser:
         return coerce_tool_calls(value, self._tool_params)
 
 
-def parse_response(text: str, response_template: dict | CompiledTemplate, *, prefix: str | None = None,
-                   tools: list[dict | Callable] | None = None) -> dict:
-    """Parse a complete generation into a message dict (see ResponseParser)."""
-    return parse_compiled(compile_template(response_template), text, prefix, tools)
+def parse_response(text: str, response_template: Any, *, prefix: str | None = None,
+                   tools: list[dict | Callable] | None = None, dialect: str | Dialect | None = None,
+                   malformed: str | None = None) -> dict:
+    """Parse a complete generation into a message dict (see ResponseParser).
+
+    With ``malformed="event"`` (the "vllm" dialect) the whole text is parsed before an error is raised, as
+    vLLM's copy does: a missing required field is reported first, else the first region whose value failed
+    to parse raises its error. Without a failure the message is the same in every dialect."""
+    compiled = compile_template(response_template)
+    d = resolve(dialect, malformed=malformed)
+    if d.malformed == "raise":
+        return parse_compiled(compiled, text, prefix, tools)
+    try:
+        return parse_compiled(compiled, text, prefix, tools)
+    except (KeyError, TypeError, ValueError):
+        pass  # which error comes first is decided by the whole parse: run it with the events
+    parser = ResponseParser(compiled, prefix, tools=tools, dialect=d)
+    events = parser.initial_events + parser.feed(text)
+    message, final = parser.finalize()
+    for event in events + final:
+        if event["type"] == "region_malformed":
+            raise event["error"]
+    return message
 
 
 def parse_compiled(compiled: CompiledTemplate, text: str, prefix: str | None, tools) -> dict:

@@ -11,7 +11,6 @@ import signal
 from contextlib import contextmanager
 
 import chatparse
-from transformers.utils.chat_parsing import ResponseParser as RefParser
 
 
 class RefTimeout(Exception):
@@ -72,6 +71,8 @@ def run(parser_cls, template, chunks, prefix="", tools=None):
 
 def run_reference(template, text, prefix="", tools=None, seconds: float = 2.0):
     """The reference's one-shot answer (one feed), or raises RefTimeout."""
+    from transformers.utils.chat_parsing import ResponseParser as RefParser
+
     with time_limit(seconds):
         return run(RefParser, template, [text], prefix, tools)
 

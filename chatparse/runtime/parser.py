@@ -25,6 +25,7 @@ from copy import deepcopy
 from typing import Any, Callable
 
 from .coerce import coerce_tool_calls
+from .dialect import TRANSFORMERS, Dialect
 from .scanner import Scanner
 from .tables import Tables, logger
 from .transform import value_maker
@@ -140,12 +141,13 @@ def capture_reader(rx: Any) -> Callable[[Any], dict]:
     return one
 
 
-def final_output(tables: Tables, output: dict) -> dict:
-    """The message at the end of a parse: ValueError if a required field is missing, then keys without a
-    value dropped unless they come from `defaults`. Shared by the streaming parser and the one-shot path."""
+def final_output(tables: Tables, output: dict, malformed: set | None = None) -> dict:
+    """The message at the end of a parse: ValueError if a required field is missing (a field in `malformed`,
+    whose value failed to parse in the serving dialect, is not missing), then keys without a value dropped
+    unless they come from `defaults`. Shared by the streaming parser and the one-shot path."""
     for name in tables.required:
-        if name not in output:
-            missing = [n for n in tables.required if n not in output]
+        if name not in output and not (malformed and name in malformed):
+            missing = [n for n in tables.required if n not in output and not (malformed and n in malformed)]
             raise ValueError(f"Required response_template fields missing from parsed output: {missing}")
     defaults = tables.template["defaults"]
     for k, v in output.items():
@@ -158,11 +160,11 @@ class StreamParser:
     """One generation's parse state. `feed`/`finish` return the events they produced."""
 
     # Slots (see `TokenParser.__slots__`)
-    __slots__ = ("body", "captures", "current", "empty_open", "failed", "finished", "names", "opened", "output",
-                 "pending", "scanner", "stalled", "stores", "t", "tail", "tail_len", "tool_params", "usable",
-                 "__dict__")
+    __slots__ = ("body", "captures", "current", "empty_open", "failed", "finished", "inputs", "malformed", "names",
+                 "offsets", "opened", "output", "pending", "prompt_end", "recover", "scanner", "stalled", "stores",
+                 "t", "tail", "tail_len", "tool_params", "usable", "__dict__")
 
-    def __init__(self, tables: Tables, tool_params: dict | None = None):
+    def __init__(self, tables: Tables, tool_params: dict | None = None, dialect: Dialect = TRANSFORMERS):
         self.t = tables
         self.tool_params = tool_params or {}
         self.output: dict = fresh_output(tables)
@@ -183,11 +185,29 @@ class StreamParser:
         self.usable = True  # False once finished or failed
         self.names = [f["name"] for f in tables.fields]
         self.stores = stores_for(tables)
+        # The serving dialect (runtime/dialect.py): spans on events, malformed regions as events, prompt text
+        # kept out of chunks from `prompt_end` on (set by the owner once the prefix is fed), the whole input.
+        self.offsets = dialect.offsets
+        self.recover = dialect.malformed == "event"
+        self.malformed: set | None = None  # names of fields whose value failed to parse (with `recover`)
+        self.prompt_end = 0
+        self.inputs: list[str] | None = [] if dialect.input_text else None
+
+    def input_text(self) -> str:
+        """Everything this parser was given (the dialect's ``input_text``); kept only where asked for."""
+        inputs = self.inputs
+        if inputs is None:
+            raise AttributeError("input_text is kept only in a dialect with input_text=True (dialect='vllm')")
+        if len(inputs) > 1:
+            inputs[:] = ["".join(inputs)]
+        return inputs[0] if inputs else ""
 
     # -- public steps ----------------------------------------------------------------------------------------
     def feed(self, text: str) -> list[dict]:
         if not self.usable:
             self._check_usable()
+        if self.inputs is not None and text:
+            self.inputs.append(text)
         if not text or self.stalled:
             return []
         sc = self.scanner
@@ -213,7 +233,7 @@ class StreamParser:
             if self.opened:
                 return [chunk]
             self.opened = True
-            return [{"type": "region_open", "field": self.names[fi]}, chunk]
+            return [self._implicit_open(fi, end - len(text)), chunk]
         return self._guarded(self._feed_step, text)
 
     def _feed_step(self, events: list, text: str) -> None:
@@ -232,6 +252,11 @@ class StreamParser:
         (measured). An exception leaves the parser failed, as in `feed`."""
         if not self.usable:
             self._check_usable()
+        if self.inputs is not None and text:
+            self.inputs.append(text)
+        return self._feed_plain(text)
+
+    def _feed_plain(self, text: str) -> list[dict]:
         if self.stalled or not text and self.scanner.pos == self.scanner.end:
             return []
         return self._guarded(self._plain_step, text)
@@ -266,9 +291,11 @@ class StreamParser:
         An exception leaves the parser failed, as in `feed`."""
         if not self.usable:
             self._check_usable()
+        if self.inputs is not None:
+            self.inputs.append(plain + text if plain else text)
         if not text or self.stalled:
             if plain is not None:
-                self.feed_plain(plain)
+                self._feed_plain(plain)
             return []
         return self._guarded(self._decided_step, text, s, e, pattern_index, match, plain)
 
@@ -289,6 +316,8 @@ class StreamParser:
         the state ``feed(text)`` leaves, without stepping the automaton."""
         if not self.usable:
             self._check_usable()
+        if self.inputs is not None and text:
+            self.inputs.append(text)
         if not text or self.stalled:
             return []
         sc = self.scanner
@@ -305,7 +334,7 @@ class StreamParser:
                 self._process(events, eos=True)
             self._flush(events)
             self.finished = True
-            self.output = final_output(self.t, self.output)
+            self.output = final_output(self.t, self.output, self.malformed)
         except BaseException as e:
             self.failed = e
             raise
@@ -324,6 +353,8 @@ class StreamParser:
         the parser failed, as in `feed`."""
         if not self.usable:
             self._check_usable()
+        if self.inputs is not None and text:
+            self.inputs.append(text)
         if not text or self.stalled:
             return []
         return self._guarded(self._delimiter_step, text, pattern_index, match)
@@ -367,7 +398,7 @@ class StreamParser:
                 return
         if eos:
             self._text(sc.take(sc.end), events)
-            self._close(events)
+            self._close(events, sc.end, sc.end)
         else:
             self._text(sc.take(sc.safe_end()), events)
 
@@ -381,14 +412,14 @@ class StreamParser:
         sc.take(e)
         p = self.t.patterns[pi]
         if p.kind == "open":
-            self._close(events)
-            self._open(p.field, m, events)
+            self._close(events, s, s)
+            self._open(p.field, m, events, s, e)
             self.empty_open = s if s == e else -1
             sc.restart(1 + p.field, e)
         else:
             had = self.opened
             fi = self.current
-            self._close(events)
+            self._close(events, s, e)
             if not had and s == e:
                 self.stalled = True
                 if e < sc.end or not eos:
@@ -405,13 +436,26 @@ class StreamParser:
 
     # -- regions ---------------------------------------------------------------------------------------------
     def _text(self, text: str, events: list) -> None:
+        """`text`, just handed out by the scanner (it ends at ``scanner.pos``), goes to the current region."""
         if not text or self.current is None:
             return
         if not self.opened:
-            events.append({"type": "region_open", "field": self.t.fields[self.current]["name"]})
+            events.append(self._implicit_open(self.current, self.scanner.pos - len(text)))
             self.opened = True
         self._keep(text)
+        if self.prompt_end:
+            start = self.scanner.pos - len(text)
+            if start < self.prompt_end:  # prompt characters held back as a possible delimiter: not a chunk
+                text = text[self.prompt_end - start:]
+                if not text:
+                    return
         self.pending.append(text)
+
+    def _implicit_open(self, fi: int, at: int) -> dict:
+        """The ``region_open`` of the implicit field `fi`, opening on its first character at offset `at`."""
+        if self.offsets:
+            return {"type": "region_open", "field": self.names[fi], "start": at, "end": at}
+        return {"type": "region_open", "field": self.names[fi]}
 
     def _keep(self, text: str) -> None:
         if text:
@@ -431,20 +475,52 @@ class StreamParser:
                            "dirty": self.t.dirty[fi]})
             self.pending = []
 
-    def _open(self, fi: int, m, events: list) -> None:
+    def _open(self, fi: int, m, events: list, s: int, e: int) -> None:
+        """Open field `fi` at its delimiter ``[s, e)`` (match `m`, for the captures)."""
         self.current = fi
         self.captures = captures_of(m)
         self.body, self.tail, self.tail_len = [], [], 0
         self.opened = True
-        events.append({"type": "region_open", "field": self.t.fields[fi]["name"]})
+        if self.offsets:
+            events.append({"type": "region_open", "field": self.names[fi], "start": s, "end": e,
+                           "captures": self.captures})
+        else:
+            events.append({"type": "region_open", "field": self.names[fi]})
 
-    def _close(self, events: list) -> None:
+    def _close_event(self, name: str, s: int, e: int, value) -> dict:
+        if self.offsets:
+            return {"type": "region_close", "field": name, "start": s, "end": e, "value": value}
+        return {"type": "region_close", "field": name, "value": value}
+
+    def _malformed_event(self, events: list, name: str, s: int, e: int, error: Exception) -> None:
+        if self.malformed is None:
+            self.malformed = set()
+        self.malformed.add(name)
+        ev = {"type": "region_malformed", "field": name}
+        if self.offsets:
+            ev["start"], ev["end"] = s, e
+        ev["error"] = error
+        events.append(ev)
+
+    def _close(self, events: list, s: int, e: int) -> None:
+        """Close the current region at ``[s, e)`` (its close delimiter, or an empty span), store its value,
+        and go back to the implicit field. With `recover` (malformed="event"), a value that fails to parse
+        ends the region with a ``region_malformed`` event instead of raising."""
         fi = self.current
         if fi is not None and self.opened:
             self._flush(events)
-            field = self.t.fields[fi]
-            value = self.stores[fi](self.output, "".join(self.body + self.tail), self.captures, self.tool_params)
-            events.append({"type": "region_close", "field": field["name"], "value": value})
+            name = self.names[fi]
+            body = "".join(self.body + self.tail)
+            if self.recover:
+                try:
+                    value = self.stores[fi](self.output, body, self.captures, self.tool_params)
+                except (KeyError, TypeError, ValueError) as error:
+                    self._malformed_event(events, name, s, e, error)
+                else:
+                    events.append(self._close_event(name, s, e, value))
+            else:
+                value = self.stores[fi](self.output, body, self.captures, self.tool_params)
+                events.append(self._close_event(name, s, e, value))
         self.current = self.t.implicit
         self.captures = {}
         self.body, self.tail, self.tail_len = [], [], 0

@@ -127,6 +127,7 @@ class Scanner:
         i = scan - base
         n = self.end - base
         can_start = mode.can_start
+        guards = mode.guards
         while i < n:
             if len(attempts) == 1 and attempts[0].fin < 0:
                 # One live attempt: cross whole literals and self-loops in C, then step plain characters
@@ -166,6 +167,8 @@ class Scanner:
                         if term[st]:
                             a.fin = nxt
             st = mode.start0 if pos == 0 else startN
+            if guards is not None and st == startN and guards[cls] is not None and not _viable(guards[cls], text, i):
+                st = 0  # every pattern an attempt here could match needs a lookbehind that fails
             if st:
                 hit = acc[st]
                 if term[st]:
@@ -300,6 +303,14 @@ class Scanner:
                 if not p.exact and (p.horizon < 0 or self.end < a.fin + p.horizon):
                     return WAIT
         return pick_winner(t, self.mode, self.text, self.base, a.start, a.ends)
+
+
+def _viable(guards: tuple, text: str, i: int) -> bool:
+    """Whether one of the lookbehinds `guards` holds at buffer index `i` (`runtime/lead_assert.py`)."""
+    for g in guards:
+        if g.match(text, i) is not None:
+            return True
+    return False
 
 
 def _start(a: Attempt) -> int:

@@ -14,6 +14,8 @@ from array import array
 import numpy as np
 import regex
 
+from .lead_assert import start_guards
+
 from .values import STREAMABLE
 
 logger = logging.getLogger("chatparse")
@@ -25,7 +27,7 @@ class Mode:
     """One parser mode: the delimiters it watches and their combined DFA."""
 
     __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes",
-                 "anchor_re", "anchor_char", "wchars", "wdeep_re", "jump", "loop", "can_start", "exact")
+                 "anchor_re", "anchor_char", "wchars", "wdeep_re", "jump", "loop", "can_start", "exact", "guards")
 
     def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list):
         trans = np.asarray(raw["trans"])
@@ -61,6 +63,7 @@ class Mode:
         nullable = self.acc[self.startN] is not None
         self.can_start = [nullable or bool(self.trans[self.startN * n_classes + c]) for c in range(n_classes)]
         self.exact = False  # every watched pattern decided by the tables alone (set by `Tables`)
+        self.guards = None  # per class: lookbehinds one of which an attempt's start must satisfy (`lead_assert`)
 
     def cross(self, text: str, i: int, n: int, st: int) -> tuple[int, int]:
         """For a lone attempt in state `st` at offset `i` (< `n`): cross whole literals (`jump`) and runs that
@@ -330,6 +333,7 @@ class Tables:
         self.class_sources = sources  # for deeper prefilters built on demand (runtime/oneshot.py)
         for mode in self.modes:
             mode.exact = all(self.patterns[pi].exact for pi in mode.patterns)
+            mode.guards = start_guards(mode, [self.patterns[pi].source for pi in mode.patterns])
         if len(self.modes) != len(self.fields) + 1:
             raise ValueError("tables: expected one mode per field plus the outside mode")
         self.history = max([p.history for p in self.patterns] + [1])

@@ -81,16 +81,14 @@ class _SpanCore(StreamParser):
             return
         super()._text(text, events)
 
-    def _open(self, fi: int, m, events: list) -> None:
-        d = self.scanner.decided
+    def _open(self, fi: int, m, events: list, s: int, e: int) -> None:
         self.scanner.decided = None
-        super()._open(fi, m, events)
-        s, e = (d[0], d[1]) if d is not None else (self.scanner.pos, self.scanner.pos)
+        super()._open(fi, m, events, s, e)
         self.region_start = e
         self.open_span = (s, e)
         self.owner._on_open(events[-1], (s, e))
 
-    def _close(self, events: list) -> None:
+    def _close(self, events: list, s: int, e: int) -> None:
         fi, opened = self.current, self.opened
         d = self.scanner.decided
         close = None
@@ -102,11 +100,12 @@ class _SpanCore(StreamParser):
         else:
             end = self.scanner.end
         n = len(events)
-        super()._close(events)
+        super()._close(events, s, e)
         if fi is not None and opened:
             rec = {"field": self.t.fields[fi]["name"], "open": self.open_span, "body": (self.region_start, end),
                    "close": close}
-            ev = events[-1] if len(events) > n and events[-1]["type"] == "region_close" else None
+            ev = events[-1] if len(events) > n and events[-1]["type"] in ("region_close", "region_malformed") \
+                else None
             self.owner._on_close(ev, rec)
         self.region_start = None
         self.open_span = None

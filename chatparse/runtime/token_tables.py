@@ -197,7 +197,8 @@ def _probe_decision(tables, mode: int, before: str, at_start: bool, text: str):
         return None  # (text before the first attempt would be released)
     # "pure": the same for any characters before `text` (not at the start, where `^` holds, and no attempt was
     # resolved, which is where `regex` may look back)
-    return ("H", tuple([attempt_record(a, n0) for a in sc.attempts]), not at_start and not sc.resolved)
+    pure = not at_start and not sc.resolved and tables.modes[mode].guards is None  # (guards read `before`)
+    return ("H", tuple([attempt_record(a, n0) for a in sc.attempts]), pure)
 
 
 def attempt_record(a: Attempt, at: int) -> tuple:
@@ -350,7 +351,8 @@ class TokenTablesBase:
         if len(cache) >= _TRANSITION_CACHE:
             return None
         eff = None
-        if text and len(text) <= 256:
+        # (a mode whose attempts start only where a lookbehind holds cannot be probed after placeholders)
+        if text and len(text) <= 256 and self.compiled.tables.modes[mode].guards is None:
             n = len(states)
             sc = _Probe(self.compiled.tables)
             sc.push("\x00" * (1 + n))

@@ -1,0 +1,163 @@
+"""Hypothesis strategies for generated templates and texts, shared by the differential suites (against
+transformers' interpreter, tests/test_differential.py, and vLLM's copy, tests/test_vllm_dialect.py).
+
+Imports neither reference: the vLLM suite runs in an environment where transformers' interpreter is absent.
+"""
+
+from __future__ import annotations
+
+import regex
+from hypothesis import strategies as st
+
+import chatparse
+
+ALPHA = "ab<>/x\n "
+lit = st.text(alphabet="ab<>/x", min_size=1, max_size=4)
+
+ATOMS = [r"[ab]", r"\w", r".", r"[^>]", r"\s", r"x", r"<", r">", r"/", r"b"]
+QUANTS = ["", "", "", "*", "+", "?", "*?", "+?", "??", "{1,2}", "{0,2}?"]
+
+
+@st.composite
+def regex_source(draw, allow_groups=True):
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        if draw(st.booleans()):
+            parts.append(regex.escape(draw(lit)))
+        else:
+            parts.append(draw(st.sampled_from(ATOMS)) + draw(st.sampled_from(QUANTS)))
+    body = "".join(parts)
+    if draw(st.integers(0, 4)) == 0:
+        body = f"(?:{body}|{regex.escape(draw(lit))})"
+    if allow_groups and draw(st.integers(0, 3)) == 0:
+        body = f"(?P<g>{body})"
+    return body
+
+
+@st.composite
+def delimiter(draw, kind: str, implicit_close: bool = False):
+    """A field's open or close: a literal, a literal list, or a pattern (possibly anchored or lookaround)."""
+    choice = draw(st.integers(0, 9))
+    if choice <= 3:
+        return {kind: draw(lit)}
+    if choice <= 5:
+        return {kind: draw(st.lists(lit, min_size=1, max_size=3))}
+    src = draw(regex_source())
+    extra = draw(st.integers(0, 9))
+    if kind == "open" and extra == 0:
+        src = f"(?:^|{src})"
+    elif kind == "close" and implicit_close and extra <= 1:
+        src = draw(st.sampled_from([r"$", r"\Z", src + r"(?=x)", src + "$"]))
+    elif extra == 2:
+        src = r"(?<=[ab])" + src
+    elif extra == 3:
+        src = src + r"(?=[ab\n])"
+    return {f"{kind}_pattern": src}
+
+
+# Bodies for the value kinds that can fail to parse (`templates(failing=True)`): JSON that parses or not,
+# numbers and not, dicts with and without the key a dotted transform reads.
+VALUE_PIECES = ['{"x": 1}', '{"x": "a"}', '{"y": 2}', '[1, 2]', "12", " 7 ", "{bad", '"s"', "x1"]
+
+
+def _failing_value(draw, f: dict) -> None:
+    """Give field `f` a value that can fail to parse: JSON (bad bodies), int, a dotted transform over JSON
+    (a body without the key, or not a dict), or a join over JSON values (not strings)."""
+    kind = draw(st.integers(0, 5))
+    groups = "transform" in f and "g" in f["transform"]
+    if kind == 1:
+        f["content"] = "json"
+    elif kind == 2:
+        f["content"] = "int"
+    elif kind == 3:
+        f["content"] = "json"
+        f.pop("join", None)
+        f["transform"] = {"x": "{content.x}", **({"g": "{g}"} if groups else {})}
+    elif kind == 4 and f.get("repeats") and not groups:
+        f["content"] = "json"
+        f["join"] = "|"
+
+
+@st.composite
+def templates(draw, failing: bool = False):
+    """A random template of 1-3 explicit fields and maybe an implicit one. With `failing`, fields may also
+    take value kinds whose bodies can fail to parse (`_failing_value`); without it the draws are the same
+    as they always were (the transformers suite's examples do not move)."""
+    fields = {}
+    names = draw(st.lists(st.sampled_from(["a", "b", "c", "tool"]), min_size=1, max_size=3, unique=True))
+    for name in names:
+        f = dict(draw(delimiter("open")))
+        if draw(st.integers(0, 5)) > 0:
+            f.update(draw(delimiter("close")))
+        content_kind = draw(st.integers(0, 5))
+        if content_kind == 0:
+            f["content_args"] = {"strip": False}
+        if draw(st.booleans()):
+            f["repeats"] = True
+            if draw(st.integers(0, 2)) == 0:
+                f["join"] = "|"
+        pats = [v for k, v in f.items() if k.endswith("_pattern")]
+        if any(regex.compile(p).groupindex for p in pats):
+            f["transform"] = {"g": "{g}", "c": "{content}"} if "join" not in f else None
+            if f["transform"] is None:
+                del f["transform"]
+                del f["join"]
+                f["transform"] = {"g": "{g}", "c": "{content}"}
+        if failing:
+            _failing_value(draw, f)
+        fields[name] = f
+    if draw(st.booleans()):
+        impl = {}
+        if draw(st.integers(0, 3)) > 0:
+            impl.update(draw(delimiter("close", implicit_close=True)))
+            for k in list(impl):
+                if k.endswith("_pattern") and regex.compile(impl[k]).groupindex:
+                    impl["transform"] = {"g": "{g}", "c": "{content}"}
+        if draw(st.integers(0, 2)) == 0:
+            impl["repeats"] = True
+        fields["content"] = impl
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
+
+
+def _delims(template) -> list[str]:
+    out = []
+    for f in template["fields"].values():
+        for k in ("open", "close"):
+            v = f.get(k)
+            if isinstance(v, str):
+                out.append(v)
+            elif isinstance(v, list):
+                out.extend(v)
+    return out or ["<a>"]
+
+
+@st.composite
+def texts_for(draw, template, extra: tuple = ()):
+    """A text of delimiters, cut delimiters and filler; with `extra`, pieces drawn from it too."""
+    delims = _delims(template)
+    pieces = []
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(st.integers(0, 4 if extra else 3))
+        if kind == 4:
+            pieces.append(draw(st.sampled_from(extra)))
+        elif kind == 0:
+            pieces.append(draw(st.sampled_from(delims)))
+        elif kind == 1:
+            d = draw(st.sampled_from(delims))
+            pieces.append(d[: draw(st.integers(0, len(d)))])
+        else:
+            pieces.append(draw(st.text(alphabet=ALPHA, max_size=4)))
+    return "".join(pieces)
+
+
+def compiles(template) -> bool:
+    """chatparse refuses only templates the reference cannot run (zero-width open+close loops)."""
+    try:
+        chatparse.compile_template(template)
+    except ValueError as e:
+        if "empty string" in str(e):
+            return False
+        raise
+    return True
+
+
