@@ -433,6 +433,7 @@ class Pattern {
     this.horizon = raw.horizon;
     this.source = raw.source;
     this.groups = t && !t.error ? t.groups : {};
+    this.jsSource = t && !t.error ? t.source : null; // (its leading lookbehind becomes a start guard)
     this.rx = this.rxFull = null;
     if (!this.exact || this.namedGroups) {
       const what = `${where} (${raw.key} of field ${raw.field}: ${JSON.stringify(raw.source)})`;
@@ -498,6 +499,7 @@ class Mode {
       });
       this.firstRe = new RegExp(alts.length ? alts.join("|") : "(?!)", "gu");
     }
+    this.guards = null; // per class: lookbehinds one of which an attempt's start must satisfy (startGuards)
   }
 }
 
@@ -592,6 +594,7 @@ export class Tables {
     for (const name of arrays.keys()) if (!known.has(name)) fail(`unknown array '${name}'`);
     this.history = Math.max(1, ...this.patterns.map((p) => p.history));
     this.dirty = this.fields.map((f) => !STREAMABLE.has(f.content));
+    for (const mode of this.modes) mode.guards = startGuards(mode, mode.patterns.map((pi) => this.patterns[pi]));
     // start anchor
     const anchor = spec.start_anchor;
     const anchorT = translation(js && js.anchor, "js.anchor", fail, delimiterSource(anchor));
@@ -684,6 +687,175 @@ function groupdict(m, t) {
     else if (!hasOwn(out, pyName)) setKey(out, pyName, null);
   }
   return out;
+}
+
+// ------------------------------------------------------------------------------------------------ start guards
+
+// The twin of chatparse/runtime/lead_assert.py. The tables approximate a lookbehind by the empty string, so an
+// attempt of a lookbehind-led pattern would start (and hold its characters) even where the lookbehind already
+// fails. Per character class, when every pattern an attempt starting with that class could still match has a
+// leading lookbehind, the attempt starts only where one of those lookbehinds holds (Scanner.decide).
+//
+// Which patterns have one is read from the Python source, exactly as Python reads it (`leadingAssertion`); the
+// lookbehind that runs is the head of the pattern's JavaScript translation (the compiler translates a leading
+// `(?<=...)`/`(?<!...)` as the first item of the translation, itself translated). When one of a mode's
+// lookbehinds does not compile on its own (a backreference to a group outside it), Python's `regex.compile`
+// fails too and Python leaves the whole mode unguarded: so does this.
+
+function pyClassEnd(src, i) {
+  // Just past the Python character class opening at src[i] === "[" (a leading "]" is a member).
+  const n = src.length;
+  i++;
+  if (i < n && src[i] === "^") i++;
+  if (i < n && src[i] === "]") i++;
+  while (i < n && src[i] !== "]") i += src[i] === "\\" ? 2 : 1;
+  return i + 1;
+}
+
+function pyGroupEnd(src, i) {
+  // Just past the Python group opening at src[i] === "(", or -1 if it never closes.
+  let depth = 0;
+  const n = src.length;
+  while (i < n) {
+    const c = src[i];
+    if (c === "\\") {
+      i += 2;
+      continue;
+    }
+    if (c === "[") {
+      i = pyClassEnd(src, i);
+      continue;
+    }
+    if (c === "(") depth++;
+    else if (c === ")") {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+    i++;
+  }
+  return -1;
+}
+
+function pyTopLevelBar(src, i) {
+  const n = src.length;
+  while (i < n) {
+    const c = src[i];
+    if (c === "|") return true;
+    if (c === "\\") i += 2;
+    else if (c === "[") i = pyClassEnd(src, i);
+    else if (c === "(") {
+      i = pyGroupEnd(src, i);
+      if (i < 0) return true;
+    } else i++;
+  }
+  return false;
+}
+
+/** The lookbehind every match of the Python pattern `src` starts with (lead_assert.leading_assertion), or null. */
+export function leadingAssertion(src) {
+  if (!src.startsWith("(?<=") && !src.startsWith("(?<!")) return null;
+  const end = pyGroupEnd(src, 0);
+  if (end < 0 || pyTopLevelBar(src, end)) return null;
+  return src.slice(0, end);
+}
+
+/** The leading lookbehind of a JavaScript translation (u-mode syntax: `]` always ends a class), or null. */
+export function jsLeadingLookbehind(src) {
+  if (typeof src !== "string" || !(src.startsWith("(?<=") || src.startsWith("(?<!"))) return null;
+  let depth = 0;
+  for (let i = 0; i < src.length; ) {
+    const c = src[i];
+    if (c === "\\") i += 2;
+    else if (c === "[") {
+      i++;
+      while (i < src.length && src[i] !== "]") i += src[i] === "\\" ? 2 : 1;
+      i++;
+    } else {
+      if (c === "(") depth++;
+      else if (c === ")" && --depth === 0) return src.slice(0, i + 1);
+      i++;
+    }
+  }
+  return null;
+}
+
+function livePatterns(mode) {
+  // Per state: a 0/1 flag per local pattern, 1 where some path from the state (end of text included) can
+  // still match that pattern (lead_assert._live_patterns).
+  const n = mode.term.length, ncls = mode.nClasses, W = mode.patterns.length;
+  const live = Array.from({ length: n }, () => new Uint8Array(W));
+  const preds = Array.from({ length: n }, () => new Set());
+  for (let s = 0; s < n; s++) {
+    const hit = mode.acc[s];
+    if (hit !== null) for (const [p] of hit) live[s][p] = 1;
+  }
+  for (let s = 1; s < n; s++) {
+    for (let c = 0; c < ncls; c++) {
+      const t = mode.trans[s * ncls + c];
+      if (t) preds[t].add(s);
+    }
+    if (mode.eot[s]) preds[mode.eot[s]].add(s);
+  }
+  const work = [];
+  for (let s = 0; s < n; s++) if (live[s].some((x) => x)) work.push(s);
+  while (work.length) {
+    const t = work.pop();
+    for (const s of preds[t]) {
+      let changed = false;
+      for (let p = 0; p < W; p++) {
+        if (live[t][p] && !live[s][p]) {
+          live[s][p] = 1;
+          changed = true;
+        }
+      }
+      if (changed) work.push(s);
+    }
+  }
+  return live;
+}
+
+/** Per character class: the lookbehind RegExps ("suy") one of which must hold where an attempt starting with a
+ * character of that class (at an offset where the start state is `startN`) is to start, or null; null for the
+ * whole mode when no class is guarded (lead_assert.start_guards). `patterns`: the mode's Pattern objects. */
+function startGuards(mode, patterns) {
+  const found = patterns.map((p) => leadingAssertion(p.source));
+  if (found.every((f) => f === null)) return null;
+  const compiled = new Map();
+  for (let j = 0; j < found.length; j++) {
+    if (found[j] === null) continue;
+    const lb = jsLeadingLookbehind(patterns[j].jsSource);
+    if (lb === null) return null; // (no translation to run: unguarded, as when Python cannot compile it)
+    try {
+      if (!compiled.has(found[j])) compiled.set(found[j], new RegExp(lb, "suy"));
+    } catch {
+      return null;
+    }
+  }
+  const live = livePatterns(mode);
+  const ncls = mode.nClasses, start = mode.startN, W = found.length;
+  const nullable = new Uint8Array(W);
+  if (mode.acc[start] !== null) for (const [p] of mode.acc[start]) nullable[p] = live[start][p];
+  const out = [];
+  let any = false;
+  for (let c = 0; c < ncls; c++) {
+    const t = mode.trans[start * ncls + c];
+    const ps = [];
+    for (let p = 0; p < W; p++) if (nullable[p] || (t && live[t][p])) ps.push(p);
+    if (!ps.length || ps.some((p) => found[p] === null)) out.push(null);
+    else {
+      out.push([...new Set(ps.map((p) => compiled.get(found[p])))]);
+      any = true;
+    }
+  }
+  return any ? out : null;
+}
+
+function viable(guards, text, i) {
+  for (const g of guards) {
+    g.lastIndex = i;
+    if (g.exec(text) !== null) return true;
+  }
+  return false;
 }
 
 // ------------------------------------------------------------------------------------------------ scanner
@@ -799,6 +971,8 @@ class Scanner {
         }
       }
       let st = scan === 0 ? mode.start0 : mode.startN;
+      // every pattern an attempt here could match needs a lookbehind that fails: no attempt
+      if (mode.guards !== null && st === mode.startN && mode.guards[cls] !== null && !viable(mode.guards[cls], text, scan - base)) st = 0;
       if (st) {
         const a = new Attempt(scan, st);
         let hit = acc[st];
