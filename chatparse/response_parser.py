@@ -21,7 +21,7 @@ from .runtime.coerce import schema_types as _schema_types
 from .runtime.coerce import tool_params
 from .runtime.dialect import Dialect, resolve
 from .runtime.oneshot import parse_whole
-from .runtime.parser import StreamParser
+from .runtime.parser import StreamParser, raise_malformed
 
 __all__ = ["ResponseParser", "parse_response", "_coerce", "_schema_types"]
 
@@ -120,9 +120,7 @@ def parse_response(text: str, response_template: Any, *, prefix: str | None = No
     parser = ResponseParser(compiled, prefix, tools=tools, dialect=d)
     events = parser.initial_events + parser.feed(text)
     message, final = parser.finalize()
-    for event in events + final:
-        if event["type"] == "region_malformed":
-            raise event["error"]
+    raise_malformed(events + final)
     return message
 
 

@@ -1348,7 +1348,7 @@ def test_generated_templates_by_tokens_match_the_text_parser(toks, data):
     differential suite's) fed token by token give exactly ResponseParser's events and message, where tokens
     decide delimiters through cached scanner runs (`TokenTablesBase.decision`): twice, so that the second
     parser meets the first one's cache."""
-    from test_differential import compiles, templates as gen_templates, texts_for
+    from strategies import compiles, templates as gen_templates, texts_for
 
     template = data.draw(gen_templates())
     if not compiles(template):
@@ -1366,7 +1366,7 @@ def test_generated_templates_by_streams_match_single_parsers(toks, data):
     """Generated templates (the differential suite's) stepped as streams: two generations of streams over the
     same texts (the second meets the rows the first taught: fresh rows, pending, held and match rows) and a
     small buffer that wraps, each stream with exactly its own TokenParser's events, errors and message."""
-    from test_differential import compiles, templates as gen_templates, texts_for
+    from strategies import compiles, templates as gen_templates, texts_for
 
     template = data.draw(gen_templates())
     if not compiles(template):

@@ -156,6 +156,14 @@ def final_output(tables: Tables, output: dict, malformed: set | None = None) -> 
     return output
 
 
+def raise_malformed(events: list) -> None:
+    """Raise the error of the first ``region_malformed`` event in `events`, if any: how `parse_response`
+    ends in the serving dialect (vLLM's copy parses the whole text first, then raises)."""
+    for ev in events:
+        if ev["type"] == "region_malformed":
+            raise ev["error"]
+
+
 class StreamParser:
     """One generation's parse state. `feed`/`finish` return the events they produced."""
 

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .coerce import tool_params
-from .parser import StreamParser
+from .dialect import resolve
+from .parser import StreamParser, raise_malformed
 from .token_decode import _decode_all, _ids_list
 from .token_tables import LoadedVocab, TokenTablesBase, _whole_delimiter
 
@@ -82,45 +83,55 @@ class TokenBinding:
         """The tokenizer's decode of `ids` (the text the parser sees)."""
         return _decode_all(self.vocab, _ids_list(ids, self.vocab.size))
 
-    def parser(self, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False) -> "TokenParser":
+    def parser(self, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False,
+               dialect=None, offsets: bool | None = None, malformed: str | None = None) -> "TokenParser":
         from .token_parser import TokenParser  # imports this module
 
-        return TokenParser(self, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+        return TokenParser(self, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans, dialect=dialect,
+                           offsets=offsets, malformed=malformed)
 
-    def parse(self, ids, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False):
-        """One-shot: the message for a complete generation given as ids ((message, spans) with spans=True)."""
+    def parse(self, ids, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False,
+              dialect=None, malformed: str | None = None):
+        """One-shot: the message for a complete generation given as ids ((message, spans) with spans=True).
+        ``dialect``/``malformed`` as for `chatparse.parse_response` (with malformed="event" the whole text
+        is parsed before the first malformed region's error is raised)."""
         prefix = self._prefix_text(prefix, prefix_ids)
+        d = resolve(dialect, malformed=malformed)
         if spans:
             from .token_parser import TokenParser
 
-            p = TokenParser(self, prefix=prefix, tools=tools, spans=True)
-            p.feed_tokens(ids)
-            message, _ = p.finalize()
+            p = TokenParser(self, prefix=prefix, tools=tools, spans=True, dialect=d)
+            events = p.initial_events + p.feed_tokens(ids)
+            message, final = p.finalize()
+            raise_malformed(events + final)
             return message, p.spans
         text = _decode_all(self.vocab, _ids_list(ids, self.vocab.size))
         tables = self.compiled.tables
-        core = StreamParser(tables, self.tool_params(tools))  # what chatparse.parse_response does
+        core = StreamParser(tables, self.tool_params(tools), d)  # what chatparse.parse_response does
         cut = tables.cut_prefix(prefix) if prefix else ""
-        if cut:
-            core.feed(cut)
-        core.feed(text)
-        message, _ = core.finish()
+        events = core.feed(cut) if cut else []
+        events += core.feed(text)
+        message, final = core.finish()
+        raise_malformed(events + final)
         return message
 
-    def parse_batch(self, batch, *, prefix: Any = None, prefix_ids: Any = None, tools=None, spans: bool = False) -> list:
+    def parse_batch(self, batch, *, prefix: Any = None, prefix_ids: Any = None, tools=None, spans: bool = False,
+                    dialect=None, malformed: str | None = None) -> list:
         """Parse many generations (a list of id sequences or a 2-D array). The prefix (text or ids) is one for
         all items or one per item."""
         items = _batch_items(batch)
         prefixes = self._batch_prefixes(len(items), prefix, prefix_ids)
-        return [self.parse(ids, prefix=p, tools=tools, spans=spans) for ids, p in zip(items, prefixes)]
+        return [self.parse(ids, prefix=p, tools=tools, spans=spans, dialect=dialect, malformed=malformed)
+                for ids, p in zip(items, prefixes)]
 
     def streams(self, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
-                spans: bool = False, capacity: int = 1024) -> "TokenStreams":
+                spans: bool = False, capacity: int = 1024, dialect=None, offsets: bool | None = None,
+                malformed: str | None = None) -> "TokenStreams":
         """`TokenStreams` for `n` generations (prefix: one for all or one per stream)."""
         from .token_streams import TokenStreams  # imports this module
 
         return TokenStreams(self, n, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans,
-                            capacity=capacity)
+                            capacity=capacity, dialect=dialect, offsets=offsets, malformed=malformed)
 
     # -- prefixes ---------------------------------------------------------------------------------------------
     def _prefix_text(self, prefix, prefix_ids) -> str:
@@ -243,13 +254,15 @@ def token_binding(compiled) -> "TokenBinding":
 # One-shot helpers
 # --------------------------------------------------------------------------------------------------------------
 def parse_tokens(ids, binding: TokenBinding, *, prefix: str | None = None, prefix_ids=None, tools=None,
-                 spans: bool = False):
+                 spans: bool = False, dialect=None, malformed: str | None = None):
     """Parse a complete generation given as token ids. Returns the message, or `(message, spans)`."""
-    return binding.parse(ids, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+    return binding.parse(ids, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans, dialect=dialect,
+                         malformed=malformed)
 
 
 def parse_tokens_batch(batch, binding: TokenBinding, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
-                       spans: bool = False) -> list:
+                       spans: bool = False, dialect=None, malformed: str | None = None) -> list:
     """Parse many generations (list of id sequences or a 2-D array); prefix one for all or one per item."""
-    return binding.parse_batch(batch, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans)
+    return binding.parse_batch(batch, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans,
+                               dialect=dialect, malformed=malformed)
 

@@ -23,6 +23,7 @@ region in one step. Any other token runs through the character engine for that t
 
 from __future__ import annotations
 
+from .dialect import resolve
 from .parser import StreamParser
 from .scanner import Scanner
 from .token_binding import TokenBinding, token_binding
@@ -52,8 +53,8 @@ class _SpanScanner(Scanner):
 class _SpanCore(StreamParser):
     """StreamParser that records the offsets of every region and delimiter (absolute scanner offsets)."""
 
-    def __init__(self, tables, tool_params_, owner):
-        super().__init__(tables, tool_params_)
+    def __init__(self, tables, tool_params_, owner, dialect):
+        super().__init__(tables, tool_params_, dialect)
         self.scanner = _SpanScanner(tables)
         self.owner = owner
         self.region_start = None
@@ -149,10 +150,10 @@ class TokenParser:
     __slots__ = ("_b", "_bytes_kind", "_core", "_cut", "_dec", "_delims", "_dirty", "_fast", "_fdirty", "_first_re",
                  "_fname", "_history", "_hold_pure", "_lazy_ok", "_lrow", "_mheld", "_mode", "_mode_index", "_names",
                  "_never", "_opening", "_pbase", "_pend", "_records", "_sink", "_size", "_spans_on", "_tab", "_tail",
-                 "_tail_append", "_tok_text", "_tt", "initial_events", "__dict__")
+                 "_tail_append", "_tok_text", "_tt", "dialect", "initial_events", "__dict__")
 
     def __init__(self, binding: TokenBinding, *, prefix: str | None = None, prefix_ids=None, tools=None,
-                 spans: bool = False):
+                 spans: bool = False, dialect=None, offsets: bool | None = None, malformed: str | None = None):
         if not isinstance(binding, TokenBinding):
             if getattr(binding, "_token_binding", None) is not None or "tokens" in (
                     getattr(binding, "raw_tables", None) or {}):
@@ -171,7 +172,8 @@ class TokenParser:
         self._spans_on = bool(spans)
         tp = b.tool_params(tools)
         tables = b.compiled.tables
-        core = _SpanCore(tables, tp, self) if spans else StreamParser(tables, tp)
+        d = self.dialect = resolve(dialect, offsets=offsets, malformed=malformed)
+        core = _SpanCore(tables, tp, self, d) if spans else StreamParser(tables, tp, d)
         self._core = core
         self._records: list = []
         self._dec = _Decoder(vocab, track=spans)
@@ -181,6 +183,8 @@ class TokenParser:
         self._cut = cut  # (what the core's state at the start is a function of: `TokenStreams` fresh rows)
         if cut:
             self.initial_events = core.feed(cut)
+            if not d.prompt_chunks:
+                core.prompt_end = len(cut)
         self._tt = tt
         self._never = tt.never
         self._fast = tt.fast
@@ -286,6 +290,13 @@ class TokenParser:
 
     # -- state -------------------------------------------------------------------------------------------------
     @property
+    def input_text(self) -> str:
+        """The cut prefix, then the text of every id fed (as `chatparse.ResponseParser.input_text`; bytes of
+        a character still split across tokens are not text yet). Kept only in a dialect with
+        ``input_text=True`` (the "vllm" preset)."""
+        return self._core.input_text() + self._deferred_text()
+
+    @property
     def spans(self) -> list[dict]:
         """With spans=True: one record per closed region, in order (field, open, body, close)."""
         if not self._spans_on:
@@ -316,6 +327,9 @@ class TokenParser:
         f = core.current
         self._sink = f is None  # no implicit field: text outside regions is dropped
         self._opening = f is not None and not core.opened  # the implicit region opens on its first text
+        if core.offsets and self._opening or sc.pos < core.prompt_end:
+            # the token paths hand out no spans, and no prompt text held at the prompt's end: the core does
+            return
         if f is not None:
             self._fname = self._names[f]
             self._fdirty = self._dirty[f]
@@ -631,6 +645,15 @@ class TokenParser:
 
     def _on_open(self, event: dict, delim) -> None:
         event["open"] = None if delim is None else self._span(*delim)
+        self._token_range(event)
+
+    def _token_range(self, event) -> None:
+        """With spans and offsets both on: ``token_start``/``token_end``, the generated tokens that overlap the
+        event's ``[start, end)`` (for an empty span, the token holding that boundary, or none where it falls
+        between two tokens); None for a span inside the prompt."""
+        if event is not None and "start" in event:
+            span = self._span(event["start"], event["end"])
+            event["token_start"], event["token_end"] = (None, None) if span is None else span["tokens"]
 
     def _on_close(self, event, rec: dict) -> None:
         out = {"field": rec["field"],
@@ -640,4 +663,5 @@ class TokenParser:
         self._records.append(out)
         if event is not None:
             event["span"] = out
+            self._token_range(event)
 

@@ -315,16 +315,18 @@ class TokenStreams:
     """
 
     def __init__(self, binding: TokenBinding, n: int, *, prefix: Any = None, prefix_ids: Any = None, tools=None,
-                 spans: bool = False, capacity: int = 1024):
+                 spans: bool = False, capacity: int = 1024, dialect=None, offsets: bool | None = None,
+                 malformed: str | None = None):
         if n < 1:
             raise ValueError("TokenStreams needs at least one stream")
         prefixes = binding._batch_prefixes(n, prefix, prefix_ids)
         self.binding = binding
         self.n = n
-        self.parsers = [TokenParser(binding, prefix=p, tools=tools, spans=spans) for p in prefixes]
+        self.parsers = [TokenParser(binding, prefix=p, tools=tools, spans=spans, dialect=dialect, offsets=offsets,
+                                    malformed=malformed) for p in prefixes]
         tt = binding.tables
         self._tt = tt
-        self._R = tt.batch_rows(_Rows)
+        self._R = tt.batch_rows(_Rows, self.parsers[0].dialect)
         self._size = V = binding.vocab.size
         self._nm = tt.n_modes
         self._none = tt.none_row
@@ -390,7 +392,7 @@ class TokenStreams:
         sc = core.scanner
         att = sc.attempts
         if (not att or sc.scan != sc.end or att[0].start != sc.pos or p._sink or p._opening or p._spans_on
-                or core.stalled or core.failed is not None or core.finished or not p._dec.clean()):
+                or sc.pos < core.prompt_end or core.stalled or core.failed is not None or core.finished or not p._dec.clean()):
             return self._none
         pos = sc.pos
         return self._R.match_row(p._mode, sc.text[pos - sc.base:], tuple([attempt_record(a, pos) for a in att]))

@@ -435,12 +435,17 @@ class TokenTablesBase:
         trans, ncls = m.trans, m.n_classes
         return [all(trans[s * ncls + c] == 0 for s in states) for c in range(ncls)]
 
-    def batch_rows(self, factory):
-        """The shared row tables of `TokenStreams` for this binding (built on first use)."""
+    def batch_rows(self, factory, key=None):
+        """The shared row tables of `TokenStreams` for this binding and event dialect `key` (built on first
+        use). Each dialect has its own: a row table keeps the events of learned transitions, and those are
+        the dialect's (spans or not)."""
         with self._lock:
-            rows = getattr(self, "_rows", None)
+            tables = getattr(self, "_rows", None)
+            if tables is None:
+                tables = self._rows = {}
+            rows = tables.get(key)
             if rows is None:
-                rows = self._rows = factory(self)
+                rows = tables[key] = factory(self)
         return rows
 
 
