@@ -293,3 +293,19 @@ def _regex_decided(template) -> bool:
     """Whether some delimiter of `template` is decided by `regex` rather than the tables (lookarounds and
     the like): the README's stated limitation of the timing rule."""
     return not all(p.exact for p in chatparse.compile_template(template).tables.patterns)
+
+
+def test_zero_width_loop_after_a_malformed_value_stops_where_vllm_hangs():
+    """README, Differences, "Hangs": in the serving dialect the first empty JSON body no longer stops vLLM's
+    copy, which then opens and closes the field at one offset forever; chatparse stops there, for any split."""
+    t = {"start_anchor": "<|A|>", "fields": {"tool_calls": {
+        "open_pattern": "(?P<g>[^>]*)(?=[ab\\n])", "close_pattern": "(?P<g>[^>]*)(?=[ab\\n])", "content": "json",
+        "transform": {"g": "{g}", "c": "{content}"}}}}
+    text = ">bx >bx <a><b\n\nb<a><<a>a//>b<a><<"
+    with pytest.raises(RefTimeout):
+        run_vllm(t, text, "<|A|>", seconds=0.5)
+    want = run_ours(t, [text], "<|A|>")
+    assert want[0] == "ok" and want[1] == {}
+    assert [e["type"] for e in want[2]] == ["region_open", "region_malformed"]
+    for cuts in ([2], [1, 2, 3, 5, 8], list(range(1, len(text)))):
+        assert run_ours(t, split(text, cuts), "<|A|>") == want
