@@ -21,6 +21,10 @@
 //   for (const chunk of stream) for (const ev of parser.feed(chunk)) render(ev);
 //   const [message, finalEvents] = parser.finalize();
 //
+// The serving dialect of vLLM 0.33.0 (chatparse/runtime/dialect.py): `new ResponseParser(tables, prompt,
+// { dialect: "vllm" })` - spans (code points) and captures on events, region_malformed events that do not end
+// the parse, prompt text kept out of chunks, `parser.inputText`; `offsets` and `malformed` options as in Python.
+//
 // Errors are `PyError`s whose `pyType` is the Python exception class chatparse raises for the same input
 // ("ValueError", "KeyError", "TypeError", "AttributeError", "RuntimeError", ...).
 
@@ -667,7 +671,7 @@ function* pyFinditer(t, text, what = "pattern") {
   }
 }
 
-export { pyFinditer as _pyFinditer, groupdict as _groupdict };
+export { pyFinditer as _pyFinditer, groupdict as _groupdict, pyRepr as _pyRepr };
 
 function pySub(t, text, repl) {
   let out = "";
@@ -883,6 +887,7 @@ class Scanner {
     this.scan = 0;
     this.attempts = [];
     this.eotFed = false;
+    this.cpPos = 0; // code points before `pos` (offsets on events and in messages are Python's: code points)
     this.setMode(0);
   }
 
@@ -914,6 +919,7 @@ class Scanner {
     const b = this.base;
     const out = this.text.slice(this.pos - b, upto - b);
     this.pos = upto;
+    this.cpPos += cpLen(out);
     const drop = upto - this.keep - b;
     if (drop > 256 && drop * 2 > this.text.length) {
       this.text = this.text.slice(drop);
@@ -1074,13 +1080,97 @@ function keyLess(x, y) {
   return cmpStr(x[2], y[2]) < 0;
 }
 
+// ------------------------------------------------------------------------------------------------ dialect
+
+// Which events a parser speaks (the twin of chatparse/runtime/dialect.py): transformers 5.23's (the default)
+// or vLLM 0.33.0's serving dialect.
+//   offsets       region_open / region_close / region_malformed carry `start` and `end`, the code-point span of
+//                 the parser's input (`inputText`) the event's delimiter consumed (empty for an implicit
+//                 boundary); an explicit open also carries `captures`.
+//   malformed     "raise" (default) or "event": a region whose value fails with KeyError, TypeError or
+//                 ValueError ends with {"type": "region_malformed", "field", ["start", "end",] "error"} (the
+//                 PyError) and parsing goes on; such a field is not a missing required field.
+//   promptChunks  false: prompt characters held back as a possible delimiter and released by a later feed are
+//                 left out of that feed's region_chunk (the region's value still holds them).
+//   inputText     the parser keeps its whole input (`ResponseParser#inputText`).
+const MALFORMED = ["raise", "event"];
+
+function makeDialect(offsets, malformed, promptChunks, inputText, name) {
+  for (const [k, v] of [["offsets", offsets], ["prompt_chunks", promptChunks], ["input_text", inputText]]) {
+    if (typeof v !== "boolean") throw E("TypeError", `Dialect.${k} must be a bool, got ${pyTypeName(v)}`);
+  }
+  if (!MALFORMED.includes(malformed)) throw E("ValueError", `Dialect.malformed must be 'raise' or 'event', got ${pyRepr(malformed)}`);
+  return Object.freeze({ offsets, malformed, promptChunks, inputText, name });
+}
+
+export const TRANSFORMERS = makeDialect(false, "raise", true, false, "transformers");
+export const VLLM = makeDialect(true, "event", false, true, "vllm");
+const PRESETS = { transformers: TRANSFORMERS, vllm: VLLM };
+const DIALECT_KINDS = "dialect must be 'transformers', 'vllm' or a chatparse.Dialect";
+
+/** The dialect for `dialect` (null/undefined or "transformers": the default; "vllm"; or an object with any of
+ * offsets, malformed, promptChunks (prompt_chunks), inputText (input_text), the rest defaulting as in
+ * TRANSFORMERS) with `offsets` and `malformed` applied over it where given (dialect.resolve). */
+export function resolveDialect(dialect = null, { offsets = null, malformed = null } = {}) {
+  let d;
+  if (dialect === null || dialect === undefined) d = TRANSFORMERS;
+  else if (typeof dialect === "string") {
+    if (!hasOwn(PRESETS, dialect)) throw E("ValueError", `${DIALECT_KINDS}, got ${pyRepr(dialect)}`);
+    d = PRESETS[dialect];
+  } else if (isDict(dialect)) {
+    const pick = (camel, snake, dflt) => (hasOwn(dialect, camel) ? dialect[camel] : hasOwn(dialect, snake) ? dialect[snake] : dflt);
+    d = makeDialect(pick("offsets", "offsets", false), pick("malformed", "malformed", "raise"), pick("promptChunks", "prompt_chunks", true),
+      pick("inputText", "input_text", false), typeof dialect.name === "string" ? dialect.name : "custom");
+  } else throw E("TypeError", `${DIALECT_KINDS}, got ${pyTypeName(dialect)}`);
+  let changed = false;
+  let [o, m] = [d.offsets, d.malformed];
+  if (offsets !== null && offsets !== undefined) {
+    if (typeof offsets !== "boolean") throw E("TypeError", `offsets must be a bool, got ${pyTypeName(offsets)}`);
+    changed ||= offsets !== o;
+    o = offsets;
+  }
+  if (malformed !== null && malformed !== undefined) {
+    if (!MALFORMED.includes(malformed)) throw E("ValueError", `malformed must be 'raise' or 'event', got ${pyRepr(malformed)}`);
+    changed ||= malformed !== m;
+    m = malformed;
+  }
+  return changed ? makeDialect(o, m, d.promptChunks, d.inputText, "custom") : d;
+}
+
+function pyRepr(v) {
+  // Python's repr() of a str (the quote it picks, the usual escapes) and of JSON-like scalars, for messages.
+  if (typeof v !== "string") return v === null || v === undefined ? "None" : typeof v === "boolean" ? (v ? "True" : "False") : String(v);
+  const q = v.includes("'") && !v.includes('"') ? '"' : "'";
+  let out = q;
+  for (const ch of v) {
+    const c = ch.codePointAt(0);
+    if (ch === q || ch === "\\") out += "\\" + ch;
+    else if (ch === "\n") out += "\\n";
+    else if (ch === "\r") out += "\\r";
+    else if (ch === "\t") out += "\\t";
+    else if (c !== 0x20 && NOT_PRINTABLE.test(ch)) {
+      // (str.isprintable's categories, as this engine's Unicode tables have them)
+      out += c < 0x100 ? `\\x${c.toString(16).padStart(2, "0")}` : c < 0x10000 ? `\\u${c.toString(16).padStart(4, "0")}` : `\\U${c.toString(16).padStart(8, "0")}`;
+    } else out += ch;
+  }
+  return out + q;
+}
+const NOT_PRINTABLE = /^[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]$/u;
+
+/** Python's repr() of a list of str. */
+const pyStrList = (xs) => `[${xs.map(pyRepr).join(", ")}]`;
+
+/** Whether `e` is an error a recovering parser turns into a region_malformed event: Python's KeyError,
+ * TypeError or ValueError (JSONDecodeError is a ValueError). */
+const isRecoverable = (e) => e instanceof PyError && ["KeyError", "TypeError", "ValueError", "JSONDecodeError"].includes(e.pyType);
+
 // ------------------------------------------------------------------------------------------------ parser
 
 const isEmpty = (v) => v === null || v === undefined || ((typeof v === "string" || Array.isArray(v)) && v.length === 0) || (isDict(v) && Object.keys(v).length === 0);
 
 /** One generation's parse state (the twin of runtime/parser.py StreamParser). */
 export class StreamParser {
-  constructor(tables, toolParams = null, warn = null) {
+  constructor(tables, toolParams = null, warn = null, dialect = TRANSFORMERS) {
     this.t = tables;
     this.toolParams = toolParams || new Map();
     this.warn = warn;
@@ -1092,15 +1182,33 @@ export class StreamParser {
     this.pending = [];
     this.scanner = new Scanner(tables);
     this.stalled = false;
+    this.emptyOpen = -1; // offset of the current region's open delimiter when that was zero-width
     this.finished = false;
     this.failed = null;
     this.held = ""; // a high surrogate at the end of a feed waits for its low half
+    // The dialect: spans on events (in code points, `Scanner.cpPos`), malformed regions as events,
+    // prompt text kept out of chunks before `promptEnd` (UTF-16, set by the owner once the prefix is fed), the
+    // whole input.
+    this.offsets = dialect.offsets;
+    this.recover = dialect.malformed === "event";
+    this.malformed = null; // names of fields whose value failed to parse (with `recover`)
+    this.promptEnd = 0;
+    this.inputs = dialect.inputText ? [] : null;
+  }
+
+  /** Everything this parser was given (the dialect's inputText); kept only where asked for. */
+  inputText() {
+    const inputs = this.inputs;
+    if (inputs === null) throw E("AttributeError", "input_text is kept only in a dialect with input_text=True (dialect='vllm')");
+    if (inputs.length > 1) inputs.splice(0, inputs.length, inputs.join(""));
+    return inputs.length ? inputs[0] : "";
   }
 
   feed(text) {
     this.checkUsable();
     const events = [];
     if (typeof text !== "string") throw E("TypeError", "feed() takes a string");
+    if (this.inputs !== null && text) this.inputs.push(text);
     if (!text) return events;
     if (this.stalled) return events;
     if (this.held) {
@@ -1147,8 +1255,9 @@ export class StreamParser {
       if (!this.stalled) this.process(events, true);
       this.flush(events);
       this.finished = true;
-      const missing = this.t.fields.filter((f) => !f.optional && !hasOwn(this.output, f.name)).map((f) => f.name);
-      if (missing.length) throw E("ValueError", `Required response_template fields missing from parsed output: ${JSON.stringify(missing)}`);
+      const bad = this.malformed;
+      const missing = this.t.fields.filter((f) => !f.optional && !hasOwn(this.output, f.name) && !(bad && bad.has(f.name))).map((f) => f.name);
+      if (missing.length) throw E("ValueError", `Required response_template fields missing from parsed output: ${pyStrList(missing)}`);
       const defaults = this.t.template.defaults;
       const out = {};
       for (const k of Object.keys(this.output)) if (hasOwn(defaults, k) || !isEmpty(this.output[k])) setKey(out, k, this.output[k]);
@@ -1173,18 +1282,29 @@ export class StreamParser {
       if (d === null) break;
       const [s, e, pi, m] = d;
       this.text(sc.take(s), events);
+      const cs = sc.cpPos; // (the span in code points, for the events)
       sc.take(e);
+      const ce = sc.cpPos;
       const p = t.patterns[pi];
       if (p.kind === "open") {
-        this.close(events);
-        this.open(p.field, m, p, events);
+        this.close(events, cs, cs);
+        this.open(p.field, m, p, events, cs, ce);
+        this.emptyOpen = s === e ? s : -1;
         sc.restart(1 + p.field, e);
       } else {
         const had = this.opened;
-        this.close(events);
+        const fi = this.current;
+        this.close(events, cs, ce);
         if (!had && s === e) {
           this.stalled = true;
-          if ((e < sc.end || !eos) && this.warn) this.warn(`chatparse: zero-width close of the empty implicit field at offset ${s}; the reference stops parsing here, so the rest of the text is ignored`);
+          if ((e < sc.end || !eos) && this.warn) this.warn(`chatparse: zero-width close of the empty implicit field at offset ${cs}; the reference stops parsing here, so the rest of the text is ignored`);
+          return;
+        }
+        if (s === e && s === this.emptyOpen) {
+          // a zero-width close right at a zero-width open: back in the outside mode at the offset where that
+          // open was decided, which decides it again, and so on forever
+          this.stalled = true;
+          if (this.warn) this.warn(`chatparse: field '${t.fields[fi].name}' opened and closed with zero width at offset ${cs}, and would do so forever (the reference never returns here); the rest of the text is ignored`);
           return;
         }
         sc.restart(0, e);
@@ -1192,19 +1312,32 @@ export class StreamParser {
     }
     if (eos) {
       this.text(sc.take(sc.end), events);
-      this.close(events);
+      this.close(events, sc.cpPos, sc.cpPos);
     } else {
       this.text(sc.take(sc.safeEnd()), events);
     }
   }
 
   text(text, events) {
+    // `text`, just handed out by the scanner (it ends at scanner.pos), goes to the current region.
     if (!text || this.current === null) return;
     if (!this.opened) {
-      events.push({ type: "region_open", field: this.t.fields[this.current].name });
+      const name = this.t.fields[this.current].name;
+      if (this.offsets) {
+        const at = this.scanner.cpPos - cpLen(text);
+        events.push({ type: "region_open", field: name, start: at, end: at });
+      } else events.push({ type: "region_open", field: name });
       this.opened = true;
     }
     this.body.push(text);
+    if (this.promptEnd) {
+      const start = this.scanner.pos - text.length;
+      if (start < this.promptEnd) {
+        // prompt characters held back as a possible delimiter: not a chunk
+        text = text.slice(this.promptEnd - start);
+        if (!text) return;
+      }
+    }
     this.pending.push(text);
   }
 
@@ -1216,7 +1349,7 @@ export class StreamParser {
     }
   }
 
-  open(fi, m, p, events) {
+  open(fi, m, p, events, s, e) {
     this.current = fi;
     this.captures = {};
     if (m !== null) {
@@ -1225,29 +1358,55 @@ export class StreamParser {
     }
     this.body = [];
     this.opened = true;
-    events.push({ type: "region_open", field: this.t.fields[fi].name });
+    if (this.offsets) events.push({ type: "region_open", field: this.t.fields[fi].name, start: s, end: e, captures: this.captures });
+    else events.push({ type: "region_open", field: this.t.fields[fi].name });
   }
 
-  close(events) {
+  store(field) {
+    // The region's value (parsed, transformed, tool arguments typed), put into the message; returned.
+    const name = field.name;
+    let value = processValue(this.body.join(""), field, this.captures, this.t);
+    if (this.toolParams.size) value = coerceToolCalls(value, this.toolParams);
+    const join = field.join;
+    if (join !== null) {
+      if (typeof value !== "string") throw E("ValueError", `Field '${name}': 'join' requires each match to parse to a string, got ${pyTypeName(value)}.`);
+      const prev = hasOwn(this.output, name) ? this.output[name] : null;
+      setKey(this.output, name, prev === null ? value : prev + join + value);
+    } else if (field.repeats) {
+      if (!hasOwn(this.output, name)) setKey(this.output, name, []);
+      this.output[name].push(value);
+    } else {
+      setKey(this.output, name, value);
+    }
+    return value;
+  }
+
+  close(events, s, e) {
+    // Close the current region at [s, e) (code points: its close delimiter, or an empty span), store its value
+    // and go back to the implicit field. With `recover`, a value that fails to parse ends the region with a
+    // region_malformed event instead of throwing.
     const fi = this.current;
     if (fi !== null && this.opened) {
       this.flush(events);
       const field = this.t.fields[fi];
       const name = field.name;
-      let value = processValue(this.body.join(""), field, this.captures, this.t);
-      if (this.toolParams.size) value = coerceToolCalls(value, this.toolParams);
-      const join = field.join;
-      if (join !== null) {
-        if (typeof value !== "string") throw E("ValueError", `Field '${name}': 'join' requires each match to parse to a string, got ${pyTypeName(value)}.`);
-        const prev = hasOwn(this.output, name) ? this.output[name] : null;
-        setKey(this.output, name, prev === null ? value : prev + join + value);
-      } else if (field.repeats) {
-        if (!hasOwn(this.output, name)) setKey(this.output, name, []);
-        this.output[name].push(value);
-      } else {
-        setKey(this.output, name, value);
-      }
-      events.push({ type: "region_close", field: name, value });
+      let value, error = null;
+      if (this.recover) {
+        try {
+          value = this.store(field);
+        } catch (err) {
+          if (!isRecoverable(err)) throw err;
+          error = err;
+        }
+      } else value = this.store(field);
+      if (error !== null) {
+        (this.malformed ||= new Set()).add(name);
+        const ev = { type: "region_malformed", field: name };
+        if (this.offsets) Object.assign(ev, { start: s, end: e });
+        ev.error = error;
+        events.push(ev);
+      } else if (this.offsets) events.push({ type: "region_close", field: name, start: s, end: e, value });
+      else events.push({ type: "region_close", field: name, value });
     }
     this.current = this.t.implicit;
     this.captures = {};
@@ -1258,17 +1417,28 @@ export class StreamParser {
 
 const PREFIX_REQUIRED = "`ResponseParser`/`parse_response` requires `prefix` (the chat prompt sent to the model before generation); pass \"\" to opt out explicitly.";
 
-/** Streaming parser for one generation (the twin of chatparse.ResponseParser). */
+/** Streaming parser for one generation (the twin of chatparse.ResponseParser).
+ *
+ *   new ResponseParser(tables, prefix, { tools, warn, dialect, offsets, malformed })
+ *
+ * `dialect`: "transformers" (default), "vllm" (vLLM 0.33.0's serving dialect: spans and captures on events,
+ * region_malformed events that do not end the parse, `inputText`) or a dialect object (resolveDialect);
+ * `offsets` and `malformed` set those two options over it. */
 export class ResponseParser {
-  constructor(tables, prefix, { tools = null, warn = null } = {}) {
+  constructor(tables, prefix, { tools = null, warn = null, dialect = null, offsets = null, malformed = null } = {}) {
     if (!(tables instanceof Tables)) throw E("TypeError", "ResponseParser needs Tables from loadTables()");
+    const d = resolveDialect(dialect, { offsets, malformed });
     if (prefix === null || prefix === undefined) throw E("ValueError", PREFIX_REQUIRED);
     this.tables = tables;
-    this.core = new StreamParser(tables, toolParams(tools), warn);
+    this.dialect = d;
+    this.core = new StreamParser(tables, toolParams(tools), warn, d);
     this.initialEvents = [];
     if (prefix) {
       const cut = tables.cutPrefix(prefix, warn);
-      if (cut) this.initialEvents = this.core.feed(cut);
+      if (cut) {
+        this.initialEvents = this.core.feed(cut);
+        if (!d.promptChunks) this.core.promptEnd = cut.length;
+      }
     }
   }
 
@@ -1279,13 +1449,33 @@ export class ResponseParser {
   finalize() {
     return this.core.finish();
   }
+
+  /** The parser's input after start-anchor truncation: the cut prefix, then everything fed (before the first
+   * feed, its length in code points is where generated text begins). Kept only in a dialect with inputText
+   * ("vllm"); PyError("AttributeError") otherwise. */
+  get inputText() {
+    return this.core.inputText();
+  }
+
+  get input_text() {
+    return this.core.inputText();
+  }
 }
 
-/** Parse a complete generation into a message object. */
-export function parseResponse(text, tables, { prefix, tools = null, warn = null } = {}) {
-  const p = new ResponseParser(tables, prefix, { tools, warn });
-  p.feed(text);
-  return p.finalize()[0];
+/** The error of the first region_malformed event in `events`, thrown (how parseResponse ends in a recovering
+ * dialect). */
+function raiseMalformed(events) {
+  for (const ev of events) if (ev.type === "region_malformed") throw ev.error;
+}
+
+/** Parse a complete generation into a message object. With malformed "event" (the "vllm" dialect) the whole
+ * text is parsed first: then a missing required field is thrown, else the first region_malformed error. */
+export function parseResponse(text, tables, { prefix, tools = null, warn = null, dialect = null, malformed = null } = {}) {
+  const p = new ResponseParser(tables, prefix, { tools, warn, dialect, malformed });
+  const events = [...p.initialEvents, ...p.feed(text)];
+  const [message, final] = p.finalize();
+  if (p.dialect.malformed === "event") raiseMalformed([...events, ...final]);
+  return message;
 }
 
 // ------------------------------------------------------------------------------------------------ values
@@ -1343,7 +1533,7 @@ export function pyInt(s) {
   if (typeof s !== "string") throw E("TypeError", `int() argument must be a string, a bytes-like object or a real number, not '${pyTypeName(s)}'`);
   const a = toAsciiNumber(s);
   const m = a === null ? null : /^([+-]?)([0-9](?:_?[0-9])*)$/.exec(a);
-  if (m === null) throw E("ValueError", `invalid literal for int() with base 10: ${JSON.stringify(s)}`);
+  if (m === null) throw E("ValueError", `invalid literal for int() with base 10: ${pyRepr(s)}`);
   const digits = m[2].replace(/_/g, "");
   if (digits.length > 4300) throw E("ValueError", "Exceeds the limit (4300 digits) for integer string conversion");
   const v = Number(digits);
@@ -1354,7 +1544,7 @@ export function pyInt(s) {
 export function pyFloat(s) {
   if (typeof s !== "string") throw E("TypeError", `float() argument must be a string or a real number, not '${pyTypeName(s)}'`);
   const a = toAsciiNumber(s);
-  const bad = () => E("ValueError", `could not convert string to float: ${JSON.stringify(s)}`);
+  const bad = () => E("ValueError", `could not convert string to float: ${pyRepr(s)}`);
   if (a === null) throw bad();
   const special = /^([+-]?)(inf|infinity|nan)$/i.exec(a);
   if (special) {
@@ -1370,7 +1560,15 @@ export function pyFloat(s) {
  * value, errors are JSONDecodeError (integers over 4300 digits: ValueError). */
 export function pyJsonLoads(s) {
   if (typeof s !== "string") throw E("TypeError", `the JSON object must be str, bytes or bytearray, not ${pyTypeName(s)}`);
-  const fail = (msg, pos) => E("JSONDecodeError", `${msg}: char ${pos}`);
+  const fail = (msg, pos) => {
+    // Python's wording: line and column (1-based) and the offset, in code points
+    const before = s.slice(0, pos);
+    const nl = before.lastIndexOf("\n");
+    const line = before.split("\n").length;
+    const cp = cpLen(before);
+    const col = nl < 0 ? cp + 1 : cp - cpLen(before.slice(0, nl));
+    return E("JSONDecodeError", `${msg}: line ${line} column ${col} (char ${cp})`);
+  };
   if (s.charCodeAt(0) === 0xfeff) throw fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", 0);
   let i = 0;
   const n = s.length;
@@ -1551,8 +1749,8 @@ function parseJson(text, args, tables) {
   } catch (e) {
     if (!(e instanceof PyError) || e.pyType !== "JSONDecodeError") throw e;
     if (truthy(pyGet(args, "allow_non_json", undefined))) return stripIfAsked(text, args);
-    if (working === text) throw E("ValueError", `json parser could not parse region as JSON.\nContent: ${JSON.stringify(text)}\nError: ${e.message}`);
-    throw E("ValueError", `json: could not parse after dialect transforms.\nOriginal: ${JSON.stringify(text)}\nTransformed: ${JSON.stringify(working)}\nError: ${e.message}`);
+    if (working === text) throw E("ValueError", `json parser could not parse region as JSON.\nContent: ${pyRepr(text)}\nError: ${e.message}`);
+    throw E("ValueError", `json: could not parse after dialect transforms.\nOriginal: ${pyRepr(text)}\nTransformed: ${pyRepr(working)}\nError: ${e.message}`);
   }
 }
 
@@ -1654,11 +1852,11 @@ export function parseContent(text, name, args, tables) {
 
 function resolvePath(path, scope) {
   const [root, ...keys] = path.split(".");
-  if (!scope.has(root)) throw E("KeyError", `transform placeholder '{${path}}' is not defined. Available: ${JSON.stringify([...scope.keys()].sort(cmpStr))}`);
+  if (!scope.has(root)) throw E("KeyError", `transform placeholder '{${path}}' is not defined. Available: ${pyStrList([...scope.keys()].sort(cmpStr))}`);
   let value = scope.get(root);
   for (const key of keys) {
     if (!isDict(value)) throw E("ValueError", `transform placeholder '{${path}}' cannot index into ${pyTypeName(value)} at '${key}'`);
-    if (!hasOwn(value, key)) throw E("ValueError", `transform placeholder '{${path}}' is missing key '${key}'. Available: ${JSON.stringify(Object.keys(value).sort(cmpStr))}`);
+    if (!hasOwn(value, key)) throw E("ValueError", `transform placeholder '{${path}}' is missing key '${key}'. Available: ${pyStrList(Object.keys(value).sort(cmpStr))}`);
     value = value[key];
   }
   return value;
