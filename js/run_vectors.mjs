@@ -6,13 +6,16 @@
 // Template vectors: load the vector's .cpt tables file, check its template hash, then for every case feed the
 // prefix and the feeds exactly as listed and compare, event for event, with what chatparse produced: the
 // initial events, each feed's events, the final events and message, or the error (Python exception class,
-// stage and feed index). Values vectors: content parsers and tool-argument coercion, value for value. Regex
+// stage and feed index). A case with a "dialect" ("vllm") is parsed in it: events carry spans and captures,
+// region_malformed events carry the error as {"type", "message"} (the message compared too unless the vector
+// marks it "loose"), `inputText` must begin with "input_start" code points before the first feed and end as
+// them plus every feed, and "oneshot" is what parseResponse(whole text, ...) gives in that dialect. Values vectors: content parsers and tool-argument coercion, value for value. Regex
 // vectors: each pattern's translation under Python finditer semantics, spans (in code points) and groups.
 // Exit status 0 when every case passes. With --json the last line is a JSON summary.
 
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { loadTables, ResponseParser, parseContent, coerce, PyError, _pyFinditer, _groupdict, cpLen } from "./chatparse.mjs";
+import { loadTables, ResponseParser, parseResponse, parseContent, coerce, PyError, _pyFinditer, _groupdict, cpLen } from "./chatparse.mjs";
 
 function decode(v) {
   if (Array.isArray(v)) return v.map(decode);
@@ -73,23 +76,59 @@ function normalize(events) {
 
 const errType = (e) => (e instanceof PyError ? e.pyType : `JS ${e && e.name}: ${e && e.message}`);
 
+function encodeError(e, want) {
+  // An event's error as the vector holds it; the message only where the vector asks for it word for word.
+  const out = { type: errType(e), message: e && e.message };
+  if (want && want.loose) {
+    out.message = want.message;
+    out.loose = true;
+  }
+  return out;
+}
+
+function encodeEvents(events, wantEvents) {
+  // Errors of region_malformed events as {"type", "message"[, "loose"]} (paired with the expected event).
+  return events.map((ev, i) => {
+    if (!("error" in ev) || ev.error === null || typeof ev.error !== "object" || !(ev.error instanceof Error)) return ev;
+    const want = wantEvents && wantEvents[i] && wantEvents[i].error;
+    return { ...ev, error: encodeError(ev.error, want) };
+  });
+}
+
 function runCase(tables, c) {
   const out = { initial_events: [], feed_events: [], error: null };
+  const dialect = c.dialect === undefined ? null : c.dialect;
   let stage = "init", index = 0;
+  let p = null;
   try {
-    const p = new ResponseParser(tables, c.prefix, { tools: c.tools });
-    out.initial_events = p.initialEvents;
+    p = new ResponseParser(tables, c.prefix, { tools: c.tools, dialect });
+    if (dialect !== null) out.input_start = cpLen(p.inputText);
+    out.initial_events = encodeEvents(p.initialEvents, c.initial_events);
     stage = "feed";
-    for (index = 0; index < c.feeds.length; index++) out.feed_events.push(p.feed(c.feeds[index]));
+    for (index = 0; index < c.feeds.length; index++) out.feed_events.push(encodeEvents(p.feed(c.feeds[index]), c.feed_events && c.feed_events[index]));
     stage = "finalize";
     index = 0;
     const [message, final] = p.finalize();
-    out.final_events = final;
+    out.final_events = encodeEvents(final, c.final_events);
     out.message = message;
   } catch (e) {
     out.error = { type: errType(e), stage, index: stage === "feed" ? index : 0 };
   }
+  if (dialect !== null && p !== null) {
+    // inputText: the cut prefix, then every feed, whatever happened
+    const text = p.inputText;
+    const start = [...text].slice(0, out.input_start).join("");
+    if (text !== start + c.feeds.join("")) out.input_text_error = `inputText is ${JSON.stringify(text).slice(0, 120)}`;
+  }
   return out;
+}
+
+function runOneshot(tables, c) {
+  try {
+    return { message: parseResponse(c.feeds.join(""), tables, { prefix: c.prefix, tools: c.tools, dialect: c.dialect }) };
+  } catch (e) {
+    return { error: encodeError(e, c.oneshot && c.oneshot.error) };
+  }
 }
 
 function main() {
@@ -147,11 +186,16 @@ function main() {
       total++;
       const got = runCase(tables, c);
       const want = { initial_events: c.initial_events, feed_events: c.feed_events, error: c.error };
+      if ("input_start" in c) want.input_start = c.input_start;
       if ("message" in c) {
         want.final_events = c.final_events;
         want.message = c.message;
       }
-      const d = diff(got, decode(want));
+      let d = diff(got, decode(want));
+      if (!d && "oneshot" in c) {
+        const o = diff(runOneshot(tables, c), decode(c.oneshot));
+        if (o) d = `parseResponse: ${o}`;
+      }
       if (d) failures.push(`${file} ${c.id}: ${d}`);
       else if (verbose) console.log(`ok ${file} ${c.id}`);
       // A JavaScript stream may split a surrogate pair between feeds: same message and regions regardless.
@@ -160,7 +204,9 @@ function main() {
         total++;
         const units = runCase(tables, { ...c, feeds: Array.from({ length: whole.length }, (_, i) => whole[i]) });
         // (After an error the events depend on which feed failed, so only the error class is compared then.)
-        const flat = (r) => (r.error ? { error: r.error.type } : { events: normalize([...r.initial_events, ...r.feed_events.flat(), ...r.final_events]), message: r.message });
+        // (An event's error is compared by class here: its message was checked against the vector above.)
+        const cls = (evs) => evs.map((ev) => (ev.error && typeof ev.error === "object" ? { ...ev, error: ev.error.type } : ev));
+        const flat = (r) => (r.error ? { error: r.error.type } : { events: cls(normalize([...r.initial_events, ...r.feed_events.flat(), ...r.final_events])), message: r.message });
         const d2 = diff(flat(units), flat(got));
         if (d2) failures.push(`${file} ${c.id} (fed one UTF-16 unit at a time): ${d2}`);
       }

@@ -3,19 +3,41 @@
     python tests/make_vectors.py            # (re)write tests/vectors/
     python tests/make_vectors.py --check    # run every vector through the Python runtime (exit 1 on failure)
     node js/run_vectors.mjs tests/vectors   # the same vectors through the JavaScript runtime
+    python tests/make_vectors.py --fuzz N --seed S [--dialect vllm] --dir D   # random differential vectors
 
 A *template vector* is ``<name>.json`` plus ``<name>.cpt`` (the tables file, FORMAT.md)::
 
     {"kind": "template", "name", "template": <the template as written>, "tables": "<name>.cpt",
      "template_sha256": <hex>,
-     "cases": [{"id", "prefix", "tools": list | null, "feeds": [str, ...],
+     "cases": [{"id", ["dialect": "vllm",] "prefix", "tools": list | null, "feeds": [str, ...],
+                ["input_start": int,]                                 # with a dialect
                 "initial_events": [...], "feed_events": [[...] per completed feed],
                 "final_events": [...], "message": {...},          # when the parse succeeds
-                "error": null | {"type": "ValueError", "stage": "init" | "feed" | "finalize", "index": int}}]}
+                "error": null | {"type": "ValueError", "stage": "init" | "feed" | "finalize", "index": int},
+                ["oneshot": {"message": {...}} | {"error": E}]}]}  # with a dialect, on a case's whole text
+    E = {"type": <Python exception class>, "message": str[, "loose": true]}
 
 Everything is what chatparse itself produces: `ResponseParser(template, prefix=..., tools=...)`, each feed's
 events, `finalize()`. Values that JSON cannot hold are tagged: a non-finite float is
 ``{"$py": "float", "v": "nan" | "inf" | "-inf"}`` and an integer outside +-2**53 is ``{"$py": "int", "v": "<digits>"}``.
+
+**Dialects.** A case with ``"dialect"`` is parsed with ``ResponseParser(..., dialect=<it>)`` (absent: the
+default, transformers'). In ``"vllm"`` (vLLM 0.33.0's serving dialect, `chatparse.runtime.dialect`) the events
+carry ``start``/``end`` (code-point offsets into `input_text`) and explicit opens ``captures``; a region whose
+value fails ends with ``{"type": "region_malformed", "field", "start", "end", "error": E}`` and the parse goes
+on; prompt characters held back and released later are left out of the chunks. ``input_start`` is
+``len(input_text)`` before the first feed (a runner also checks that `input_text` ends as that prefix plus
+every feed), and ``oneshot`` is ``parse_response(whole text, ..., dialect=<it>)`` (the whole text parsed, then
+a missing required field raised, else the first malformed region's error).
+
+**Errors in events** (E): the Python class, and the message the exception was raised with (its one string
+argument). A port must reproduce the class always, and the message word for word unless E says ``"loose"``.
+Exact are chatparse's own messages about the template ("Field '...': 'join' requires ...", "transform
+placeholder '{...}' ...", "Required response_template fields missing ...") when they are printable ASCII
+without escapes and name no float type; loose is everything else: the wording of Python's json module (it
+changes between Python versions), of int()/float(), a region body quoted with repr(), a repr with escapes
+(they follow Python's Unicode tables), and float/int type names (a port may not tell 1.0 from 1). The
+``error`` of a case (an exception that ends the parse) is compared by class, stage and feed index only.
 
 ``values.json`` (kind "values") holds content-parser and tool-argument-coercion cases:
 ``{"parser", "args", "text", "expect" | "error"}`` and ``{"coerce", "types", "expect" | "error"}``.
@@ -27,7 +49,11 @@ Templates: every bundled template (`chatparse.templates`) with its cases from th
 fixtures of tests/fixtures_templates.py, and the hand-written templates below, which exercise what the
 corpus does not (number/bool/kv-lines/json dialects, tool-argument typing, lookbehind, word boundaries,
 case-insensitive and multi-line patterns, backreferences, atomic groups, astral characters, required fields,
-the zero-width stall). Each case is fed whole and in seeded random chunkings.
+the zero-width stall, bodies that fail to parse, zero-width opens and closes). Each case is fed whole and in
+seeded random chunkings; then again in the vllm dialect (`dialect_cases`: every hand-written case, two of
+each bundled template's, whole and cut at random places, plus prompts that end inside a delimiter).
+Lookbehind-led delimiters (llama3_json, minimax_m1, xlam, the hand-written ones) also check the start guard
+(`chatparse.runtime.lead_assert`): their per-feed events change without it.
 """
 
 from __future__ import annotations
@@ -195,12 +221,72 @@ STALL_CASES = [
     ("stall_later", "", "text!!more"),
 ]
 
+MALFORMED_T = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|assistant|>",
+    "fields": {
+        "reasoning_content": {"open": "<think>", "close": "</think>"},
+        "tool_calls": {
+            "open_pattern": r"<call(?: id=(?P<id>\d+))? name=(?P<name>[\w.]+)>",
+            "close": "</call>",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "id": "{id}", "function": {"name": "{name}", "arguments": "{content}"}},
+        },
+        "score": {"open": "<score>", "close": "</score>", "content": "float", "optional": False},
+        "tags": {"open": "<tag>", "close": "</tag>", "repeats": True, "join": ", ", "content": "json"},
+        "point": {"open": "<pt>", "close": "</pt>", "content": "json", "transform": {"x": "{content.pos.x}"}},
+        "items": {"open": "<items>", "close": "</items>", "content": "json", "transform_each": True,
+                  "transform": {"id": "{id}"}},
+        "meta": {"open": "<meta>", "close": "</meta>", "content": "kv-lines",
+                 "content_args": {"value_parser": {"name": "int"}}},
+        "content": {"close": "<|end|>"},
+    },
+}
+MALFORMED_CASES = [
+    ("all_good", "<|assistant|>", '<think>hm</think><call id=1 name=f>{"a": 1}</call><score>0.5</score>'
+     '<tag>"x"</tag><tag>"y"</tag><pt>{"pos": {"x": 3}}</pt><items>[{"id": 1}]</items>done<|end|>'),
+    ("bad_json", "", '<call id=2 name=f>{"a": 1,}</call>after<score>1</score>'),
+    ("uncaptured_placeholder", "", "<call name=g>{}</call><score>2</score>"),
+    ("join_non_string", "", '<tag>"a"</tag><tag>[1, 2]</tag><tag>"b"</tag><score>3</score>'),
+    ("index_non_dict", "", '<pt>{"pos": 5}</pt><score>1</score>'),
+    ("missing_key", "", '<pt>{"pos": {"y": 1}}</pt><score>1</score>'),
+    ("transform_each", "", '<items>{"id": 1}</items><items>[1]</items><score>1</score>'),
+    ("bad_required", "", "<score>high</score>text"),
+    ("missing_and_malformed", "", "<call name=g>{}</call>"),
+    ("kv_bad", "", "<meta>a: 1\nb: two</meta><score>1</score>"),
+    ("malformed_at_end", "", '<score>1</score><call id=3 name=h>{"unterminated": '),
+    ("unicode_offsets", "x<|assistant|>😀", '😀<think>é😀</think><score>1e1</score>名<call id=9 name=x.y>{"k": "😀"}'
+     "</call>😀<|end|>"),
+    ("malformed_then_more", "", '<call id=1 name=a>nope</call><call id=2 name=b>{"ok": true}</call><score>1</score>'),
+]
+
+ZERO_WIDTH_T = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<s>",
+    "fields": {
+        "tool_calls": {"open_pattern": r"(?=\[\{)", "close_pattern": r"(?<=\}\])", "repeats": True, "content": "json"},
+        "notes": {"open_pattern": r"NOTE:(?P<level>[A-Z]+)?[ \t]*", "close_pattern": r"(?=\n)", "repeats": True,
+                  "transform": {"level": "{level}", "text": "{content}"}},
+        "content": {},
+    },
+}
+ZERO_WIDTH_CASES = [
+    ("calls", "<s>", 'Sure [{"name": "a"}] and [{"name": "b"}]'),
+    ("adjacent_calls_loop", "", '[{"a": 1}][{"b": 2}] never parsed'),
+    ("bad_call", "", "[{oops}] after"),
+    ("notes", "", "x NOTE:WARN careful\nNOTE: plain\nend"),
+    ("prompt_inside_open", "<s>text [", '{"k": 1}] tail'),
+]
+
 HAND = {
     "x_values": (VALUES_T, VALUES_CASES),
     "x_regex": (REGEX_T, REGEX_CASES),
     "x_xml_tools": (XML_T, XML_CASES),
     "x_misc": (MISC_T, MISC_CASES),
     "x_stall": (STALL_T, STALL_CASES),
+    "x_malformed": (MALFORMED_T, MALFORMED_CASES),
+    "x_zero_width": (ZERO_WIDTH_T, ZERO_WIDTH_CASES),
 }
 
 # ---------------------------------------------------------------------------------------------- values.json
@@ -301,8 +387,32 @@ def _corpus():
 # ---------------------------------------------------------------------------------------------- encoding
 
 
+# Messages a port must reproduce word for word: chatparse's own wording around template-given names (and the
+# Python repr of printable ASCII strings and of lists of them). Anything else - the wording of Python's json
+# module, of int()/float(), a region body quoted with repr(), a repr with escapes (which characters it escapes
+# follows Python's Unicode tables), a float/int type name (a port may not tell 1.0 from 1) - is compared by
+# class only ("loose").
+_EXACT_MESSAGES = ("Field '", "transform placeholder '", "Required response_template fields missing")
+
+
+def encode_error(e: BaseException) -> dict:
+    """An exception as a vector holds it: ``{"type": <Python class name>, "message": <its message>}``, plus
+    ``"loose": true`` where a port need only reproduce the class (see `_EXACT_MESSAGES`). The message is the
+    exception's one string argument (what ``str()`` shows, without the quotes ``str(KeyError)`` adds)."""
+    msg = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else str(e)
+    out = {"type": type(e).__name__, "message": msg}
+    exact = (msg.startswith(_EXACT_MESSAGES) and all(" " <= c <= "~" for c in msg) and "\\" not in msg
+             and "float" not in msg)
+    if not exact:
+        out["loose"] = True
+    return out
+
+
 def encode(v):
-    """Make a chatparse value JSON-safe (non-finite floats and big ints become tagged objects)."""
+    """Make a chatparse value JSON-safe (non-finite floats and big ints become tagged objects, exceptions
+    `encode_error`'s objects)."""
+    if isinstance(v, BaseException):
+        return encode_error(v)
     if isinstance(v, float) and not math.isfinite(v):
         return {"$py": "float", "v": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
     if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53:
@@ -334,14 +444,19 @@ def _dump(obj) -> bytes:
 # ---------------------------------------------------------------------------------------------- running
 
 
-def run_case(template, prefix: str, tools, feeds: list[str]) -> dict:
-    """What chatparse does with one case: events per stage, the message, or the first error."""
+def run_case(template, prefix: str, tools, feeds: list[str], dialect: str | None = None) -> dict:
+    """What chatparse does with one case: events per stage, the message, or the first error. With a
+    `dialect`, also where generated text begins in `input_text` (``input_start``, in code points)."""
     from chatparse import ResponseParser
 
     out: dict = {"initial_events": [], "feed_events": [], "error": None}
     stage, index = "init", 0
     try:
-        p = ResponseParser(template, prefix=prefix, tools=tools)
+        if dialect is None:
+            p = ResponseParser(template, prefix=prefix, tools=tools)
+        else:
+            p = ResponseParser(template, prefix=prefix, tools=tools, dialect=dialect)
+            out["input_start"] = len(p.input_text)
         out["initial_events"] = p.initial_events
         stage = "feed"
         for index, f in enumerate(feeds):
@@ -353,6 +468,16 @@ def run_case(template, prefix: str, tools, feeds: list[str]) -> dict:
     except Exception as e:  # noqa: BLE001 - the class is what the vector records
         out["error"] = {"type": type(e).__name__, "stage": stage, "index": index if stage == "feed" else 0}
     return encode(out)
+
+
+def run_oneshot(template, prefix: str, tools, text: str, dialect: str) -> dict:
+    """`parse_response(text, ..., dialect=dialect)`: ``{"message"}`` or ``{"error": {"type", "message"}}``."""
+    from chatparse import parse_response
+
+    try:
+        return encode({"message": parse_response(text, template, prefix=prefix, tools=tools, dialect=dialect)})
+    except Exception as e:  # noqa: BLE001
+        return {"error": encode_error(e)}
 
 
 def chunkings(case_id: str, text: str, hand: bool) -> list[list[str]]:
@@ -391,11 +516,90 @@ def _template_cases():
     for name, (tpl, cases) in HAND.items():
         yield name, tpl, [(f"{name}-{c[0]}", c[1], c[2], c[3] if len(c) > 3 else None) for c in cases], True
 
+def dialect_cases(name: str, compiled, cases: list, hand: bool, dialect: str = "vllm") -> list[dict]:
+    """Cases of one template vector again in the serving `dialect`: every hand-written case (two of a bundled
+    template's), whole (with the one-shot `parse_response` result) and in a seeded random chunking; then, for
+    the first case with an explicit delimiter, the same text with the prompt ending inside that delimiter
+    (which the generation then completes), and, where it makes a difference, with the prompt ending in the
+    first characters of a delimiter that the generation does not complete (prompt text held back, then
+    released: left out of the chunks)."""
+    rng = random.Random(zlib.crc32(f"{dialect}:{name}".encode("utf-8")))
+    picked = list(cases) if hand else [cases[i] for i in sorted(rng.sample(range(len(cases)), min(2, len(cases))))]
+    out = []
+    for cid, prefix, text, tools in picked:
+        for k, feeds in enumerate(dialect_chunkings(cid, text)):
+            case = {"id": f"{cid}/{dialect}{k}", "dialect": dialect, "prefix": prefix, "tools": tools, "feeds": feeds,
+                    **run_case(compiled, prefix, tools, feeds, dialect)}
+            if k == 0:
+                case["oneshot"] = run_oneshot(compiled, prefix, tools, text, dialect)
+            out.append(case)
+    for cid, prefix, text, tools in picked:
+        held = held_prompt_cases(compiled, cid, prefix, text, tools, dialect)
+        if held:
+            out += held
+            break
+    return out
+
+
+def dialect_chunkings(case_id: str, text: str) -> list[list[str]]:
+    """Whole, and cut at up to six seeded random places (coarser than `chunkings`: the dialect changes what
+    the events say, not when they come, and the vectors stay small)."""
+    rng = random.Random(zlib.crc32(("cuts:" + case_id).encode("utf-8")))
+    out = [[text]]
+    if len(text) > 1:
+        cuts = sorted(rng.sample(range(1, len(text)), min(6, len(text) - 1)))
+        out.append([text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])])
+    return out
+
+
+def _first_delimiter(compiled, prefix: str, text: str, tools, dialect: str):
+    """Offsets in `text` of the first delimiter of at least two characters that the parse of `text` (fed
+    whole after `prefix`) decides within it, or None."""
+    from chatparse import ResponseParser
+
+    try:
+        p = ResponseParser(compiled, prefix=prefix, tools=tools, dialect=dialect)
+        gen = len(p.input_text)
+        for ev in p.feed(text):
+            if "start" in ev and ev["end"] - ev["start"] >= 2 and ev["start"] >= gen:
+                return ev["start"] - gen, ev["end"] - gen
+    except Exception:  # noqa: BLE001 - no such case then
+        return None
+    return None
+
+
+def held_prompt_cases(compiled, cid: str, prefix: str, text: str, tools, dialect: str) -> list[dict]:
+    from dataclasses import replace
+
+    from chatparse.runtime.dialect import resolve
+
+    span = _first_delimiter(compiled, prefix, text, tools, dialect)
+    if span is None:
+        return []
+    s, e = span
+    out = []
+    feeds = dialect_chunkings(cid + "/held", text[s + 1:])[-1]
+    out.append({"id": f"{cid}/{dialect}-held", "dialect": dialect, "prefix": prefix + text[:s + 1], "tools": tools,
+                "feeds": feeds, **run_case(compiled, prefix + text[:s + 1], tools, feeds, dialect)})
+    # A delimiter's first characters ending the prompt, then text that does not complete it: the held prompt
+    # characters are released as region text by a later feed (kept out of the chunks, in the value).
+    d = resolve(dialect)
+    chunky = replace(d, prompt_chunks=True, name="custom")
+    for k in range(1, e - s):
+        for filler in (" ", "\u2603", "x\n"):
+            pre, gen = prefix + text[:s + k], filler + text[s:]
+            feeds = dialect_chunkings(cid + "/released", gen)[-1]
+            res = run_case(compiled, pre, tools, feeds, dialect)
+            if res == run_case(compiled, pre, tools, feeds, chunky):
+                continue  # no prompt text released here
+            out.append({"id": f"{cid}/{dialect}-released", "dialect": dialect, "prefix": pre, "tools": tools,
+                        "feeds": feeds, **res})
+            return out
+    return out
+
 
 def generate(out_dir: Path = VECTORS) -> list[Path]:
     from chatparse import compile_template
-    from chatparse.compiler.writer import dumps
-    from chatparse.runtime.loader import template_hash
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in list(out_dir.glob("*.json")) + list(out_dir.glob("*.cpt")):
@@ -403,17 +607,14 @@ def generate(out_dir: Path = VECTORS) -> list[Path]:
     written = []
     for name, template, cases, hand in _template_cases():
         compiled = compile_template(template)
-        (out_dir / f"{name}.cpt").write_bytes(dumps(compiled.raw_tables))
         vec_cases = []
         for cid, prefix, text, tools in cases:
             for k, feeds in enumerate(chunkings(cid, text, hand)):
                 res = run_case(compiled, prefix, tools, feeds)
                 vec_cases.append({"id": f"{cid}/{k}", "prefix": prefix, "tools": tools, "feeds": feeds, **res})
-        vec = {"kind": "template", "name": name, "template": template, "tables": f"{name}.cpt",
-               "template_sha256": template_hash(compiled.spec), "cases": vec_cases}
-        path = out_dir / f"{name}.json"
-        path.write_bytes(_dump(vec))
-        written.append(path)
+        vec_cases += dialect_cases(name, compiled, cases, hand)
+        write_vector(out_dir, name, template, compiled, vec_cases)
+        written.append(out_dir / f"{name}.json")
     path = out_dir / "values.json"
     path.write_bytes(_dump({"kind": "values", "cases": value_cases()}))
     written.append(path)
@@ -427,26 +628,74 @@ NOISE = ["\n", " ", "  ", "\t", "😀", "é", "名", "{", "}", "[", "]", '"', "'
          "DONE", "END", "true", "42", "x", "\\", "```", "\u2003", "\x85"]
 
 
-def fuzz(out_dir: Path, per_template: int = 20, seed: int = 0) -> int:
+def random_case(compiled, rng: random.Random, case_id: str, prefix: str, text: str,
+                dialect: str | None = None) -> dict:
+    """One random differential case: `text` fed in random pieces of 1-9 characters after `prefix`; with a
+    `dialect`, half the time the prompt also takes the first pieces (prompt characters held back, released by
+    later feeds), and the case records the one-shot result too."""
+    feeds, i = [], 0
+    while i < len(text):
+        n = rng.randint(1, 9)
+        feeds.append(text[i:i + n])
+        i += n
+    if dialect is not None and feeds and rng.random() < 0.5:
+        j = rng.randrange(len(feeds))
+        prefix += "".join(feeds[:j + 1])
+        feeds = feeds[j + 1:]
+        text = "".join(feeds)
+    case = {"id": case_id, **({"dialect": dialect} if dialect is not None else {}), "prefix": prefix,
+            "tools": None, "feeds": feeds, **run_case(compiled, prefix, None, feeds, dialect)}
+    if dialect is not None:
+        case["oneshot"] = run_oneshot(compiled, prefix, None, text, dialect)
+    return case
+
+
+def write_vector(out_dir: Path, name: str, template, compiled, cases: list[dict]) -> None:
+    """`<name>.cpt` and `<name>.json` (a template vector holding `cases`) in `out_dir`."""
+    from chatparse.compiler.writer import dumps
+    from chatparse.runtime.loader import template_hash
+
+    (out_dir / f"{name}.cpt").write_bytes(dumps(compiled.raw_tables))
+    vec = {"kind": "template", "name": name, "template": template, "tables": f"{name}.cpt",
+           "template_sha256": template_hash(compiled.spec), "cases": cases}
+    (out_dir / f"{name}.json").write_bytes(_dump(vec))
+
+
+def fuzz_templates(out_dir: Path, items: list, seed: int = 0, dialect: str | None = None) -> int:
+    """Random differential vectors for given templates (generated ones, `tests/strategies.py`): `items` is
+    ``[(template, [(prefix, text), ...]), ...]``; template `i` becomes ``gen<i>.json``, each text one
+    `random_case`. Returns the case count."""
+    from chatparse import compile_template
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    total = 0
+    for i, (template, texts) in enumerate(items):
+        compiled = compile_template(template)
+        cases = [random_case(compiled, rng, f"gen{i}-{k}", prefix, text, dialect)
+                 for k, (prefix, text) in enumerate(texts)]
+        write_vector(out_dir, f"gen{i}", template, compiled, cases)
+        total += len(cases)
+    return total
+
+
+def fuzz(out_dir: Path, per_template: int = 20, seed: int = 0, dialect: str | None = None) -> int:
     """Write random differential vectors to `out_dir` (same layout as `generate`); returns the case count.
 
     Texts are spliced from the template's delimiter literals, substrings of its known outputs and noise, so
-    they are full of partial, overlapping and interrupted delimiters; each is fed in one random chunking."""
+    they are full of partial, overlapping and interrupted delimiters; each is fed in one random chunking.
+    With a `dialect` ("vllm") every case is parsed in it (see `random_case`)."""
     from chatparse import compile_template
-    from chatparse.compiler.writer import dumps
-    from chatparse.runtime.loader import template_hash
 
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     total = 0
     for name, template, cases, _ in _template_cases():
         compiled = compile_template(template)
-        spec = compiled.spec
-        literals = [s for f in spec["fields"] for k in ("open", "close") if f[k] and "literals" in f[k]
+        literals = [s for f in compiled.spec["fields"] for k in ("open", "close") if f[k] and "literals" in f[k]
                     for s in f[k]["literals"]]
         texts = [c[2] for c in cases] or ["plain text"]
         prefixes = [""] + [c[1] for c in cases if c[1]]
-        (out_dir / f"{name}.cpt").write_bytes(dumps(compiled.raw_tables))
         vec_cases = []
         for k in range(per_template):
             parts = []
@@ -462,18 +711,9 @@ def fuzz(out_dir: Path, per_template: int = 20, seed: int = 0) -> int:
                 else:
                     parts.append(rng.choice(NOISE))
             text = "".join(parts)
-            feeds, i = [], 0
-            while i < len(text):
-                n = rng.randint(1, 9)
-                feeds.append(text[i:i + n])
-                i += n
-            prefix = rng.choice(prefixes)
-            res = run_case(compiled, prefix, None, feeds)
-            vec_cases.append({"id": f"fuzz-{name}-{k}", "prefix": prefix, "tools": None, "feeds": feeds, **res})
+            vec_cases.append(random_case(compiled, rng, f"fuzz-{name}-{k}", rng.choice(prefixes), text, dialect))
         total += len(vec_cases)
-        vec = {"kind": "template", "name": name, "template": template, "tables": f"{name}.cpt",
-               "template_sha256": template_hash(spec), "cases": vec_cases}
-        (out_dir / f"{name}.json").write_bytes(_dump(vec))
+        write_vector(out_dir, name, template, compiled, vec_cases)
     return total
 
 
@@ -552,14 +792,20 @@ def check(vec_dir: Path = VECTORS) -> tuple[int, list[str]]:
             continue
         for c in vec["cases"]:
             count += 1
-            want = decode({k: c[k] for k in ("initial_events", "feed_events", "final_events", "message", "error")
-                           if k in c})
+            dialect = c.get("dialect")
+            want = decode({k: c[k] for k in ("initial_events", "feed_events", "final_events", "message", "error",
+                                             "input_start") if k in c})
             for label, tpl in (("tables file", compiled), ("fresh compile", fresh)):
-                got = decode(run_case(tpl, c["prefix"], c["tools"], c["feeds"]))
+                got = decode(run_case(tpl, c["prefix"], c["tools"], c["feeds"], dialect))
                 got = {k: got[k] for k in want if k in got}
                 if not cc.strict_equal(got, want):
                     failures.append(f"{path.name} {c['id']} ({label}): got {cc.show(got)[:300]}, want "
                                     f"{cc.show(want)[:300]}")
+                if "oneshot" in c:
+                    got1 = decode(run_oneshot(tpl, c["prefix"], c["tools"], "".join(c["feeds"]), dialect))
+                    if not cc.strict_equal(got1, decode(c["oneshot"])):
+                        failures.append(f"{path.name} {c['id']} ({label}, parse_response): got "
+                                        f"{cc.show(got1)[:300]}, want {cc.show(c['oneshot'])[:300]}")
     return count, failures
 
 
@@ -570,10 +816,11 @@ def main(argv=None) -> int:
     ap.add_argument("--fuzz", type=int, default=0, metavar="N",
                     help="instead: write N random differential cases per template to --dir")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dialect", default=None, help="with --fuzz: parse the random cases in this dialect (vllm)")
     args = ap.parse_args(argv)
     logging.getLogger("chatparse").setLevel(logging.ERROR)  # the stall vectors log a warning each
     if args.fuzz:
-        print(f"wrote {fuzz(args.dir, args.fuzz, args.seed)} random cases to {args.dir}")
+        print(f"wrote {fuzz(args.dir, args.fuzz, args.seed, args.dialect)} random cases to {args.dir}")
         return 0
     if args.check:
         n, failures = check(args.dir)
