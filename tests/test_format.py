@@ -628,3 +628,89 @@ console.log(JSON.stringify(res));""")
     res = json.loads(out)
     assert res.pop("good.cpt") == "loaded"
     assert set(res.values()) == {"ValueError"}, {k: v for k, v in res.items() if v != "ValueError"}
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_js_vllm_dialect_random_differential(tmp_path):
+    """The JS runtime agrees with Python in the serving dialect ("vllm": spans, captures, region_malformed
+    events, prompt text held back and kept out of chunks, input_text, parse_response) on generated templates
+    (tests/strategies.py, with bodies that fail to parse and lookbehind-led delimiters) and on random texts
+    for every vector template, each fed in random pieces, half of them with the prompt ending mid-text."""
+    from hypothesis import HealthCheck, assume, given, settings
+    from hypothesis import strategies as hst
+
+    from strategies import VALUE_PIECES, compiles, templates as gen_templates, texts_for
+
+    items = []
+
+    @settings(max_examples=120, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(hst.data())
+    def collect(data):
+        tpl = data.draw(gen_templates(failing=True))
+        assume(compiles(tpl))
+        texts = [(data.draw(hst.sampled_from(["", "<|A|>", "x<|A|>a<"])), data.draw(texts_for(tpl, VALUE_PIECES)))
+                 for _ in range(3)]
+        items.append((tpl, texts))
+
+    collect()
+    seed = random.randrange(10**6)
+    n = mv.fuzz_templates(tmp_path, items, seed=seed, dialect="vllm")
+    n += mv.fuzz(tmp_path, per_template=6, seed=seed, dialect="vllm")
+    assert any(f.name.startswith("gen") for f in tmp_path.glob("*.json"))
+    note = (f"vectors kept in {tmp_path} (generated templates: gen*.json); bundled ones reproduce with: "
+            f"python tests/make_vectors.py --fuzz 6 --seed {seed} --dialect vllm --dir /tmp/fz && "
+            "node js/run_vectors.mjs /tmp/fz\n")
+    assert _run_js_vectors(tmp_path, note)["passed"] >= n
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_js_start_guards_match_python(tmp_path):
+    """Per mode and character class, the JS runtime guards attempt starts with the same lookbehinds as Python
+    (`chatparse.runtime.lead_assert.start_guards`): the JS guard is the head of the pattern's translation,
+    which must be the translation of the lookbehind Python runs, for every vector template and for patterns
+    whose lookbehind has classes, alternatives, a negation or a lookahead, or that share a mode with a
+    pattern without one."""
+    extra = {
+        "g_classes": {"start_anchor": "<s>", "fields": {
+            "a": {"open": "<a>", "close_pattern": r"(?<=[\])}])\s*;"},
+            "b": {"open_pattern": r"(?<![\w.])@(?P<n>\w+)", "close_pattern": r"(?<=\n|;)\n?", "transform": {"n": "{n}"}},
+            "content": {"close_pattern": r"(?<!\\)(?:END|STOP)"}}},
+        "g_mixed": {"start_anchor": "<s>", "fields": {
+            "a": {"open_pattern": r"(?<=z)<a>", "close_pattern": r"(?<=['\"](?=\s))\s*</a>"},
+            "b": {"open_pattern": r"(?<=y)<b>", "close": "</b>"},
+            "c": {"open": "[c]", "close": "[/c]"},
+            "d": {"open_pattern": r"(?<=x)#d|#D", "close": "#"}}},
+    }
+    tables = {p.stem: load(p) for p in sorted(VECTORS.glob("*.cpt"))}
+    for name, tpl in extra.items():
+        tables[name] = compile_template(tpl).raw_tables
+    want = {}
+    for name, raw in tables.items():
+        t = Tables(raw)
+        modes = []
+        for mode in t.modes:
+            if mode.guards is None:
+                modes.append(None)
+                continue
+            modes.append([None if g is None else [translate_js(rx.pattern)["source"] for rx in g] for g in mode.guards])
+        want[name] = modes
+    assert any(m is not None for modes in want.values() for m in modes)
+    paths = {}
+    for name, raw in tables.items():
+        path = VECTORS / f"{name}.cpt"
+        if name in extra:
+            path = tmp_path / f"{name}.cpt"
+            path.write_bytes(dumps(raw))
+        paths[name] = str(path)
+    out = _node(f"""
+const t = (await import({json.dumps(str(ROOT / 'js' / 'chatparse.mjs'))}));
+const paths = {json.dumps(paths)};
+const res = {{}};
+for (const [name, path] of Object.entries(paths)) {{
+  const tables = t.loadTables(fs.readFileSync(path));
+  res[name] = tables.modes.map((m) => (m.guards === null ? null : m.guards.map((g) => (g === null ? null : g.map((rx) => rx.source)))));
+}}
+console.log(JSON.stringify(res));""")
+    got = json.loads(out)
+    assert got == want
