@@ -1,0 +1,246 @@
+"""vLLM plugin: chatparse's compiled parser in place of vLLM 0.33.0's response-template parser.
+
+``pip install "chatparse[vllm]"`` installs an entry point in vLLM's ``vllm.general_plugins`` group; vLLM calls
+`register` in every process it starts, which registers the name ``chatparse`` as a tool-call parser and as a
+reasoning parser. Then::
+
+    vllm serve MODEL --enable-auto-tool-choice --tool-call-parser chatparse --reasoning-parser chatparse
+
+serves any checkpoint whose tokenizer config holds a ``response_template``, through
+`CompiledResponseTemplateParser`: a subclass of vLLM's own `ResponseTemplateParser`, so request handling
+(tool choice none / auto / required / named, include_reasoning, strict tools refused), the delta routing, the
+`DeltaMessage`s and tool-call ids are vLLM's code; what it replaces is the parser underneath (vLLM's copy of
+the interpreter, `vllm.parser.chat_parsing.ResponseParser`) with chatparse's compiled one in the serving
+dialect (``dialect="vllm"``: the same events), fed token ids through the token tables where the ids are
+there. The tables are compiled once per model (a ``response_template.cpt`` beside the tokenizer is used when
+its hash matches).
+
+vLLM serves the fields ``thinking``, ``content`` and ``tool_calls`` and refuses any other at startup. The
+format's own name for reasoning is ``reasoning_content`` (chatparse's bundled templates use it): the plugin
+serves it as ``thinking`` (the field renamed, nothing else changed). Every other refusal is vLLM's.
+
+Tested with vllm 0.33.0 (tests/test_vllm_plugin.py); it reads internals of `vllm.parser.response_template`
+that other versions may not have, and `register` refuses other versions with a message saying so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import vllm
+from vllm.parser import response_template as _rt
+from vllm.reasoning import ReasoningParserManager
+from vllm.tool_parsers import ToolParserManager
+
+import chatparse
+from chatparse.compiled import compile_template
+
+__all__ = ["CompiledResponseTemplateParser", "ChatparseReasoningParser", "ChatparseToolParser", "register",
+           "serving_template"]
+
+TESTED_VLLM = ("0.33.0",)
+NAME = "chatparse"
+REASONING_ALIASES = ("reasoning_content",)  # served as vLLM's `thinking`
+
+
+def serving_template(template: dict | None) -> dict | None:
+    """`template` with its reasoning field under the name vLLM serves (``reasoning_content`` -> ``thinking``),
+    else unchanged; None stays None."""
+    if not isinstance(template, dict) or not isinstance(template.get("fields"), dict):
+        return template
+    fields = template["fields"]
+    alias = next((a for a in REASONING_ALIASES if a in fields), None)
+    if alias is None or _rt.THINKING_FIELD in fields:
+        return template
+    out = dict(template)
+    out["fields"] = {(_rt.THINKING_FIELD if k == alias else k): v for k, v in fields.items()}
+    if isinstance(out.get("defaults"), dict) and alias in out["defaults"]:
+        out["defaults"] = {(_rt.THINKING_FIELD if k == alias else k): v for k, v in out["defaults"].items()}
+    return out
+
+
+def _resolved(tokenizer: Any, template: dict | None) -> dict | None:
+    return serving_template(_rt.resolve_response_template(tokenizer, template))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Compiled once per model
+# --------------------------------------------------------------------------------------------------------------
+_bindings: dict = {}
+_bindings_lock = threading.Lock()
+
+
+def _binding(tokenizer: Any, loaded: Any):
+    """(compiled template, token binding or None) for vLLM's loaded streaming template `loaded` and this
+    tokenizer, built once per (tokenizer, template). The binding is None where chatparse cannot bind the
+    tokenizer (then the text path runs)."""
+    compiled = compile_template(loaded)
+    key = (id(tokenizer), id(compiled))
+    with _bindings_lock:
+        hit = _bindings.get(key)
+    if hit is not None and hit[0] is tokenizer:
+        return compiled, hit[1]
+    try:
+        binding = chatparse.bind(compiled, _hf_tokenizer(tokenizer))
+    except (TypeError, ValueError, AttributeError):
+        binding = None
+    with _bindings_lock:
+        _bindings[key] = (tokenizer, binding)
+    return compiled, binding
+
+
+def _hf_tokenizer(tokenizer: Any) -> Any:
+    """The transformers tokenizer behind vLLM's tokenizer object (vLLM may wrap it)."""
+    for attr in ("tokenizer", "hf_tokenizer", "_tokenizer"):
+        inner = getattr(tokenizer, attr, None)
+        if inner is not None and hasattr(inner, "convert_ids_to_tokens"):
+            return inner
+    return tokenizer
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One generation
+# --------------------------------------------------------------------------------------------------------------
+class _CompiledStream(_rt._ResponseStream):
+    """vLLM's `_ResponseStream` (its routing of events to deltas) over chatparse's parser in the serving
+    dialect: a `TokenParser` when the tokenizer is bound, else a text `ResponseParser`."""
+
+    def __init__(self, template, *, prefix: str, tools, parse_reasoning: bool, include_reasoning: bool,
+                 parse_tools: bool, new_tool_call_id, binding=None, compiled=None) -> None:
+        self.parse_reasoning = parse_reasoning
+        self.include_reasoning = include_reasoning
+        self.parse_tools = parse_tools
+        self.new_tool_call_id = new_tool_call_id
+        self.template = template
+        if binding is not None:
+            self.parser = binding.parser(prefix=prefix, tools=tools, dialect="vllm")
+        else:
+            self.parser = chatparse.ResponseParser(compiled, prefix=prefix, tools=tools, dialect="vllm")
+        self.by_ids = binding is not None
+        self._prefix_end = len(self.parser.input_text)
+        self._next_tool_index = 0
+        self._finalized = False
+        self._open_region = None
+        self._track(self.parser.initial_events)
+
+    def feed_ids(self, token_ids: Sequence[int], text: str, *, finished: bool):
+        """`feed` for a delta given as token ids (the text path where there are none)."""
+        if not self.by_ids or (text and not token_ids):
+            return self.feed(text, finished=finished)
+        if self._finalized:
+            return None
+        delta = _rt._DeltaBuilder()
+        self._route(self._track(self.parser.feed_tokens(list(token_ids))), delta)
+        if finished:
+            self._finish(delta)
+        return delta.build()
+
+    def feed(self, text: str, *, finished: bool):
+        if self._finalized:
+            return None
+        delta = _rt._DeltaBuilder()
+        self._route(self._track(self.parser.feed(text)), delta)
+        if finished:
+            self._finish(delta)
+        return delta.build()
+
+    def _finish(self, delta) -> None:
+        self._finalized = True
+        if len(self.parser.input_text) > self._prefix_end:
+            events = self.parser.feed(self._closer_rest())
+            self._route(events + self.parser.finalize()[1], delta)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The parsers vLLM selects by name
+# --------------------------------------------------------------------------------------------------------------
+class ChatparseReasoningParser(_rt.ResponseTemplateReasoningParser):
+    """vLLM's response-template reasoning parser, for a template whose reasoning field may be named
+    ``reasoning_content``. Reasoning-end detection is still vLLM's own: its answer reads when the parser
+    hands out the events at the prompt's end, and chatparse hands some out earlier (README, Differences), so
+    it cannot simply be swapped in."""
+
+    @classmethod
+    def unified_parser_cls(cls):
+        return CompiledResponseTemplateParser
+
+    def __init__(self, tokenizer, *args, response_template: dict | None = None, **kwargs) -> None:
+        super().__init__(tokenizer, *args, response_template=_resolved(tokenizer, response_template), **kwargs)
+
+
+class ChatparseToolParser(_rt.ResponseTemplateToolParser):
+    """Selects `CompiledResponseTemplateParser` as the tool parser."""
+
+    @classmethod
+    def unified_parser_cls(cls):
+        return CompiledResponseTemplateParser
+
+
+class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
+    """Drop-in for vLLM's `ResponseTemplateParser` (same constructor and methods), parsing with chatparse."""
+
+    reasoning_parser_cls = ChatparseReasoningParser
+    tool_parser_cls = ChatparseToolParser
+
+    def __init__(self, tokenizer, tools=None, *, response_template: dict | None = None,
+                 enable_auto_tools: bool | None = None, **kwargs) -> None:
+        super().__init__(tokenizer, tools, response_template=_resolved(tokenizer, response_template),
+                         enable_auto_tools=enable_auto_tools, **kwargs)
+        self._compiled, self._binding = _binding(tokenizer, self.response_template)
+
+    def parse_delta(self, delta_text: str, delta_token_ids: list[int], request, prompt_token_ids=None, *,
+                    finished: bool):
+        self._initialize_history_tool_call_cnt(request)
+        if self._prompt_token_ids is None and prompt_token_ids is not None:
+            self.set_prompt_token_ids(prompt_token_ids)
+        if self._stream is None:
+            self._stream = self._new_stream(request, enable_auto_tools=self._enable_auto_tools,
+                                            include_reasoning=request.include_reasoning)
+        return self._stream.feed_ids(delta_token_ids or (), delta_text, finished=finished)
+
+    def _new_stream(self, request, *, enable_auto_tools: bool, include_reasoning: bool):
+        return _CompiledStream(
+            self.response_template, prefix=self._prefix, tools=self._tools,
+            parse_reasoning=self._reasoning_parser is not None, include_reasoning=include_reasoning,
+            parse_tools=self._tool_parser is not None
+            and _rt._tool_parsing_enabled(request, enable_auto_tools=enable_auto_tools),
+            new_tool_call_id=self._new_tool_call_id, binding=self._binding, compiled=self._compiled)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Registration
+# --------------------------------------------------------------------------------------------------------------
+_original_validate = _rt.validate_tokenizer_response_template
+
+
+def _validate_tokenizer_response_template(tokenizer: Any, *, reasoning_parser: str | None,
+                                          tool_parser: str | None) -> None:
+    """vLLM's startup check, with the reasoning field's alias served under vLLM's name when the parser is
+    chatparse's (vLLM reads the template from the tokenizer; this hands it the renamed one)."""
+    if NAME not in (reasoning_parser, tool_parser):
+        return _original_validate(tokenizer, reasoning_parser=reasoning_parser, tool_parser=tool_parser)
+    template = _resolved(tokenizer, None)
+    view = _TemplateView(tokenizer, template)
+    return _original_validate(view, reasoning_parser=reasoning_parser, tool_parser=tool_parser)
+
+
+class _TemplateView:
+    """A tokenizer stand-in for vLLM's startup check: only its `response_template` is read."""
+
+    def __init__(self, tokenizer: Any, template: dict | None):
+        self.response_template = template
+        self.init_kwargs = {"response_template": template}
+        self._tokenizer = tokenizer
+
+
+def register() -> None:
+    """vLLM's plugin hook: register ``chatparse`` as a tool-call parser and a reasoning parser."""
+    if vllm.__version__ not in TESTED_VLLM:
+        raise RuntimeError(f"chatparse's vLLM plugin is tested with vllm {', '.join(TESTED_VLLM)}; "
+                           f"this is vllm {vllm.__version__}")
+    ToolParserManager.register_module(NAME, force=True, module=ChatparseToolParser)
+    ReasoningParserManager.register_module(NAME, force=True, module=ChatparseReasoningParser)
+    _rt.validate_tokenizer_response_template = _validate_tokenizer_response_template
+
