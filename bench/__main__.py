@@ -1,6 +1,7 @@
 """``python -m bench [--quick] [--out DIR] [--only SECTION ...]``
 
-Runs the benchmark suite (chatparse vs the transformers reference, interleaved in one process) and writes
+Runs the benchmark suite (chatparse vs the transformers reference, interleaved in one process; the serving
+dialect, ``dialect="vllm"``, against vLLM 0.33.0's chat_parsing where `bench.vllm_ref` finds it) and writes
 ``RESULTS.md`` plus PNG plots to ``bench/results/`` (full run) or a fresh temporary directory (``--quick``,
 which takes under a minute), unless ``--out`` names the directory.
 """
@@ -48,6 +49,10 @@ def main(argv: list[str] | None = None) -> Path:
 
     t0 = time.perf_counter()
     measure.prepare()
+    if cfg.serving and ("streaming" in todo or "tokens" in todo):
+        from . import vllm_ref
+
+        cfg.progress(f"[bench] serving dialect: {vllm_ref.status()}")
     results: dict = {}
     names: list[str] = []
     steps = [

@@ -44,6 +44,10 @@ class Config:
     prefeed_chunk: int = 1024  # untimed feeding before a window
     stream_reps: int = 5
     stream_ascii: bool = True  # also stream an ASCII-only copy of each text (4 characters per feed)
+    # the serving dialect (chatparse dialect="vllm" against vLLM 0.33.0's chat_parsing, `bench.vllm_ref`):
+    # streaming rows at 4 characters per feed, and per-token sides in the per-token section
+    serving: bool = True
+    serving_chunk: int = 4
     oneshot_small: int = 4_000
     oneshot_large: int = 500_000
     batch_small: int = 64
@@ -146,6 +150,53 @@ class Reference(Impl):
         return [self._parse(t, self.rt, prefix=p) for t, p in zip(texts, prefixes)]
 
 
+class ChatparseDialect(Chatparse):
+    """chatparse with the events of one dialect (``dialect="vllm"``: vLLM 0.33.0's serving dialect)."""
+
+    def __init__(self, template: dict, dialect: str):
+        super().__init__(template)
+        self.dialect = dialect
+        self.name = f"chatparse ({dialect} dialect)"
+
+    def parser(self, prefix):
+        return self.ct.parser(prefix, dialect=self.dialect)
+
+    def parse(self, text, prefix):
+        return self.ct.parse(text, prefix=prefix, dialect=self.dialect)
+
+    def parse_many(self, texts, prefixes):
+        return [self.parse(t, p) for t, p in zip(texts, prefixes)]
+
+
+class Vllm(Impl):
+    """vLLM 0.33.0's copy of the interpreter (`bench.vllm_ref`), with its template loaded once."""
+
+    name = "vllm"
+
+    def __init__(self, template: dict, ref):
+        self.ref = ref
+        self.rt = ref.load_template(template)
+
+    def parser(self, prefix):
+        return self.ref.parser(self.rt, prefix)
+
+    def parse(self, text, prefix):
+        return self.ref.parse(text, self.rt, prefix)
+
+    def parse_many(self, texts, prefixes):
+        return [self.parse(t, p) for t, p in zip(texts, prefixes)]
+
+
+def serving_impls(fmt: str) -> tuple[Impl, Impl | None]:
+    """chatparse in the "vllm" dialect and vLLM's chat_parsing (None when `bench.vllm_ref` finds none)."""
+    from chatparse import templates
+
+    from . import vllm_ref
+
+    ref = vllm_ref.load()
+    return ChatparseDialect(templates.get(fmt), "vllm"), (Vllm(templates.get(fmt), ref) if ref else None)
+
+
 def impls(fmt: str) -> tuple[Impl, Impl]:
     from chatparse import templates
 
@@ -178,6 +229,52 @@ def check(sc: S.Scenario, cp: Impl, ref: Impl, ref_message: dict | None = None) 
     assert len(ours.get("tool_calls", [])) == exp["tool_calls"], f"{sc.name}: number of tool calls"
 
 
+def _normalized(events: list) -> list:
+    """Events with adjacent chunks of one field merged and an error as (class name, message): the form in
+    which chatparse and vLLM must agree whatever the chunking (as tests/test_vllm_dialect.py compares)."""
+    out: list = []
+    for ev in events:
+        ev = dict(ev)
+        if "error" in ev:
+            ev["error"] = (type(ev["error"]).__name__, str(ev["error"]))
+        if (ev["type"] == "region_chunk" and out and out[-1]["type"] == "region_chunk"
+                and out[-1]["field"] == ev["field"]):
+            out[-1] = {**out[-1], "text": out[-1]["text"] + ev["text"]}
+        else:
+            out.append(ev)
+    return out
+
+
+def _all_events(impl: Impl, sc: S.Scenario, step: int) -> tuple:
+    p = impl.parser(sc.prefix)
+    events = list(p.initial_events)
+    out = sc.output
+    for i in range(0, len(out), step):
+        events += p.feed(out[i:i + step])
+    message, final = p.finalize()
+    return message, _normalized(events + final), p.input_text
+
+
+def check_serving(sc: S.Scenario, cpv: Impl, vref: Impl | None, default_message: dict, step: int = 4096) -> None:
+    """chatparse in the "vllm" dialect gives the default dialect's message for `sc`; with vLLM's copy at hand,
+    also vLLM's message, events (spans and captures included; chunks merged) and `input_text`. vLLM is fed in
+    `step`-character pieces, as `reference_streamed` feeds the transformers reference (fed 500k characters at
+    once it spends tens of seconds in partial searches of ``\\s*``-led delimiters), chatparse in one piece (its
+    events do not depend on the chunking)."""
+    ours = cpv.parse(sc.output, sc.prefix)
+    if ours != default_message:
+        raise AssertionError(f"{sc.name}: the vllm dialect gives another message than the default")
+    if vref is None:
+        return
+    mine = _all_events(cpv, sc, len(sc.output))
+    theirs = _all_events(vref, sc, step)
+    for what, a, b in zip(("message", "events", "input_text"), mine, theirs):
+        if a != b:
+            raise AssertionError(f"{sc.name}: chatparse (vllm dialect) and vLLM's chat_parsing disagree on the {what}")
+    if ours != theirs[0]:
+        raise AssertionError(f"{sc.name}: parse_response (vllm dialect) and vLLM's streamed message disagree")
+
+
 def prepare() -> None:
     """Import both implementations, then move every object alive so far out of the collector's sight
     (`gc.freeze`): transformers imports a lot, and collecting it again before every timed region would cost
@@ -186,6 +283,9 @@ def prepare() -> None:
     import chatparse.templates  # noqa: F401
     import transformers.utils.chat_parsing  # noqa: F401
 
+    from . import vllm_ref
+
+    vllm_ref.load()  # the serving dialect's reference, when found (never raises)
     gc.collect()
     gc.freeze()
 
@@ -242,11 +342,12 @@ def streaming(cfg: Config) -> list:
     top = max(cfg.stream_lengths)
     for fmt in cfg.formats:
         cp, ref = impls(fmt)
+        cpv, vref = serving_impls(fmt) if cfg.serving else (None, None)
         for kind in cfg.stream_kinds:
             variants = [(S.make(fmt, kind, top), cfg.chunk_sizes)]
             if cfg.stream_ascii:
                 variants.append((S.make(fmt, kind, top, ascii=True), (4,)))
-            for sc, chunks in variants:
+            for vi, (sc, chunks) in enumerate(variants):
                 check(sc, cp, ref)
                 assert len(sc.output) >= top
                 # warm-up: one short stream on each side (first-use caches, lazy imports)
@@ -255,28 +356,50 @@ def streaming(cfg: Config) -> list:
                                  cfg.prefeed_chunk)
                 for chunk in chunks:
                     records += _stream_records(cfg, cp, ref, sc, chunk)
+                if cpv is not None and vi == 0:  # the serving dialect: the same text, 4 characters per feed
+                    records += _serving_records(cfg, cp, cpv, vref, sc)
     return records
 
 
-def _stream_records(cfg: Config, cp: Impl, ref: Impl, sc: S.Scenario, chunk: int) -> list:
-    cfg.progress(f"  streaming {sc.fmt}/{sc.kind} ({sc.text}) chunk={chunk}")
+def _serving_records(cfg: Config, cp: Impl, cpv: Impl, vref: Impl | None, sc: S.Scenario) -> list:
+    t0 = time.perf_counter()
+    check_serving(sc, cpv, vref, cp.parse(sc.output, sc.prefix))
+    for impl in (cpv, vref) if vref is not None else (cpv,):
+        _stream_pass(impl, sc, [min(cfg.stream_lengths)], 4, min(cfg.window_chars, 1024), cfg.prefeed_chunk)
+    records = _stream_records(cfg, cpv, vref, sc, cfg.serving_chunk, dialect="vllm")
+    for r in records:
+        r["elapsed_s"] = (time.perf_counter() - t0) / len(records)
+    return records
+
+
+def _stream_records(cfg: Config, cp: Impl, ref: Impl | None, sc: S.Scenario, chunk: int,
+                    dialect: str = "transformers") -> list:
+    """Records of one scenario and chunk size. ``dialect`` tags them ("vllm": the serving-dialect rows, whose
+    reference is vLLM's chat_parsing); without a reference (`ref` None) chatparse runs alone and the
+    reference columns are NaN."""
+    cfg.progress(f"  streaming {sc.fmt}/{sc.kind} ({sc.text}) chunk={chunk}"
+                 + ("" if dialect == "transformers" else f", {dialect} dialect"))
     window = min(cfg.window_chars, min(cfg.stream_lengths) // 2)
     window -= window % chunk
 
     def run(impl):
         return lambda: _stream_pass(impl, sc, cfg.stream_lengths, chunk, window, cfg.prefeed_chunk)
 
-    a, b = _interleaved(run(cp), run(ref), cfg.stream_reps, cfg.pair_budget_s * 4)
+    if ref is not None:
+        a, b = _interleaved(run(cp), run(ref), cfg.stream_reps, cfg.pair_budget_s * 4)
+    else:
+        a, b = [run(cp)() for _ in range(cfg.stream_reps)], None
+    nan = float("nan")
     records = []
     for li, L in enumerate(cfg.stream_lengths):
         cpm = statistics.median(r[li][0] for r in a) / 1e3
-        refm = statistics.median(r[li][0] for r in b) / 1e3
+        refm = statistics.median(r[li][0] for r in b) / 1e3 if b else nan
         records.append({
             "format": sc.fmt, "kind": sc.kind, "text": sc.text, "chunk": chunk, "length": L,
             "window_feeds": window // chunk, "cp_us": cpm, "ref_us": refm,
             "cp_mean_us": statistics.median(r[li][1] for r in a) / 1e3,
-            "ref_mean_us": statistics.median(r[li][1] for r in b) / 1e3,
-            "ratio": refm / cpm, "reps": len(a),
+            "ref_mean_us": statistics.median(r[li][1] for r in b) / 1e3 if b else nan,
+            "ratio": refm / cpm, "reps": len(a), "dialect": dialect,
         })
     return records
 
@@ -564,15 +687,18 @@ def tokens(cfg: Config) -> dict:
     templates = tuple(dict.fromkeys((cfg.token_template,) + tuple(cfg.token_build_templates)))
     build = P.build_times(vocab.tok, templates, cfg.token_build_reps)
     sides = P.Sides(vocab, cfg.token_template)
+    dialects = ("vllm",) if cfg.serving else ()
     one = []
     for kind in cfg.token_kinds:
         one += P.one_stream(sides, kind, cfg.token_lengths, cfg.token_window, cfg.token_reps,
-                            budget_s=cfg.pair_budget_s * 4, progress=cfg.progress)
+                            budget_s=cfg.pair_budget_s * 4, progress=cfg.progress, dialects=dialects)
     whole = P.whole(sides, cfg.token_lengths, cfg.oneshot_reps, cfg.min_timed_s, budget_s=cfg.pair_budget_s,
-                    progress=cfg.progress)
+                    progress=cfg.progress, dialects=dialects)
     streams = [P.streams(sides, cfg.token_streams, cfg.token_stream_steps, plain, cfg.token_stream_reps,
-                         budget_s=cfg.pair_budget_s * 2, progress=cfg.progress) for plain in (False, True)]
+                         budget_s=cfg.pair_budget_s * 2, progress=cfg.progress, dialects=dialects)
+               for plain in (False, True)]
     return {
+        "dialects": list(dialects), "vllm_reference": sides.vllm_parser is not None,
         "vocabulary": {"name": vocab.name, "source": vocab.source, "tekken": vocab.tekken, "load_s": vocab.load_s,
                        "size": build["size"], "not_utf8_alone": build["not_utf8_alone"]},
         "template": cfg.token_template, "build": build,

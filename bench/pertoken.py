@@ -182,13 +182,24 @@ def _text(kind: str, chars: int, seed: int, tool_call: bool, plain: bool) -> str
     return text + END
 
 
+_generations: dict = {}
+
+
 def generation(tok, n_tokens: int, seed: int = 0, kind: str = "turn", tool_call: bool = True,
                plain: bool = False, at_least: bool = False) -> list:
     """A qwen3-style generation of about `n_tokens` tokens (`at_least`: no fewer, and at most
-    30% more), as token ids.
+    30% more), as token ids (a fresh list; the same arguments give the same ids, encoded once per process).
 
     ``turn``: reasoning and answer, half each; ``reasoning``: one long reasoning region; ``content``: one long
     answer dense with code/HTML. Each ends in a tool call (unless not `tool_call`) and ``<|im_end|>``."""
+    key = (id(tok), n_tokens, seed, kind, tool_call, plain, at_least)
+    hit = _generations.get(key)
+    if hit is None or hit[0] is not tok:
+        hit = _generations[key] = (tok, _generation(tok, n_tokens, seed, kind, tool_call, plain, at_least))
+    return list(hit[1])
+
+
+def _generation(tok, n_tokens, seed, kind, tool_call, plain, at_least) -> list:
     chars = int(n_tokens * 4.2)
     for _ in range(12):  # re-aim (deterministically) until n_tokens <= len(ids) <= 1.3 n_tokens
         ids = tok.encode(_text(kind, chars, seed, tool_call, plain), add_special_tokens=False).ids
@@ -304,20 +315,38 @@ class Sides:
                 self.ref_parse = lambda text, prefix="": parse_response(text, self.rt, prefix=prefix)
             except Exception:  # noqa: BLE001 - no reference installed: its columns stay empty
                 pass
+        # the serving dialect's reference: vLLM 0.33.0's chat_parsing (`bench.vllm_ref`), None when not found
+        self.vllm_parser = self.vllm_parse = None
+        if reference:
+            from . import vllm_ref
+
+            ref = vllm_ref.load()
+            if ref is not None:
+                vrt = ref.load_template(self.template)
+                self.vllm_parser = lambda prefix="": ref.parser(vrt, prefix)
+                self.vllm_parse = lambda text, prefix="": ref.parse(text, vrt, prefix)
 
     def decode(self, ids) -> str:
         return self.tok.decode(list(ids), skip_special_tokens=False)
 
-    def cp_text_parser(self, prefix: str = ""):
+    def cp_text_parser(self, prefix: str = "", dialect: str | None = None):
         import chatparse
 
-        return chatparse.ResponseParser(self.compiled, prefix=prefix)
+        return chatparse.ResponseParser(self.compiled, prefix=prefix, dialect=dialect)
 
-    def reference_message(self, text: str, step: int = 4096) -> dict | None:
+    def reference_for(self, dialect: str | None):
+        """(parser maker, one-shot parse) of the reference for `dialect`: transformers' for the default, vLLM's
+        chat_parsing for "vllm"; (None, None) when it is not installed."""
+        if dialect == "vllm":
+            return self.vllm_parser, self.vllm_parse
+        return self.ref_parser, self.ref_parse
+
+    def reference_message(self, text: str, step: int = 4096, dialect: str | None = None) -> dict | None:
         """The reference's message, fed in pieces (its one-shot parse of one long region is quadratic)."""
-        if self.ref_parser is None:
+        make = self.reference_for(dialect)[0]
+        if make is None:
             return None
-        p = self.ref_parser("")
+        p = make("")
         for i in range(0, len(text), step):
             p.feed(text[i:i + step])
         return p.finalize()[0]
@@ -399,9 +428,13 @@ def _window_pass(feed_many, feed_one, ids, lengths, window: int, prefeed: int) -
 
 
 def one_stream(sides: Sides, kind: str, lengths, window: int, reps: int, prefeed: int = 4096,
-               budget_s: float = 120.0, reference: bool = True, progress=None) -> list:
+               budget_s: float = 120.0, reference: bool = True, progress=None, dialects=()) -> list:
     """Per-token cost for one stream of a `kind` generation, at windows ending at each length (one record per
-    length), chatparse ids vs decode + chatparse text vs decode + reference text."""
+    length), chatparse ids vs decode + chatparse text vs decode + reference text.
+
+    Each of `dialects` (e.g. ``("vllm",)``) adds two sides to the same rotation, timed at the shortest and the
+    longest length only: chatparse ``feed_tokens`` in that dialect (column ``<dialect>``) and decode + that
+    dialect's reference ``feed`` (column ``<dialect>_ref``, vLLM's chat_parsing for "vllm"; NaN when absent)."""
     lengths = sorted(lengths)
     window = min(window, lengths[0])
     ids = generation(sides.tok, max(lengths) + 64, seed=7, kind=kind, at_least=True)
@@ -411,19 +444,25 @@ def one_stream(sides: Sides, kind: str, lengths, window: int, reps: int, prefeed
     # correctness first: ids parsed one-shot, per token, and the reference on the decoded text agree
     import chatparse
 
-    want = chatparse.parse_response(text, sides.compiled, prefix="")
-    assert b.parse(ids, prefix="") == want, f"{kind}: parse_tokens differs from parse_response(decode(ids))"
-    ref_msg = sides.reference_message(text) if reference else None
-    if ref_msg is not None and ref_msg != want:
-        diff = sorted(k for k in set(want) | set(ref_msg) if want.get(k) != ref_msg.get(k))
-        raise AssertionError(f"{kind}: chatparse and the reference disagree on {diff}")
+    def expected(dialect):
+        want = chatparse.parse_response(text, sides.compiled, prefix="", dialect=dialect)
+        assert b.parse(ids, prefix="", dialect=dialect) == want, \
+            f"{kind}: parse_tokens differs from parse_response(decode(ids)) ({dialect or 'default'} dialect)"
+        ref_msg = sides.reference_message(text, dialect=dialect) if reference else None
+        if ref_msg is not None and ref_msg != want:
+            diff = sorted(k for k in set(want) | set(ref_msg) if want.get(k) != ref_msg.get(k))
+            raise AssertionError(f"{kind}: chatparse and the reference disagree on {diff} "
+                                 f"({dialect or 'default'} dialect)")
+        return want
 
-    def cp_pass(lens):
-        p = b.parser(prefix="")
-        res = _window_pass(p.feed_tokens, p.feed_tokens, ids, lens, window, prefeed)
-        p.feed_tokens(ids[lens[-1]:])
-        assert p.finalize()[0] == want, f"{kind}: feed_tokens gave another message"
-        return res
+    def cp_pass_of(dialect, want):
+        def cp_pass(lens):
+            p = b.parser(prefix="", dialect=dialect)
+            res = _window_pass(p.feed_tokens, p.feed_tokens, ids, lens, window, prefeed)
+            p.feed_tokens(ids[lens[-1]:])
+            assert p.finalize()[0] == want, f"{kind}: feed_tokens gave another message ({dialect} dialect)"
+            return res
+        return cp_pass
 
     def text_pass(make):
         def run(lens):
@@ -434,27 +473,37 @@ def one_stream(sides: Sides, kind: str, lengths, window: int, reps: int, prefeed
                                 prefeed)
         return run
 
-    passes = [cp_pass, text_pass(sides.cp_text_parser)]
+    ends = [lengths[0], lengths[-1]] if len(lengths) > 1 else lengths[:1]
+    passes = [("cp", cp_pass_of(None, expected(None)), lengths), ("text", text_pass(sides.cp_text_parser), lengths)]
     if reference and sides.ref_parser is not None:
-        passes.append(text_pass(sides.ref_parser))
-    for run in passes:  # warm-up: first-use caches (token transitions are learned lazily), lazy imports
+        passes.append(("ref", text_pass(sides.ref_parser), lengths))
+    for d in dialects:
+        passes.append((d, cp_pass_of(d, expected(d)), ends))
+        make = sides.reference_for(d)[0]
+        if reference and make is not None:
+            passes.append((f"{d}_ref", text_pass(make), ends))
+    for _, run, _ in passes:  # warm-up: first-use caches (token transitions are learned lazily), lazy imports
         run(lengths[:1])
     if progress:
         progress(f"  per-token one stream ({kind}, {len(ids):,} tokens, windows of {window} ending at "
-                 f"{', '.join(f'{L:,}' for L in lengths)})")
-    fns = [lambda run=run: run(lengths) for run in passes]
+                 f"{', '.join(f'{L:,}' for L in lengths)}"
+                 + "".join(f"; {d} dialect at {' and '.join(f'{L:,}' for L in ends)}" for d in dialects) + ")")
+    fns = [lambda run=run, lens=lens: run(lens) for _, run, lens in passes]
     runs = rotated(fns, reps, budget_s)
     over = timer_overhead_ns()
     records = []
-    for li, L in enumerate(lengths):
+    for L in lengths:
         rec = {"kind": kind, "length": L, "window": window, "prefeed": prefeed, "reps": len(runs[0]),
                "generation_tokens": len(ids), "generation_chars": len(text)}
-        for col, col_runs in zip(("cp", "text", "ref"), runs):
+        for (col, _, lens), col_runs in zip(passes, runs):
+            if L not in lens:
+                continue
+            li = lens.index(L)
             meds = [max(statistics.median(r[li]) - over, 0.0) / 1e3 for r in col_runs]
             means = [max(sum(r[li]) / len(r[li]) - over, 0.0) / 1e3 for r in col_runs]
             rec[f"{col}_us"] = statistics.median(meds)
             rec[f"{col}_mean_us"] = statistics.median(means)
-        for col in ("text", "ref"):
+        for col in ("text", "ref") + tuple(dialects) + tuple(f"{d}_ref" for d in dialects):
             rec.setdefault(f"{col}_us", float("nan"))
             rec.setdefault(f"{col}_mean_us", float("nan"))
         records.append(rec)
@@ -464,8 +513,11 @@ def one_stream(sides: Sides, kind: str, lengths, window: int, reps: int, prefeed
 # -- whole sequences -------------------------------------------------------------------------------------------
 
 def whole(sides: Sides, lengths, reps: int, min_s: float, budget_s: float = 30.0, reference: bool = True,
-          progress=None) -> list:
-    """One-shot tokens/s from ids for a `turn` generation of each length."""
+          progress=None, dialects=()) -> list:
+    """One-shot tokens/s from ids for a `turn` generation of each length.
+
+    Each of `dialects` adds, to the same rotation, ``parse_tokens(ids, dialect=...)`` (key ``<dialect>_ids_tps``)
+    and decode + that dialect's reference ``parse_response`` (``<dialect>_ref_tps``; vLLM's for "vllm")."""
     import chatparse
 
     b, compiled = sides.binding, sides.compiled
@@ -483,22 +535,36 @@ def whole(sides: Sides, lengths, reps: int, min_s: float, budget_s: float = 30.0
             timed(lambda: b.parse(arr, prefix=""), min_s),
             timed(lambda: chatparse.parse_response(sides.decode(ids), compiled, prefix=""), min_s),
         ]
+        keys = ["ids_tps", "numpy_tps", "decode_parse_tps"]
         if reference and sides.ref_parse is not None:
             assert sides.ref_parse(text) == want, f"whole {n}: chatparse and the reference disagree"
             fns.append(timed(lambda: sides.ref_parse(sides.decode(ids)), min_s))
+            keys.append("ref_tps")
+        for d in dialects:
+            assert b.parse(ids, prefix="", dialect=d) == want, f"whole {n}: the {d} dialect gives another message"
+            fns.append(timed(lambda d=d: b.parse(ids, prefix="", dialect=d), min_s))
+            keys.append(f"{d}_ids_tps")
+            ref_parse = sides.reference_for(d)[1] if reference else None
+            if ref_parse is not None:
+                assert ref_parse(text) == want, f"whole {n}: chatparse and the {d} reference disagree"
+                fns.append(timed(lambda f=ref_parse: f(sides.decode(ids)), min_s))
+                keys.append(f"{d}_ref_tps")
         runs = rotated(fns, reps, budget_s)
-        t = [statistics.median(r) for r in runs] + [float("nan")] * (4 - len(runs))
-        records.append({"tokens": len(ids), "chars": len(text), "reps": len(runs[0]),
-                        "ids_tps": len(ids) / t[0], "numpy_tps": len(ids) / t[1],
-                        "decode_parse_tps": len(ids) / t[2], "ref_tps": len(ids) / t[3]})
+        rec = {"tokens": len(ids), "chars": len(text), "reps": len(runs[0]), "ref_tps": float("nan")}
+        rec.update({f"{d}_{k}": float("nan") for d in dialects for k in ("ids_tps", "ref_tps")})
+        rec.update({k: len(ids) / statistics.median(r) for k, r in zip(keys, runs)})
+        records.append(rec)
     return records
 
 
 # -- many streams ----------------------------------------------------------------------------------------------
 
 def streams(sides: Sides, B: int, steps: int, plain: bool, reps: int, ref_steps: int = 128,
-            budget_s: float = 60.0, reference: bool = True, progress=None) -> dict:
-    """B `turn` generations (one per seed, no tool call) stepped together, `steps` tokens each."""
+            budget_s: float = 60.0, reference: bool = True, progress=None, dialects=()) -> dict:
+    """B `turn` generations (one per seed, no tool call) stepped together, `steps` tokens each.
+
+    Each of `dialects` adds `TokenStreams` in that dialect, stepped without reading events, to the same
+    rotation (key ``<dialect>_step_tps``)."""
     import chatparse
 
     b, tok, compiled = sides.binding, sides.tok, sides.compiled
@@ -510,8 +576,8 @@ def streams(sides: Sides, B: int, steps: int, plain: bool, reps: int, ref_steps:
     if progress:
         progress(f"  per-token {B} streams x {steps} steps ({'plain prose' if plain else 'prose'})")
 
-    def run_streams(read_events: bool):
-        s = b.streams(B, prefix="")
+    def run_streams(read_events: bool, dialect=None):
+        s = b.streams(B, prefix="", dialect=dialect)
         step = s.step
         if read_events:
             for k in range(steps):
@@ -544,6 +610,8 @@ def streams(sides: Sides, B: int, steps: int, plain: bool, reps: int, ref_steps:
 
     want = run_loop()
     assert run_streams(False) == run_streams(True) == want
+    for d in dialects:
+        assert run_streams(False, d) == want, f"{B} streams: the {d} dialect gives other messages"
     assert want == [chatparse.parse_response(sides.decode(mat[:, j]), compiled, prefix="") for j in range(B)]
     # decoding each token on its own is wrong for characters split across tokens: count the damage
     wrong = sum(r.finalize()[0] != w for r, w in zip(run_text_loop(sides.cp_text_parser, steps)(), want))
@@ -561,13 +629,19 @@ def streams(sides: Sides, B: int, steps: int, plain: bool, reps: int, ref_steps:
     ref_steps = min(steps, ref_steps)
     if reference and sides.ref_parser is not None:
         fns.append(clocked(run_text_loop(sides.ref_parser, ref_steps)))
+    else:
+        fns.append(lambda: float("nan"))
+    for d in dialects:
+        fns.append(clocked(lambda d=d: run_streams(False, d)))
     runs = rotated(fns, reps, budget_s)
-    t = [statistics.median(r) for r in runs] + [float("nan")] * (5 - len(runs))
+    t = [statistics.median(r) for r in runs]
     total = B * steps
-    return {"streams": B, "steps": steps, "plain": plain, "reps": len(runs[0]),
-            "step_tps": total / t[0], "step_events_tps": total / t[1], "loop_tps": total / t[2],
-            "text_loop_tps": total / t[3], "ref_loop_tps": B * ref_steps / t[4], "ref_steps": ref_steps,
-            "decode_each_token_wrong": wrong}
+    rec = {"streams": B, "steps": steps, "plain": plain, "reps": len(runs[0]),
+           "step_tps": total / t[0], "step_events_tps": total / t[1], "loop_tps": total / t[2],
+           "text_loop_tps": total / t[3], "ref_loop_tps": B * ref_steps / t[4], "ref_steps": ref_steps,
+           "decode_each_token_wrong": wrong}
+    rec.update({f"{d}_step_tps": total / x for d, x in zip(dialects, t[5:])})
+    return rec
 
 
 # -- the standalone command ------------------------------------------------------------------------------------

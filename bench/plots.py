@@ -49,6 +49,8 @@ def streaming(records: list, out: Path) -> list[str]:
     """Per format: one panel per region kind, median per-feed cost against generation length (log-log),
     solid = chatparse, dashed = reference, one colour per chunk size."""
     names = []
+    serving = [r for r in records if r.get("dialect", "transformers") != "transformers"]
+    records = [r for r in records if r.get("dialect", "transformers") == "transformers"]
     formats = list(dict.fromkeys(r["format"] for r in records))
     for fmt in formats:
         rows = [r for r in records if r["format"] == fmt]
@@ -65,6 +67,17 @@ def streaming(records: list, out: Path) -> list[str]:
                 tag = f"{chunk} ch/feed" + (", ASCII" if ascii_ else "")
                 ax.plot(xs, [p[1] for p in pts], color=color, label=f"chatparse, {tag}", **CP_STYLE)
                 ax.plot(xs, [p[2] for p in pts], color=color, label=f"reference, {tag}", **REF_STYLE)
+            # the serving dialect (dialect="vllm") beside them, against vLLM's chat_parsing where it was found
+            pts = sorted((r["length"], r["cp_us"], r["ref_us"]) for r in serving
+                         if r["format"] == fmt and r["kind"] == kind)
+            if pts:
+                xs = [p[0] for p in pts]
+                tag = f"{serving[0]['chunk']} ch/feed"
+                ax.plot(xs, [p[1] for p in pts], color="tab:purple", label=f"chatparse vllm dialect, {tag}",
+                        linestyle=":", marker="s")
+                if all(p[2] == p[2] for p in pts):
+                    ax.plot(xs, [p[2] for p in pts], color="tab:purple", label=f"vLLM chat_parsing, {tag}",
+                            **REF_STYLE)
             _length_axis(ax, [r["length"] for r in rows])
             _plain_y(ax)
             ax.set_title(f"{kind} region")
@@ -177,6 +190,11 @@ TOKEN_SIDES = (("cp", "chatparse feed_tokens(id)", "tab:blue", CP_STYLE),
                ("ref", "decode + reference feed(text)", "tab:red", REF_STYLE))
 
 
+SERVING_TOKEN_SIDES = (("vllm", 'chatparse feed_tokens(id), dialect="vllm"', "tab:purple",
+                        {"linestyle": ":", "marker": "s"}),
+                       ("vllm_ref", "decode + vLLM chat_parsing feed(text)", "tab:purple", REF_STYLE))
+
+
 def tokens(result: dict, out: Path) -> list[str]:
     """Per-token cost, one stream: median µs per call against generation length (log-log), one panel per
     text, one line per side."""
@@ -195,6 +213,10 @@ def tokens(result: dict, out: Path) -> list[str]:
             ys = [r[col + "_us"] for r in rows]
             if all(y == y for y in ys):
                 ax.plot(xs, ys, color=color, label=label, **style)
+        for col, label, color, style in SERVING_TOKEN_SIDES:  # measured at the shortest and longest lengths
+            pts = [(r["length"], r[col + "_us"]) for r in rows if r.get(col + "_us", float("nan")) == r.get(col + "_us")]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, label=label, **style)
         ax.axhline(0.3, color="gray", linestyle=":", label="target 0.3 µs")
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(FixedLocator(xs))

@@ -54,6 +54,21 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
+def _vllm_version_short() -> str:
+    from . import vllm_ref
+
+    ref = vllm_ref.load()
+    return ref.version if ref is not None else "?"
+
+
+def _vllm_version() -> str:
+    from . import vllm_ref
+
+    ref = vllm_ref.load()
+    return (f"{ref.version}: `vllm/parser/chat_parsing` loaded by path from {ref.path}" if ref is not None
+            else "not found")
+
+
 def machine_info() -> dict:
     return {
         "CPU": _cpu_model(),
@@ -63,6 +78,7 @@ def machine_info() -> dict:
         "Python": f"{platform.python_implementation()} {platform.python_version()}",
         "chatparse": _version("chatparse"),
         "transformers (reference)": _version("transformers"),
+        "vLLM (serving-dialect reference)": _vllm_version(),
         "regex": _version("regex"),
         "numpy": _version("numpy"),
         "interegular": _version("interegular"),
@@ -79,7 +95,8 @@ def _fmt_ratio(x: float) -> str:
 def targets(results: dict, cfg) -> list[dict]:
     """Each target of issues 2 and 5 with its measured value and PASS/FAIL (None: not measured)."""
     out = []
-    st = [r for r in results.get("streaming", []) if r["chunk"] == 4]
+    streaming = results.get("streaming", [])
+    st = [r for r in streaming if r["chunk"] == 4 and _dialect(r) == "transformers"]
     if st:
         lo, hi = min(r["length"] for r in st), max(r["length"] for r in st)
         at_hi = [r for r in st if r["length"] == hi]
@@ -101,6 +118,7 @@ def targets(results: dict, cfg) -> list[dict]:
             "measured": f"worst {growth:.2f}x ({_scen(r)})",
             "ok": growth <= 1.5,
         })
+    out += _serving_stream_targets([r for r in streaming if _dialect(r) == "vllm"])
     os_ = results.get("oneshot", [])
     small = [r for r in os_ if r["doc"] == "mixed" and r["size"] == cfg.oneshot_small and r["batch"] == 1
              and r["template"] == "compiled"]
@@ -131,6 +149,94 @@ def targets(results: dict, cfg) -> list[dict]:
             "ok": worst["cp_excess"] <= cfg.memory_constant,
         })
     out += _token_targets(results.get("tokens"))
+    return out
+
+
+SERVING = 'serving dialect (`dialect="vllm"`)'
+
+
+def _dialect(r: dict) -> str:
+    return r.get("dialect", "transformers")
+
+
+def _serving_stream_targets(sv: list) -> list[dict]:
+    """The streaming targets applied to the serving-dialect rows: against vLLM's chat_parsing (when it was
+    found) and flat."""
+    if not sv:
+        return []
+    out = []
+    lo, hi = min(r["length"] for r in sv), max(r["length"] for r in sv)
+    at_hi = [r for r in sv if r["length"] == hi]
+    chunk = sv[0]["chunk"]
+    if all(r["ratio"] == r["ratio"] for r in at_hi):  # NaN: the vLLM reference was not found
+        worst = min(at_hi, key=lambda r: r["ratio"])
+        out.append({
+            "target": f"Streaming, {SERVING}, {chunk} characters per feed, at {hi:,} characters: >= 10x vLLM "
+                      f"{_vllm_version_short()}'s `chat_parsing` (the same target as above, against vLLM's copy of "
+                      "the interpreter)",
+            "measured": f"min {_fmt_ratio(worst['ratio'])} ({_scen(worst)}); "
+                        f"max {_fmt_ratio(max(r['ratio'] for r in at_hi))}",
+            "ok": worst["ratio"] >= 10,
+        })
+    flat = []
+    for r in at_hi:
+        base = next(x for x in sv if x["length"] == lo and _key(x) == _key(r))
+        flat.append((r["cp_us"] / base["cp_us"], r))
+    growth, r = max(flat, key=lambda x: x[0])
+    out.append({
+        "target": f"Streaming is flat, {SERVING}: chatparse per-feed cost at {hi:,} within 1.5x of the cost at "
+                  f"{lo:,} ({chunk} characters per feed)",
+        "measured": f"worst {growth:.2f}x ({_scen(r)})",
+        "ok": growth <= 1.5,
+    })
+    return out
+
+
+def _serving_token_targets(tk: dict, vtag: str) -> list[dict]:
+    """The per-token speed targets applied to chatparse in the serving dialect."""
+    if "vllm" not in tk.get("dialects", []):
+        return []
+    out = []
+    one = [r for r in tk["one_stream"] if r.get("vllm_us", float("nan")) == r.get("vllm_us", float("nan"))]
+    if one:
+        kinds = list(dict.fromkeys(r["kind"] for r in one))
+        lengths = sorted({r["length"] for r in one})
+        worst = max(one, key=lambda r: r["vllm_us"])
+        flats = [(_flat(one, k, "vllm_us"), k) for k in kinds]
+        growth, fk = max(flats)
+        per_kind = "; ".join(f"{_TOKEN_KINDS.get(k, k)} max {max(r['vllm_us'] for r in one if r['kind'] == k):.2f}"
+                             for k in kinds)
+        out.append({
+            "target": f"One token per call, one stream, {SERVING} ({vtag}): median <= 0.3 µs/token at "
+                      f"{' and '.join(f'{n:,}' for n in lengths)} tokens and flat (longest within 1.5x of shortest)",
+            "measured": f"max median {worst['vllm_us']:.2f} µs ({_TOKEN_KINDS.get(worst['kind'], worst['kind'])} at "
+                        f"{worst['length']:,} tokens; {per_kind}); flat: worst {growth:.2f}x "
+                        f"({_TOKEN_KINDS.get(fk, fk)})",
+            "ok": worst["vllm_us"] <= 0.3 and growth <= 1.5,
+        })
+    wh = tk["whole"]
+    if wh and "vllm_ids_tps" in wh[0]:
+        top = max(wh, key=lambda r: r["tokens"])
+        low = min(wh, key=lambda r: r["tokens"])
+        out.append({
+            "target": f"Whole sequence from ids, {SERVING} (`parse_tokens(..., dialect=\"vllm\")`, a list of ids, "
+                      f"{vtag}): >= 10M tokens/s at {top['tokens']:,} tokens",
+            "measured": f"{top['vllm_ids_tps'] / 1e6:.1f}M tokens/s (default dialect in the same runs "
+                        f"{top['ids_tps'] / 1e6:.1f}M; {low['vllm_ids_tps'] / 1e6:.1f}M at {low['tokens']:,} tokens)",
+            "ok": top["vllm_ids_tps"] >= 10e6,
+        })
+    st = [r for r in tk["streams"] if "vllm_step_tps" in r]
+    if st:
+        worst = min(st, key=lambda r: r["vllm_step_tps"])
+        others = "; ".join(f"{_stream_text(r)} {r['vllm_step_tps'] / 1e6:.1f}M" for r in st if r is not worst)
+        out.append({
+            "target": f"{worst['streams']} streams stepped together, {SERVING} (`TokenStreams.step`, events not "
+                      f"read, {vtag}): >= 20M tokens/s",
+            "measured": f"{worst['vllm_step_tps'] / 1e6:.1f}M tokens/s ({_stream_text(worst)}"
+                        + (f"; {others}" if others else "") + f"); default dialect in the same runs: "
+                        f"{worst['step_tps'] / 1e6:.1f}M",
+            "ok": worst["vllm_step_tps"] >= 20e6,
+        })
     return out
 
 
@@ -193,15 +299,15 @@ def _token_targets(tk: dict | None) -> list[dict]:
                         f"{b['tables_s'][slow]:.2f} s, the slowest of {len(b['tables_s'])} templates)",
             "ok": total <= 2,
         })
-    return out
+    return out + _serving_token_targets(tk, vtag)
 
 
 _TOKEN_KINDS = {"reasoning": "prose", "content": "code/HTML"}
 
 
-def _flat(one: list, kind: str) -> float:
-    rows = sorted((r for r in one if r["kind"] == kind), key=lambda r: r["length"])
-    return rows[-1]["cp_us"] / rows[0]["cp_us"]
+def _flat(one: list, kind: str, col: str = "cp_us") -> float:
+    rows = sorted((r for r in one if r["kind"] == kind and r[col] == r[col]), key=lambda r: r["length"])
+    return rows[-1][col] / rows[0][col]
 
 
 def _us_cell(median: float, mean: float) -> str:
@@ -263,7 +369,9 @@ def write(out: Path, results: dict, cfg, command: str, plots: list[str], elapsed
     L += ["# chatparse benchmark results", "",
           f"chatparse against the transformers reference (`transformers.utils.chat_parsing`), measured in one "
           f"process, interleaved, medians of repetitions; ratios are reference time / chatparse time "
-          f"(> 1: chatparse is faster). {mode.capitalize()}; took {elapsed_s:.0f} s.", ""]
+          f"(> 1: chatparse is faster). {mode.capitalize()}; took {elapsed_s:.0f} s.", "",
+          f"Serving-dialect rows (chatparse with `dialect=\"vllm\"`, vLLM 0.33.0's events) are measured beside the "
+          f"default ones; their reference is vLLM's own copy of the interpreter: {_serving_status()}.", ""]
 
     L += [SECTIONS[0], "", f"Command: `{command}` (from the project root)", "",
           f"Date: {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}", ""]
@@ -275,7 +383,7 @@ def write(out: Path, results: dict, cfg, command: str, plots: list[str], elapsed
     rows = [[t["target"], t["measured"], "PASS" if t["ok"] else "FAIL"] for t in targets(results, cfg)]
     L += _table(["target (issues 2, 3 and 5)", "measured", "verdict"], rows) + [""]
 
-    st = results.get("streaming", [])
+    st = [r for r in results.get("streaming", []) if _dialect(r) == "transformers"]
     L += [SECTIONS[2], ""]
     if st:
         lengths = sorted({r["length"] for r in st})
@@ -308,6 +416,7 @@ def write(out: Path, results: dict, cfg, command: str, plots: list[str], elapsed
                 [f"{_us(cells_of[k][L_]['cp_mean_us'])} / {_us(cells_of[k][L_]['ref_mean_us'])}" for L_ in lengths]
                 for k in keys if k[3] == 4]
         L += _table(["format", "region"] + [f"{L_:,}" for L_ in lengths], rows) + [""]
+        L += _serving_stream_section([r for r in results["streaming"] if _dialect(r) == "vllm"], st)
         L += [f"![streaming {p}]({p})" for p in plots if p.startswith("streaming")] + [""]
     else:
         L += ["(not run)", ""]
@@ -392,10 +501,67 @@ def write(out: Path, results: dict, cfg, command: str, plots: list[str], elapsed
           "of timer overhead on both sides).",
           "- Per-token figures (`bench/pertoken.py`, shared with `python bench/bench_tokens.py`) use one tokenizer: "
           "Mistral's tekken vocabulary when mistral-common is importable, else a byte-level BPE trained at bench "
-          "time (the section says which); per-call times there have the timer's own cost subtracted.", ""]
+          "time (the section says which); per-call times there have the timer's own cost subtracted.",
+          "- Serving-dialect rows (`dialect=\"vllm\"`): their reference is vLLM 0.33.0's `vllm/parser/chat_parsing` "
+          "package, which `bench/vllm_ref.py` loads by file path (from `$CHATPARSE_VLLM_SITE`, an importable `vllm`, "
+          "or the venv `.ci/run` makes, `$CHATPARSE_VLLM_VENV` or ~/.cache/chatparse/venv-vllm, or /work/venv-vllm: "
+          "vllm pins transformers < 5.21, so it lives in a venv of its own) without importing `vllm` itself; where "
+          "it is not found the rows give chatparse alone.", ""]
     path = out / "RESULTS.md"
     path.write_text("\n".join(L), encoding="utf-8")
     return path
+
+
+def _serving_status() -> str:
+    from . import vllm_ref
+
+    ref = vllm_ref.load()
+    if ref is not None:
+        return (f"vLLM {ref.version}'s `vllm/parser/chat_parsing` package, loaded by file path from `{ref.path}` "
+                f"(found by {ref.found_by}; run with this environment's `regex`), so the serving-dialect rows carry "
+                "ratios against it")
+    return (f"**the vLLM reference was not found** ({vllm_ref.why()}), so "
+            "the serving-dialect rows give chatparse alone, without a ratio; set "
+            f"`{vllm_ref.ENV}` to a site-packages directory holding vllm==0.33.0")
+
+
+def _serving_stream_section(sv: list, default: list) -> list[str]:
+    if not sv:
+        return []
+    lengths = sorted({r["length"] for r in sv})
+    chunk = sv[0]["chunk"]
+    have_ref = all(r["ref_us"] == r["ref_us"] for r in sv)
+    L = [f"### Serving dialect (`dialect=\"vllm\"`)", "",
+         f"The same texts (non-ASCII), windows and repetitions, {chunk} characters per feed, with chatparse's parser "
+         "made with `dialect=\"vllm\"` (events with spans and captures, `region_malformed`, `input_text` kept); "
+         + ("each cell: chatparse / vLLM 0.33.0's `chat_parsing` `ResponseParser` µs (speed-up), interleaved as "
+            "above. Before timing, both are fed each whole output and their messages, events (chunks merged) and "
+            "`input_text` are asserted equal. "
+            if have_ref else
+            "each cell: chatparse µs alone (the vLLM reference was not found: no ratio). Before timing, its message "
+            "is asserted equal to the default dialect's. ")
+         + f"`vs default` = this row's chatparse cost at {lengths[-1]:,} / the default dialect's (table above, "
+         "same text and chunk size).", ""]
+    header = ["format", "region"] + [f"{n:,}" for n in lengths] + ["flat", "vs default"]
+    rows = []
+    base = {(_key(r), r["length"]): r for r in default}
+    for k in dict.fromkeys(_key(r) for r in sv):
+        cells = {r["length"]: r for r in sv if _key(r) == k}
+        first, last = cells[lengths[0]], cells[lengths[-1]]
+        row = [k[0], _region(first)]
+        for n in lengths:
+            r = cells[n]
+            row.append(f"{_us(r['cp_us'])} / {_us(r['ref_us'])} ({_fmt_ratio(r['ratio'])})" if have_ref
+                       else _us(r["cp_us"]))
+        row.append(f"{last['cp_us'] / first['cp_us']:.2f}x")
+        d = base.get((k, lengths[-1]))
+        row.append(f"{last['cp_us'] / d['cp_us']:.2f}x" if d else "-")
+        rows.append(row)
+    L += _table(header, rows) + [""]
+    took = sum(r.get("elapsed_s", 0) for r in sv)
+    if took:
+        L += [f"These rows (checks, warm-up and timing) took {took:.1f} s of the run.", ""]
+    return L
 
 
 def _runs_section(runs: list | None) -> list[str]:
@@ -514,6 +680,58 @@ def _tokens_section(tk: dict | None, plots: list[str]) -> list[str]:
                  f"{r['decode_each_token_wrong']} of {r['streams']}", r["reps"]] for r in st]
         L += _table(["text", "steps", "TokenStreams.step", "step + read events", "loop feed_tokens",
                      "loop decode + chatparse", "loop decode + reference", "wrong messages (decode per token)",
+                     "reps"], rows) + [""]
+    return L + _serving_token_section(tk)
+
+
+def _serving_token_section(tk: dict) -> list[str]:
+    if "vllm" not in tk.get("dialects", []):
+        return []
+    have_ref = tk.get("vllm_reference", False)
+    L = ['### Serving dialect (`dialect="vllm"`)', "",
+         "The per-token paths with vLLM 0.33.0's events (`binding.parser(prefix=..., dialect=\"vllm\")`, "
+         "`parse_tokens(ids, binding, prefix=..., dialect=\"vllm\")`, `binding.streams(n, prefix=..., "
+         "dialect=\"vllm\")`), timed as extra sides in the same rotations as the default rows above (so the "
+         "default figures quoted here come from the same runs). Before timing, their messages are asserted equal "
+         "to the default dialect's and to `chatparse.parse_response(text, dialect=\"vllm\")`"
+         + (", and to vLLM's `chat_parsing` on the decoded text." if have_ref else
+            "; the vLLM reference was not found, so there is no vLLM column.")]
+    L += [""]
+    one = [r for r in tk["one_stream"] if r.get("vllm_us", float("nan")) == r.get("vllm_us", float("nan"))]
+    if one:
+        lengths = sorted({r["length"] for r in one})
+        L += ["One token per call, one stream (median µs per call, mean in brackets, timer cost subtracted; at the "
+              "shortest and longest generation lengths):", ""]
+        header = ["text", "side"] + [f"{n:,} tokens" for n in lengths] + ["flat"]
+        sides = [("vllm", 'chatparse `feed_tokens(id)`, dialect="vllm"'),
+                 ("cp", "chatparse `feed_tokens(id)`, default (same runs)")]
+        if have_ref:
+            sides.append(("vllm_ref", "decode + vLLM `feed`"))
+        rows = []
+        for k in dict.fromkeys(r["kind"] for r in one):
+            recs = {r["length"]: r for r in one if r["kind"] == k}
+            for ci, (col, label) in enumerate(sides):
+                cells = [_us_cell(recs[n][col + "_us"], recs[n][col + "_mean_us"]) for n in lengths]
+                fl = recs[lengths[-1]][col + "_us"] / recs[lengths[0]][col + "_us"]
+                rows.append([_TOKEN_KINDS.get(k, k) if ci == 0 else "", label] + cells + [f"{fl:.2f}x"])
+            if have_ref:
+                rows.append(["", "speed-up vs decode + vLLM (median)"]
+                            + [_fmt_ratio(recs[n]["vllm_ref_us"] / recs[n]["vllm_us"]) for n in lengths] + [""])
+        L += _table(header, rows) + [""]
+    wh = [r for r in tk["whole"] if "vllm_ids_tps" in r]
+    if wh:
+        L += ["Whole sequence from ids, M tokens/s (median):", ""]
+        rows = [[f"{r['tokens']:,}", _mtps(r["vllm_ids_tps"]), _mtps(r["ids_tps"]), _mtps(r["vllm_ref_tps"]),
+                 _fmt_ratio(r["vllm_ids_tps"] / r["vllm_ref_tps"]) if r["vllm_ref_tps"] == r["vllm_ref_tps"] else "-"]
+                for r in wh]
+        L += _table(["tokens", 'parse_tokens (list), dialect="vllm"', "parse_tokens (list), default (same runs)",
+                     "decode + vLLM parse_response", "speed-up vs vLLM"], rows) + [""]
+    st = [r for r in tk["streams"] if "vllm_step_tps" in r]
+    if st:
+        L += [f"{st[0]['streams']} streams stepped together, events not read, M tokens/s (median):", ""]
+        rows = [[_stream_text(r), f"{r['steps']:,}", _mtps(r["vllm_step_tps"]), _mtps(r["step_tps"]), r["reps"]]
+                for r in st]
+        L += _table(["text", "steps", 'TokenStreams.step, dialect="vllm"', "TokenStreams.step, default (same runs)",
                      "reps"], rows) + [""]
     return L
 
