@@ -1,7 +1,9 @@
 """The benchmark suite's quick mode runs end to end (so bench/ cannot rot).
 
 No timing assertions: benchmarks are never timed tests. This only checks that `python -m bench --quick`
-writes RESULTS.md with every section, a verdict for every target, and the plots it links.
+writes RESULTS.md with every section, a verdict for every target (the serving dialect's included), the
+serving-dialect rows (against vLLM's chat_parsing where `bench.vllm_ref` finds it, chatparse alone where it
+does not), and the plots it links.
 """
 
 from __future__ import annotations
@@ -41,15 +43,76 @@ def test_results_has_every_section(quick_run):
     assert "CPU" in text and "Python" in text and "transformers" in text
 
 
+def _vllm_found() -> bool:
+    from bench import vllm_ref
+
+    return vllm_ref.load() is not None
+
+
 def test_every_target_has_a_verdict(quick_run):
     _, path = quick_run
     text = path.read_text(encoding="utf-8")
     targets = text.split("## Targets", 1)[1].split("\n## ", 1)[0]
     verdicts = re.findall(r"\| (PASS|FAIL) \|", targets)
-    assert len(verdicts) == 5 + 4, targets  # issues 2 and 5, then the four speed targets of issue 3
+    # issues 2 and 5, the four speed targets of issue 3, then the serving dialect's: streaming flat, the three
+    # per-token speed targets, and (where vLLM's chat_parsing was found) streaming >= 10x vLLM
+    assert len(verdicts) == 5 + 4 + 4 + _vllm_found(), targets
     for what in ("One token per call", "Whole sequence from ids", "256 streams stepped together",
                  "Building the token tables"):
         assert what in targets, what
+    serving = [line for line in targets.splitlines() if 'serving dialect (`dialect="vllm"`)' in line]
+    assert len(serving) == 4 + _vllm_found(), targets
+    for what in ("Streaming is flat, serving dialect", "One token per call, one stream, serving dialect",
+                 "Whole sequence from ids, serving dialect", "256 streams stepped together, serving dialect"):
+        assert sum(what in line for line in serving) == 1, what
+    assert any("'s `chat_parsing` (the same target as above" in line for line in serving) == _vllm_found()
+
+
+def test_serving_dialect_rows(quick_run):
+    """Streaming and per-token rows for dialect="vllm" beside the default ones, with ratios against vLLM's
+    chat_parsing where it was found, and RESULTS.md saying which."""
+    _, path = quick_run
+    text = path.read_text(encoding="utf-8")
+    if _vllm_found():
+        assert "loaded by file path from" in text and "was not found" not in text
+    else:
+        assert "the vLLM reference was not found" in text
+    streaming = text.split("## Streaming cost per feed", 1)[1].split("\n## ", 1)[0]
+    serving = streaming.split('### Serving dialect (`dialect="vllm"`)', 1)[1]
+    rows = [line for line in serving.splitlines() if re.match(r"\| (smollm3|qwen3_coder|gpt_oss|gemma4) \|", line)]
+    assert len(rows) == 4 * 3, serving  # every format x region kind, 4 characters per feed
+    cell = r"\d+\.\d+ / \d+\.?\d* \(\d+\.?\d*x\)" if _vllm_found() else r"\d+\.\d+"
+    for row in rows:
+        assert re.match(r"\| \w+ \| \w+ \| " + cell + r" \| " + cell + r" \| \d+\.\d+x \| \d+\.\d+x \|$", row), row
+    tokens = text.split("## Per-token cost", 1)[1].split("\n## ", 1)[0]
+    serving = tokens.split('### Serving dialect (`dialect="vllm"`)', 1)[1]
+    assert re.search(r'\| chatparse `feed_tokens\(id\)`, dialect="vllm" \| \d+\.\d+ \(', serving), serving
+    assert ("| decode + vLLM `feed` |" in serving) == _vllm_found()
+    assert re.search(r"\| 1,031 \| \d+\.\d+ \| \d+\.\d+ \| ", serving), serving
+    assert re.search(r"\| prose \| 256 \| \d+\.\d+ \| \d+\.\d+ \|", serving), serving
+
+
+def test_serving_rows_without_vllm(tmp_path, monkeypatch):
+    """Where vLLM's chat_parsing is not found, the serving-dialect rows are chatparse alone (no ratio, no
+    target against vLLM) and RESULTS.md says the reference was not found; nothing fails."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench import measure, report, vllm_ref
+
+    monkeypatch.setenv(vllm_ref.ENV, "none")
+    monkeypatch.setattr(vllm_ref, "_state", {})
+    assert vllm_ref.load() is None
+    cfg = measure.Config.quick_mode(formats=("gemma4",), stream_kinds=("content",), chunk_sizes=(4,),
+                                    stream_ascii=False, stream_lengths=(2_000, 4_000), stream_reps=1, progress=print)
+    records = measure.streaming(cfg)
+    serving = [r for r in records if r["dialect"] == "vllm"]
+    assert len(serving) == 2 and all(r["ref_us"] != r["ref_us"] and r["cp_us"] > 0 for r in serving)
+    path = report.write(tmp_path, {"streaming": records}, cfg, "python -m bench --quick", [], 1.0)
+    text = path.read_text(encoding="utf-8")
+    assert "the vLLM reference was not found" in text and "CHATPARSE_VLLM_SITE=none" in text
+    targets = text.split("## Targets", 1)[1].split("\n## ", 1)[0]
+    assert "Streaming is flat, serving dialect" in targets and "`chat_parsing` (the same target" not in targets
+    assert re.search(r"\| gemma4 \| content \| \d+\.\d+ \| \d+\.\d+ \| \d+\.\d+x \| \d+\.\d+x \|", text), text
 
 
 def test_plots_exist_and_are_linked(quick_run):
