@@ -132,7 +132,9 @@ class _CompiledStream(_rt._ResponseStream):
         if self._finalized:
             return None
         delta = _rt._DeltaBuilder()
-        self._route(self._track(self.parser.feed_tokens(list(token_ids))), delta)
+        # one id as an int: the token tables' inline path (a list takes the general one)
+        ids = token_ids[0] if len(token_ids) == 1 else list(token_ids)
+        self._route(self._track(self.parser.feed_tokens(ids)), delta)
         if finished:
             self._finish(delta)
         return delta.build()
