@@ -44,13 +44,18 @@ def time_limit(seconds: float, error: type[BaseException] = RefTimeout):
 
 
 def normalize(events: list[dict]) -> list[dict]:
+    """Adjacent chunks of one field merged; a `region_malformed` event's error (an exception object, equal to
+    another only by identity) as (class name, message)."""
     out: list[dict] = []
     for ev in events:
         if (ev["type"] == "region_chunk" and out and out[-1]["type"] == "region_chunk"
                 and out[-1]["field"] == ev["field"]):
             out[-1] = {**out[-1], "text": out[-1]["text"] + ev["text"]}
         else:
-            out.append(dict(ev))
+            ev = dict(ev)
+            if "error" in ev:
+                ev["error"] = (type(ev["error"]).__name__, str(ev["error"]))
+            out.append(ev)
     return out
 
 

@@ -27,27 +27,12 @@ from hypothesis import strategies as st  # noqa: E402
 
 import chatparse  # noqa: E402
 from chatparse import templates as templates_lib  # noqa: E402
-from harness import RefTimeout, split, time_limit  # noqa: E402
+from harness import RefTimeout, normalize, split, time_limit  # noqa: E402
 from strategies import VALUE_PIECES, _delims, compiles, templates, texts_for  # noqa: E402
 
 VParser = vllm_chat_parsing.ResponseParser
 v_parse_response = vllm_chat_parsing.parse_response
 ERRORS = (ValueError, KeyError, TypeError, RuntimeError)
-
-
-def normalize(events: list[dict]) -> list[dict]:
-    """Adjacent chunks of one field merged; an event's error as (class name, message)."""
-    out: list[dict] = []
-    for ev in events:
-        ev = dict(ev)
-        if "error" in ev:
-            ev["error"] = (type(ev["error"]).__name__, str(ev["error"]))
-        if (ev["type"] == "region_chunk" and out and out[-1]["type"] == "region_chunk"
-                and out[-1]["field"] == ev["field"]):
-            out[-1] = {**out[-1], "text": out[-1]["text"] + ev["text"]}
-        else:
-            out.append(ev)
-    return out
 
 
 def run(make, chunks, prefix):
