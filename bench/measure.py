@@ -366,17 +366,18 @@ def _serving_records(cfg: Config, cp: Impl, cpv: Impl, vref: Impl | None, sc: S.
     check_serving(sc, cpv, vref, cp.parse(sc.output, sc.prefix))
     for impl in (cpv, vref) if vref is not None else (cpv,):
         _stream_pass(impl, sc, [min(cfg.stream_lengths)], 4, min(cfg.window_chars, 1024), cfg.prefeed_chunk)
-    records = _stream_records(cfg, cpv, vref, sc, cfg.serving_chunk, dialect="vllm")
+    records = _stream_records(cfg, cpv, vref, sc, cfg.serving_chunk, dialect="vllm", base=cp)
     for r in records:
         r["elapsed_s"] = (time.perf_counter() - t0) / len(records)
     return records
 
 
 def _stream_records(cfg: Config, cp: Impl, ref: Impl | None, sc: S.Scenario, chunk: int,
-                    dialect: str = "transformers") -> list:
+                    dialect: str = "transformers", base: Impl | None = None) -> list:
     """Records of one scenario and chunk size. ``dialect`` tags them ("vllm": the serving-dialect rows, whose
     reference is vLLM's chat_parsing); without a reference (`ref` None) chatparse runs alone and the
-    reference columns are NaN."""
+    reference columns are NaN. `base` (chatparse in the default dialect) joins the same rotation, so that
+    ``default_us`` compares the dialects within one set of repetitions."""
     cfg.progress(f"  streaming {sc.fmt}/{sc.kind} ({sc.text}) chunk={chunk}"
                  + ("" if dialect == "transformers" else f", {dialect} dialect"))
     window = min(cfg.window_chars, min(cfg.stream_lengths) // 2)
@@ -385,7 +386,14 @@ def _stream_records(cfg: Config, cp: Impl, ref: Impl | None, sc: S.Scenario, chu
     def run(impl):
         return lambda: _stream_pass(impl, sc, cfg.stream_lengths, chunk, window, cfg.prefeed_chunk)
 
-    if ref is not None:
+    c = None
+    if base is not None:
+        from .pertoken import rotated
+
+        sides = [run(cp), run(base)] + ([run(ref)] if ref is not None else [])
+        a, c, *rest = rotated(sides, cfg.stream_reps, cfg.pair_budget_s * 4)
+        b = rest[0] if rest else None
+    elif ref is not None:
         a, b = _interleaved(run(cp), run(ref), cfg.stream_reps, cfg.pair_budget_s * 4)
     else:
         a, b = [run(cp)() for _ in range(cfg.stream_reps)], None
@@ -401,6 +409,8 @@ def _stream_records(cfg: Config, cp: Impl, ref: Impl | None, sc: S.Scenario, chu
             "ref_mean_us": statistics.median(r[li][1] for r in b) / 1e3 if b else nan,
             "ratio": refm / cpm, "reps": len(a), "dialect": dialect,
         })
+        if c is not None:
+            records[-1]["default_us"] = statistics.median(r[li][0] for r in c) / 1e3
     return records
 
 
