@@ -182,24 +182,13 @@ def _text(kind: str, chars: int, seed: int, tool_call: bool, plain: bool) -> str
     return text + END
 
 
-_generations: dict = {}
-
-
 def generation(tok, n_tokens: int, seed: int = 0, kind: str = "turn", tool_call: bool = True,
                plain: bool = False, at_least: bool = False) -> list:
     """A qwen3-style generation of about `n_tokens` tokens (`at_least`: no fewer, and at most
-    30% more), as token ids (a fresh list; the same arguments give the same ids, encoded once per process).
+    30% more), as token ids.
 
     ``turn``: reasoning and answer, half each; ``reasoning``: one long reasoning region; ``content``: one long
     answer dense with code/HTML. Each ends in a tool call (unless not `tool_call`) and ``<|im_end|>``."""
-    key = (id(tok), n_tokens, seed, kind, tool_call, plain, at_least)
-    hit = _generations.get(key)
-    if hit is None or hit[0] is not tok:
-        hit = _generations[key] = (tok, _generation(tok, n_tokens, seed, kind, tool_call, plain, at_least))
-    return list(hit[1])
-
-
-def _generation(tok, n_tokens, seed, kind, tool_call, plain, at_least) -> list:
     chars = int(n_tokens * 4.2)
     for _ in range(12):  # re-aim (deterministically) until n_tokens <= len(ids) <= 1.3 n_tokens
         ids = tok.encode(_text(kind, chars, seed, tool_call, plain), add_special_tokens=False).ids
