@@ -14,6 +14,7 @@ it lives in an environment of its own: `.ci/run` makes it and runs this file the
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -225,11 +226,16 @@ ALPHABET = "ab<>/x\n {}\"12"
 
 def _continuations(template, prefix, head):
     """vLLM's events for `head` fed in one piece then finalized, and for `head` plus each one character of
-    ALPHABET, each two, each three of "ab<>/x\\n", or each end of a literal delimiter of the template (through finalize() where it returns): what
+    ALPHABET, each two, each three of "ab<>/x\\n", runs of one character up to six, or each end of a literal
+    delimiter or of a literal run of a pattern delimiter of the template (through finalize() where it returns): what
     it decides once the text is known further."""
-    ends = {d[j:] for d in _delims(template) for j in range(len(d))}
+    # literal delimiters, and the literal runs of pattern delimiters, each from every cut
+    pieces = _delims(template) + [run for f in template["fields"].values() for k, v in f.items()
+                                  if k.endswith("_pattern") for run in re.findall(r"[^\\()\[\]|?*+{}.^$]+", v)]
+    ends = {d[j:] for d in pieces for j in range(len(d))}
     short = ["".join(t) for n in (1, 2, 3) for t in itertools.product(ALPHABET if n < 3 else "ab<>/x\n", repeat=n)]
-    for tail in ["", *short, *sorted(ends)]:
+    runs = [c * n for c in ALPHABET for n in (4, 5, 6)]
+    for tail in ["", *short, *runs, *sorted(ends)]:
         try:
             with time_limit(2.0):
                 p = VParser(template, prefix=prefix)
