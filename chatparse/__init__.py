@@ -4,12 +4,14 @@ Public API (call-compatible with `transformers.utils.chat_parsing`):
 
 * `parse_response(text, template, *, prefix, tools=None)` -> message dict
 * `ResponseParser(template, prefix=None, *, tools=None)` with `initial_events`, `feed()`, `finalize()`
+* ``dialect="vllm"`` (or a `Dialect`) on any of them: vLLM 0.33.0's serving dialect of the events
 * `compile_template(template)` -> `CompiledTemplate` (cached), accepted wherever a template dict is
 * `bind(template, tokenizer)`, `TokenParser.feed_tokens(ids)`, `parse_tokens`, `TokenStreams`: per token id
 """
 
 from .compiled import CompiledTemplate, compile_template
 from .response_parser import ResponseParser, parse_response
+from .runtime.dialect import Dialect
 from .runtime.tokens import TokenParser, TokenStreams, parse_tokens, parse_tokens_batch
 
 
@@ -22,6 +24,6 @@ def bind(template, tokenizer):
 
 __version__ = "0.1.0"
 __all__ = [
-    "CompiledTemplate", "ResponseParser", "TokenParser", "TokenStreams", "bind", "compile_template",
+    "CompiledTemplate", "Dialect", "ResponseParser", "TokenParser", "TokenStreams", "bind", "compile_template",
     "parse_response", "parse_tokens", "parse_tokens_batch", "__version__",
 ]
