@@ -460,7 +460,7 @@ class TokenParser:
                 return self._feed_text(text)  # (`_lazy_ok`: no first-token, strip or clean-up state is left)
         self._sync()
         if core.stalled:
-            self._dec.feed(ids)
+            core.feed(self._dec.feed(ids))  # nothing more is parsed; the input is still kept (input_text)
             return []
         sc = core.scanner
         if (len(ids) == 1 and not self._spans_on and sc.end and not sc.attempts and sc.scan == sc.end
