@@ -111,12 +111,12 @@ def parse_response(text: str, response_template: Any, *, prefix: str | None = No
     to parse raises its error. Without a failure the message is the same in every dialect."""
     compiled = compile_template(response_template)
     d = resolve(dialect, malformed=malformed)
-    if d.malformed == "raise":
-        return parse_compiled(compiled, text, prefix, tools)
     try:
         return parse_compiled(compiled, text, prefix, tools)
     except (KeyError, TypeError, ValueError):
-        pass  # which error comes first is decided by the whole parse: run it with the events
+        if d.malformed == "raise":
+            raise
+    # malformed="event": which error comes first is decided by the whole parse, so run it with the events
     parser = ResponseParser(compiled, prefix, tools=tools, dialect=d)
     events = parser.initial_events + parser.feed(text)
     message, final = parser.finalize()

@@ -104,8 +104,9 @@ def _hf_tokenizer(tokenizer: Any) -> Any:
 # One generation
 # --------------------------------------------------------------------------------------------------------------
 class _CompiledStream(_rt._ResponseStream):
-    """vLLM's `_ResponseStream` (its routing of events to deltas) over chatparse's parser in the serving
-    dialect: a `TokenParser` when the tokenizer is bound, else a text `ResponseParser`."""
+    """vLLM's `_ResponseStream` (its routing of events to deltas, and its `feed` for text deltas) over
+    chatparse's parser in the serving dialect: a `TokenParser` when the tokenizer is bound, else a text
+    `ResponseParser`."""
 
     def __init__(self, template, *, prefix: str, tools, parse_reasoning: bool, include_reasoning: bool,
                  parse_tools: bool, new_tool_call_id, binding=None, compiled=None) -> None:
@@ -135,15 +136,6 @@ class _CompiledStream(_rt._ResponseStream):
         # one id as an int: the token tables' inline path (a list takes the general one)
         ids = token_ids[0] if len(token_ids) == 1 else list(token_ids)
         self._route(self._track(self.parser.feed_tokens(ids)), delta)
-        if finished:
-            self._finish(delta)
-        return delta.build()
-
-    def feed(self, text: str, *, finished: bool):
-        if self._finalized:
-            return None
-        delta = _rt._DeltaBuilder()
-        self._route(self._track(self.parser.feed(text)), delta)
         if finished:
             self._finish(delta)
         return delta.build()
@@ -224,17 +216,16 @@ def _validate_tokenizer_response_template(tokenizer: Any, *, reasoning_parser: s
     if NAME not in (reasoning_parser, tool_parser):
         return _original_validate(tokenizer, reasoning_parser=reasoning_parser, tool_parser=tool_parser)
     template = _resolved(tokenizer, None)
-    view = _TemplateView(tokenizer, template)
+    view = _TemplateView(template)
     return _original_validate(view, reasoning_parser=reasoning_parser, tool_parser=tool_parser)
 
 
 class _TemplateView:
     """A tokenizer stand-in for vLLM's startup check: only its `response_template` is read."""
 
-    def __init__(self, tokenizer: Any, template: dict | None):
+    def __init__(self, template: dict | None):
         self.response_template = template
         self.init_kwargs = {"response_template": template}
-        self._tokenizer = tokenizer
 
 
 def register() -> None:
