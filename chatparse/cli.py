@@ -35,7 +35,7 @@ DEMO_OUTPUT = (
     '<tool_call>{"name": "greet_user", "arguments": {"greeting": "Hi!"}}</tool_call>'
 )
 
-_FEATURE_MODULES = ("chatparse.tokenizer_dir", "chatparse.authoring.cli")
+_FEATURE_MODULES = ("chatparse.tokenizer_dir", "chatparse.authoring.cli", "chatparse.parse_file")
 
 
 def _demo(args) -> int:

@@ -1,0 +1,460 @@
+"""Columnar parsing: pyarrow tables and record batches of generations in, typed message columns out.
+
+`parse_arrow(data, template, text_column="text", prefix=... | prefix_column=...)` parses every row of a text
+column on the one-shot path (each row is exactly ``CompiledTemplate.parse``, the call `parse_batch` makes per
+row) and returns the messages as columns (`MESSAGE_SCHEMA`):
+
+* ``role``, ``reasoning_content``, ``content``: string, null where the message has no such key;
+* ``tool_calls``: list<struct<name, arguments, type, id>> (all strings), null where the message has no
+  ``tool_calls`` key; ``arguments`` is the JSON text of the call's arguments value (``json.loads`` gives it
+  back), ``type`` / ``id`` are null where the call has no such key;
+* ``extra``: JSON text of an object holding every part of the message the typed columns cannot hold
+  exactly, null when there is none: message keys other than the four above, a ``role`` /
+  ``reasoning_content`` / ``content`` that is not a string, and a ``tool_calls`` value that is not a list of
+  ``{"type"?: str, "id"?: str, "function": {"name": str, "arguments": ...}}`` (then the whole list is here,
+  under ``tool_calls``, and the ``tool_calls`` column is null). Nothing a template produces is dropped:
+  `to_messages` rebuilds each message dict exactly;
+* ``error``: ``"ClassName: message"`` of the exception the row's parse raised (then every other column of
+  the row is null), null for rows that parsed. A bad row never raises out of the batch.
+
+`parse_arrow_tokens(data, binding, ids_column="ids", ...)` does the same from a list<int> column of token ids
+with a `chatparse.bind(...)` binding (each row is exactly ``binding.parse``, as `parse_tokens_batch`).
+
+Tables give a table, record batches give a record batch. ``keep_columns=True`` returns the input's columns
+followed by the message columns (``column_prefix`` renames the latter, for inputs that already have a
+``content`` column). Python objects per row are only the row's text (the parser takes a `str`) and its
+message; the columns are built from plain lists.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+try:
+    import pyarrow as pa
+except ImportError as e:  # pragma: no cover - the error says what to install
+    raise ImportError("chatparse.arrow needs pyarrow: pip install 'chatparse[data]'") from e
+
+from .compiled import CompiledTemplate, compile_template
+
+__all__ = ["MESSAGE_SCHEMA", "TOOL_CALL_TYPE", "compiled_of", "error_of", "parse_arrow", "parse_arrow_tokens",
+           "table_bytes", "to_messages"]
+
+TOOL_CALL_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.string()), ("type", pa.string()),
+                            ("id", pa.string())])
+MESSAGE_SCHEMA = pa.schema([
+    ("role", pa.string()),
+    ("reasoning_content", pa.string()),
+    ("content", pa.string()),
+    ("tool_calls", pa.list_(TOOL_CALL_TYPE)),
+    ("extra", pa.string()),
+    ("error", pa.string()),
+])
+_TEXT_KEYS = ("role", "reasoning_content", "content")
+_CALL_KEYS = frozenset(("type", "id", "function"))
+_ARGS_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # strict JSON text of arguments
+_EXTRA_JSON = json.JSONEncoder(ensure_ascii=False, default=repr).encode  # (messages are JSON data)
+
+
+def error_of(exc: BaseException) -> str:
+    """The ``error`` column's text for an exception: ``"ClassName: message"``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+def _column(data, name: str, what: str):
+    """Column `name` of a table / record batch, or an error naming it and the columns there are."""
+    if not isinstance(name, str):
+        raise TypeError(f"`{what}` must be a column name (str), got {type(name).__name__}")
+    names = data.schema.names
+    if name not in names:
+        raise KeyError(f"`{what}`: no column {name!r} in the input (its columns: {names})")
+    return data.column(name)
+
+
+def _strings(data, name: str, what: str) -> list:
+    col = _column(data, name, what)
+    t = col.type
+    if pa.types.is_dictionary(t):
+        col, t = col.cast(t.value_type), t.value_type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view",
+                                                                                    lambda _: False)(t)
+            or pa.types.is_null(t)):
+        raise TypeError(f"`{what}`: column {name!r} must hold strings, it holds {t}")
+    return col.to_pylist()
+
+
+def _check_data(data) -> None:
+    if not isinstance(data, (pa.Table, pa.RecordBatch)):
+        raise TypeError(f"expected a pyarrow Table or RecordBatch, got {type(data).__name__}")
+
+
+def _prefixes(data, n: int, prefix, prefix_column) -> list:
+    if prefix_column is not None:
+        if prefix is not None:
+            raise ValueError("pass either `prefix` (one for all rows) or `prefix_column`, not both")
+        return _strings(data, prefix_column, "prefix_column")
+    if prefix is None:
+        raise ValueError('parse_arrow requires `prefix` (the chat prompt, one for all rows) or `prefix_column` '
+                         '(one per row), because chat templates often pre-write part of the assistant message; '
+                         'pass prefix="" to opt out explicitly')
+    if not isinstance(prefix, str):
+        raise TypeError(f"`prefix` must be a string, got {type(prefix).__name__} (use `prefix_column` for one "
+                        "prefix per row)")
+    return [prefix] * n
+
+
+def _tools(data, n: int, tools, tools_column) -> list:
+    """Per row: a tools list, None, or an exception to report for that row."""
+    if tools_column is None:
+        return [tools] * n
+    if tools is not None:
+        raise ValueError("pass either `tools` (one list for all rows) or `tools_column`, not both")
+    col = _column(data, tools_column, "tools_column")
+    t = col.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        seen: dict = {}
+        out = []
+        for i, s in enumerate(col.to_pylist()):
+            if s is None:
+                out.append(None)
+                continue
+            v = seen.get(s)
+            if v is None:
+                try:
+                    v = json.loads(s)
+                    if not isinstance(v, list):
+                        raise ValueError(f"expected a JSON list of tool schemas, got {type(v).__name__}")
+                except ValueError as e:
+                    v = ValueError(f"`tools_column` {tools_column!r}: row {i}: {e}")
+                seen[s] = v
+            out.append(v)
+        return out
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return col.to_pylist()
+    raise TypeError(f"`tools_column`: column {tools_column!r} must hold JSON text or a list of tool schemas, "
+                    f"it holds {t}")
+
+
+# ------------------------------------------------------------------------------------------------ outputs
+class _Columns:
+    """The message columns, built row by row from plain lists."""
+
+    def __init__(self):
+        self.role: list = []
+        self.reasoning: list = []
+        self.content: list = []
+        self.extra: list = []
+        self.error: list = []
+        self.calls_valid: list = []  # per row: has a tool_calls list in the column
+        self.offsets = [0]
+        self.name: list = []
+        self.arguments: list = []
+        self.type: list = []
+        self.id: list = []
+
+    def fail(self, exc: BaseException) -> None:
+        self.role.append(None)
+        self.reasoning.append(None)
+        self.content.append(None)
+        self.extra.append(None)
+        self.error.append(error_of(exc))
+        self.calls_valid.append(False)
+        self.offsets.append(self.offsets[-1])
+
+    def add(self, message: dict) -> None:
+        if type(message) is not dict:  # not a message a template makes; kept whole rather than dropped
+            self.role.append(None)
+            self.reasoning.append(None)
+            self.content.append(None)
+            self.extra.append(json.dumps({"message": message}, ensure_ascii=False))
+            self.error.append(None)
+            self.calls_valid.append(False)
+            self.offsets.append(self.offsets[-1])
+            return
+        extra = None
+        texts = []
+        for key in _TEXT_KEYS:
+            v = message.get(key)
+            if v is not None and type(v) is not str or v is None and key in message:
+                extra = extra or {}
+                extra[key] = v
+                v = None
+            texts.append(v)
+        self.role.append(texts[0])
+        self.reasoning.append(texts[1])
+        self.content.append(texts[2])
+        calls = message.get("tool_calls")
+        typed = False
+        if "tool_calls" in message:
+            typed = self._calls(calls)
+            if not typed:
+                extra = extra or {}
+                extra["tool_calls"] = calls
+        self.calls_valid.append(typed)
+        self.offsets.append(len(self.name))
+        if len(message) > sum(k in message for k in ("role", "reasoning_content", "content", "tool_calls")):
+            extra = extra or {}
+            for k, v in message.items():
+                if k not in ("role", "reasoning_content", "content", "tool_calls"):
+                    extra[k] = v
+        self.extra.append(None if extra is None else _EXTRA_JSON(extra))
+        self.error.append(None)
+
+    def _calls(self, calls) -> bool:
+        """Append the calls to the struct lists if every one fits the struct exactly; else append nothing."""
+        if type(calls) is not list:
+            return False
+        rows = []
+        for c in calls:
+            if type(c) is not dict or not _CALL_KEYS.issuperset(c) or "function" not in c:
+                return False
+            f = c["function"]
+            if type(f) is not dict or len(f) != 2 or "name" not in f or "arguments" not in f:
+                return False
+            name, ty, cid = f["name"], c.get("type"), c.get("id")
+            if type(name) is not str or ("type" in c and type(ty) is not str) or ("id" in c and type(cid) is not str):
+                return False
+            try:
+                args = _ARGS_JSON(f["arguments"])
+            except (TypeError, ValueError):
+                return False
+            rows.append((name, args, ty, cid))
+        for name, args, ty, cid in rows:
+            self.name.append(name)
+            self.arguments.append(args)
+            self.type.append(ty)
+            self.id.append(cid)
+        return True
+
+    def arrays(self) -> list:
+        s = pa.string()
+        structs = pa.StructArray.from_arrays(
+            [pa.array(self.name, s), pa.array(self.arguments, s), pa.array(self.type, s), pa.array(self.id, s)],
+            fields=list(TOOL_CALL_TYPE))
+        mask = pa.array([not v for v in self.calls_valid], pa.bool_())
+        calls = pa.ListArray.from_arrays(pa.array(self.offsets, pa.int32()), structs, mask=mask,
+                                         type=pa.list_(TOOL_CALL_TYPE))
+        return [pa.array(self.role, s), pa.array(self.reasoning, s), pa.array(self.content, s), calls,
+                pa.array(self.extra, s), pa.array(self.error, s)]
+
+
+def _result(data, cols: _Columns, keep_columns: bool, column_prefix: str):
+    arrays = cols.arrays()
+    fields = [f.with_name(column_prefix + f.name) for f in MESSAGE_SCHEMA]
+    if keep_columns:
+        taken = set(data.schema.names)
+        clash = [f.name for f in fields if f.name in taken]
+        if clash:
+            raise ValueError(f"keep_columns: the input already has column(s) {clash}; pass column_prefix= "
+                             "(e.g. 'parsed_') to name the message columns apart")
+        fields = list(data.schema) + fields
+        if isinstance(data, pa.Table):
+            arrays = list(data.columns) + [pa.chunked_array([a]) for a in arrays]
+        else:
+            arrays = list(data.columns) + arrays
+    schema = pa.schema(fields)
+    if isinstance(data, pa.Table):
+        return pa.Table.from_arrays(arrays, schema=schema)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+# ------------------------------------------------------------------------------------------------ entry points
+def parse_arrow(data, template: Any, *, text_column: str = "text", prefix: str | None = None,
+                prefix_column: str | None = None, tools=None, tools_column: str | None = None,
+                keep_columns: bool = False, column_prefix: str = "", dialect=None, malformed: str | None = None):
+    """Parse the `text_column` of a pyarrow Table / RecordBatch with `template` (a name of a bundled
+    template, a template dict or a `CompiledTemplate`). The prompt is `prefix` (one for all rows; ""
+    opts out) or `prefix_column` (one per row); tools are `tools` (one list for all rows) or
+    `tools_column` (JSON text of a list of tool schemas, or a list column; null: none). ``dialect`` /
+    ``malformed`` as for `chatparse.parse_response`. Returns `MESSAGE_SCHEMA` columns (see the module)."""
+    _check_data(data)
+    compiled = _compiled(template)
+    n = data.num_rows
+    texts = _strings(data, text_column, "text_column")
+    prefixes = _prefixes(data, n, prefix, prefix_column)
+    row_tools = _tools(data, n, tools, tools_column)
+    parse = compiled.parse
+    cols = _Columns()
+    kw = {} if dialect is None and malformed is None else {"dialect": dialect, "malformed": malformed}
+    for i in range(n):
+        text, p, t = texts[i], prefixes[i], row_tools[i]
+        try:
+            if text is None:
+                raise ValueError(f"`text_column` {text_column!r} is null in this row")
+            if isinstance(t, Exception):
+                raise t
+            message = parse(text, prefix=p, tools=t, **kw)
+        except Exception as e:  # noqa: BLE001 - a bad row is reported in its row, never lost with the batch
+            cols.fail(e)
+            continue
+        cols.add(message)
+    return _result(data, cols, keep_columns, column_prefix)
+
+
+def parse_arrow_tokens(data, binding, *, ids_column: str = "ids", prefix: str | None = None,
+                       prefix_column: str | None = None, prefix_ids=None, prefix_ids_column: str | None = None,
+                       tools=None, tools_column: str | None = None, keep_columns: bool = False,
+                       column_prefix: str = "", dialect=None, malformed: str | None = None):
+    """`parse_arrow` from a list<int> column of generated token ids, with a `chatparse.bind(...)` binding
+    (or a `CompiledTemplate` carrying token tables). The prompt is text (`prefix` / `prefix_column`) or ids
+    (`prefix_ids` / `prefix_ids_column`), one for all rows or one per row."""
+    import numpy as np
+
+    from .runtime.token_binding import TokenBinding, token_binding
+
+    _check_data(data)
+    if isinstance(binding, CompiledTemplate):
+        binding = token_binding(binding)
+    if not isinstance(binding, TokenBinding):
+        raise TypeError(f"`binding` must be a chatparse.bind(...) binding, got {type(binding).__name__}")
+    n = data.num_rows
+    ids = _id_rows(data, ids_column, "ids_column")
+    given = [x is not None for x in (prefix, prefix_column, prefix_ids, prefix_ids_column)]
+    if sum(given) > 1:
+        raise ValueError("pass one of `prefix`, `prefix_column`, `prefix_ids`, `prefix_ids_column`")
+    if prefix_ids_column is not None:
+        pid = _id_rows(data, prefix_ids_column, "prefix_ids_column")
+        text_prefix = [None] * n
+    elif prefix_ids is not None:
+        shared = np.asarray(prefix_ids).reshape(-1)
+        pid = [shared] * n
+        text_prefix = [None] * n
+    else:
+        pid = [None] * n
+        text_prefix = _prefixes(data, n, prefix, prefix_column)
+    row_tools = _tools(data, n, tools, tools_column)
+    parse = binding.parse
+    cols = _Columns()
+    for i in range(n):
+        seq, t = ids[i], row_tools[i]
+        try:
+            if seq is None:
+                raise ValueError(f"`ids_column` {ids_column!r} is null in this row")
+            if isinstance(t, Exception):
+                raise t
+            if pid[i] is None and prefix_ids_column is not None:
+                raise ValueError(f"`prefix_ids_column` {prefix_ids_column!r} is null in this row")
+            message = parse(seq, prefix=text_prefix[i], prefix_ids=pid[i], tools=t, dialect=dialect,
+                            malformed=malformed)
+        except Exception as e:  # noqa: BLE001 - as in parse_arrow
+            cols.fail(e)
+            continue
+        cols.add(message)
+    return _result(data, cols, keep_columns, column_prefix)
+
+
+def _id_rows(data, name: str, what: str) -> list:
+    """Per row: a numpy view of its ids (no Python int per token), or None for a null row."""
+    col = _column(data, name, what)
+    t = col.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not pa.types.is_integer(t.value_type):
+        raise TypeError(f"`{what}`: column {name!r} must be a list of integers, it holds {t}")
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    out: list = []
+    for chunk in chunks:
+        offsets = chunk.offsets.to_numpy()
+        values = chunk.values.to_numpy(zero_copy_only=False)
+        valid = chunk.is_valid().to_numpy(zero_copy_only=False)
+        for i in range(len(chunk)):
+            out.append(values[offsets[i]:offsets[i + 1]] if valid[i] else None)
+    return out
+
+
+def compiled_of(template: Any, what: str = "template") -> CompiledTemplate:
+    """A `CompiledTemplate` from what users pass as a template: a `CompiledTemplate`, a template dict, the
+    name of a bundled template, table-format bytes (`table_bytes`), or a path: a tokenizer directory
+    (`chatparse.tokenizer_dir.load_dir`), a table file (.cpt), or a JSON file holding a response template or a
+    tokenizer_config.json with a ``response_template`` key. Errors name `what`."""
+    import os
+    from pathlib import Path
+
+    if isinstance(template, (bytes, bytearray, memoryview)):
+        from .runtime.loader import compiled_from_bytes
+
+        try:
+            return compiled_from_bytes(bytes(template))
+        except ValueError as e:
+            raise ValueError(f"`{what}`: not valid table-format bytes: {e}") from None
+    if isinstance(template, (str, os.PathLike)):
+        from . import templates
+
+        if isinstance(template, str) and template in templates.names():
+            return compile_template(templates.get(template))
+        path = Path(template)
+        if path.is_dir():
+            from .tokenizer_dir import load_dir
+
+            return load_dir(path)
+        if path.is_file():
+            if path.suffix == ".cpt":
+                from .runtime.loader import load
+
+                raw = load(path)
+                return CompiledTemplate(raw["template"], raw)
+            try:
+                obj = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError as e:
+                raise ValueError(f"`{what}`: {path} is not JSON: {e}") from None
+            if isinstance(obj, dict) and "response_template" in obj:
+                obj = obj["response_template"]
+            try:
+                return compile_template(obj)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"`{what}`: {path}: {e}") from None
+        raise ValueError(f"`{what}`: {str(template)!r} is neither a bundled template ({', '.join(templates.names())})"
+                         " nor an existing file or tokenizer directory")
+    return compile_template(template)
+
+
+_compiled = compiled_of
+
+
+def table_bytes(template: Any) -> bytes:
+    """The table-format bytes of `template` (anything `compiled_of` takes): what worker processes load the
+    compiled tables from (`compiled_of(bytes)`), with no pickle of Python objects. Token tables stay out."""
+    from .compiler.writer import dumps
+
+    compiled = compiled_of(template)
+    try:
+        return dumps(compiled.raw_tables, js=False, tokens=False)
+    except ValueError as e:
+        raise ValueError(f"`template`: the table format cannot hold this template ({e})") from None
+
+
+# ------------------------------------------------------------------------------------------------ back to dicts
+def to_messages(parsed, *, column_prefix: str = "") -> list:
+    """The rows of `parse_arrow`'s result as Python: the message dict exactly as the parser returned it, or,
+    for a failed row, the ``error`` string. (For checks and small outputs; not needed to use the columns.)"""
+    p = column_prefix
+    cols = {k: parsed.column(p + k).to_pylist() for k in MESSAGE_SCHEMA.names}
+    out = []
+    for i in range(parsed.num_rows):
+        if cols["error"][i] is not None:
+            out.append(cols["error"][i])
+            continue
+        extra = json.loads(cols["extra"][i]) if cols["extra"][i] is not None else {}
+        if "message" in extra and len(extra) == 1 and all(cols[k][i] is None for k in (*_TEXT_KEYS, "tool_calls")):
+            out.append(extra["message"])
+            continue
+        msg: dict = {}
+        for k in (*_TEXT_KEYS, "tool_calls"):
+            v = cols[k][i]
+            if v is not None:
+                if k == "tool_calls":
+                    v = [_call(c) for c in v]
+                msg[k] = v
+        msg.update(extra)
+        out.append(msg)
+    return out
+
+
+def _call(c: dict) -> dict:
+    out: dict = {}
+    if c["type"] is not None:
+        out["type"] = c["type"]
+    if c["id"] is not None:
+        out["id"] = c["id"]
+    out["function"] = {"name": c["name"], "arguments": json.loads(c["arguments"])}
+    return out

@@ -1,0 +1,431 @@
+"""`chatparse parse-file IN OUT --template NAME|FILE`: parse a JSONL or Parquet file of generations.
+
+The formats follow the extensions (``.jsonl`` / ``.json`` / ``.ndjson``, ``.parquet`` / ``.pq``; a ``.gz``
+after a JSONL one is read and written gzip-compressed). The file is streamed in batches of
+``--batch-size`` rows, so memory stays flat in the file's size: at most ``2 * workers`` batches are in flight.
+Each batch is parsed by `chatparse.arrow.parse_arrow` (one-shot path, one row = one ``CompiledTemplate.parse``)
+in ``--workers`` processes, which load the compiled tables from the table-format bytes (not a pickle).
+
+Output rows are the input's fields followed by the message columns (`chatparse.arrow.MESSAGE_SCHEMA`:
+role, reasoning_content, content, tool_calls with arguments as JSON text, extra, error), in input order;
+``--drop-input`` keeps the message columns only, ``--column-prefix`` renames them. A JSONL line that is not
+a JSON object becomes a row with only its ``error`` (``"JSONDecodeError: line N: ..."``). A row that fails to
+parse carries its error and does not stop the run; a summary of failed rows (by error class, with the first
+line numbers) goes to stderr at the end, after the progress bar (rows/s; ``--no-progress`` hides it).
+The output is written to ``OUT.partial`` and renamed at the end, so a stopped run leaves no truncated OUT.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import itertools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+JSONL_EXT = (".jsonl", ".json", ".ndjson")
+PARQUET_EXT = (".parquet", ".pq")
+FIRST_ERRORS = 5  # rows listed per error class in the summary
+
+_state: dict = {}  # per worker process: the compiled template and the options
+
+
+# ------------------------------------------------------------------------------------------------ formats
+def file_format(path, what: str) -> str:
+    """'jsonl' or 'parquet', from the extension of `path` (an error names `what` and the path)."""
+    name = Path(path).name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+        if not name.endswith(JSONL_EXT):
+            raise ValueError(f"{what}: {path}: compression (.gz) is supported for JSONL files only")
+    if name.endswith(JSONL_EXT):
+        return "jsonl"
+    if name.endswith(PARQUET_EXT):
+        return "parquet"
+    raise ValueError(f"{what}: {path}: unknown extension (use {', '.join(JSONL_EXT + PARQUET_EXT)})")
+
+
+def _open(path, mode: str):
+    if str(path).lower().endswith((".gz", ".gz.partial")):
+        return gzip.open(path, mode)
+    return open(path, mode)
+
+
+def count_lines(path) -> int | None:
+    """Lines of a JSONL file (for the progress bar's total); None for compressed files (not worth a pass)."""
+    if str(path).lower().endswith(".gz"):
+        return None
+    n = 0
+    last = b"\n"
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(1 << 24)
+            if not block:
+                break
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
+
+
+# ------------------------------------------------------------------------------------------------ the work
+def _init(tables: bytes, options: dict) -> None:
+    """Worker start: the compiled template from table-format bytes, once per process."""
+    from .runtime.loader import compiled_from_bytes
+
+    _state["compiled"] = compiled_from_bytes(tables)
+    _state["options"] = options
+
+
+def _work(kind: str, payload, first_line: int):
+    """One batch: ``(kind, payload)`` is ``("jsonl", bytes of lines)`` (the first one is line `first_line`)
+    or ``("arrow", IPC stream bytes)`` (its first row is row `first_line`). Returns ``(output, rows,
+    {error class: [count, [(line, error)]]})``; the output is JSONL bytes or Arrow IPC stream bytes,
+    following the output format."""
+    import pyarrow as pa
+
+    from .arrow import parse_arrow
+
+    opts = _state["options"]
+    cp, keep = opts["column_prefix"], not opts["drop_input"]
+    objs = None
+    bad: dict = {}  # row -> error text, for rows whose input cannot be read
+    if kind == "jsonl":
+        objs, numbers = [], []
+        for k, line in enumerate(payload.split(b"\n")):
+            if not line.strip():
+                continue  # blank lines (the last newline's empty tail) are not rows
+            numbers.append(first_line + k)
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+            except ValueError as e:
+                bad[len(objs)] = f"{type(e).__name__}: line {first_line + k}: {e}"
+                obj = None
+            objs.append(obj)
+        table = _jsonl_table(objs, numbers, bad, opts)
+    else:
+        table = pa.ipc.open_stream(payload).read_all()
+        numbers = range(first_line, first_line + table.num_rows)
+    if keep:
+        names = table.schema.names if objs is None else {k for o in objs if o for k in o}
+        clash = [cp + f for f in MESSAGE_COLUMNS if cp + f in names]
+        if clash:
+            raise ValueError(f"the input already has column(s) {clash}; pass --column-prefix (e.g. parsed_) "
+                             "or --drop-input")
+    parsed = parse_arrow(table, _state["compiled"], text_column=opts["text_column"], prefix=opts["prefix"],
+                         prefix_column=opts["prefix_column"], tools_column=opts["tools_column"],
+                         dialect=opts["dialect"], malformed=opts["malformed"], column_prefix=cp)
+    if bad:  # unreadable rows carry their own error
+        i_err = parsed.schema.get_field_index(cp + "error")
+        errors = parsed.column(i_err).to_pylist()
+        for i, msg in bad.items():
+            errors[i] = msg
+        parsed = parsed.set_column(i_err, cp + "error", pa.array(errors, pa.string()))
+    summary: dict = {}
+    err = parsed.column(cp + "error")
+    if err.null_count < len(err):
+        for i, e in enumerate(err.to_pylist()):
+            if e is not None:
+                entry = summary.setdefault(e.split(":", 1)[0], [0, []])
+                entry[0] += 1
+                if len(entry[1]) < FIRST_ERRORS:
+                    entry[1].append((numbers[i], e[:300]))
+    n = parsed.num_rows
+    if opts["out_format"] == "jsonl":
+        rows = parsed.to_pylist()
+        if keep:
+            inputs = objs if objs is not None else table.to_pylist()
+            rows = [row if base is None else {**base, **row} for base, row in zip(inputs, rows)]
+        text = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
+        return text.encode("utf-8"), n, summary
+    if keep:
+        base = table if objs is None else pa.Table.from_pylist([o if o is not None else {} for o in objs])
+        if base.num_columns == 0:
+            base = pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
+        for f in parsed.schema:
+            base = base.append_column(f, parsed.column(f.name))
+        parsed = base
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, parsed.schema) as w:
+        w.write_table(parsed)
+    return sink.getvalue().to_pybytes(), n, summary
+
+
+MESSAGE_COLUMNS = ("role", "reasoning_content", "content", "tool_calls", "extra", "error")
+
+
+def _jsonl_table(objs: list, numbers: list, bad: dict, opts: dict):
+    """The columns `parse_arrow` reads, from the JSONL objects (tools as JSON text). A text or prefix that is
+    not a string makes its row's error (in `bad`)."""
+    import pyarrow as pa
+
+    cols = {}
+    for name, what in ((opts["text_column"], "--text-column"), (opts["prefix_column"], "--prefix-column")):
+        if name is None:
+            continue
+        vals = []
+        for i, o in enumerate(objs):
+            v = None if o is None else o.get(name)
+            if v is not None and not isinstance(v, str):
+                bad.setdefault(i, f"TypeError: line {numbers[i]}: {what} {name!r} holds a "
+                                  f"{type(v).__name__}, not a string")
+                v = None
+            vals.append(v)
+        cols[name] = pa.array(vals, pa.string())
+    tools = opts["tools_column"]
+    if tools is not None:
+        cols[tools] = pa.array([None if o is None or o.get(tools) is None else json.dumps(o[tools])
+                                for o in objs], pa.string())
+    if not cols:
+        return pa.table({})
+    return pa.table(cols)
+
+
+# ------------------------------------------------------------------------------------------------ the driver
+def _jsonl_batches(path, batch_size: int):
+    """``("jsonl", bytes of up to batch_size lines, number of the first line)``, streaming."""
+    with _open(path, "rb") as f:
+        line_no = 1
+        while True:
+            lines = list(itertools.islice(f, batch_size))
+            if not lines:
+                return
+            yield "jsonl", b"".join(lines), line_no
+            line_no += len(lines)
+
+
+def _parquet_batches(path, batch_size: int, columns):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    row = 0
+    for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as w:
+            w.write_batch(batch)
+        yield "arrow", sink.getvalue().to_pybytes(), row
+        row += batch.num_rows
+
+
+class _Writer:
+    """The output file: JSONL bytes appended, or Arrow batches into one Parquet file (the first batch's
+    schema; later batches are cast to it, and an error names the column that will not fit)."""
+
+    def __init__(self, path: Path, fmt: str):
+        self.path, self.fmt = path, fmt
+        self.tmp = path.with_name(path.name + ".partial")
+        self.f = _open(self.tmp, "wb") if fmt == "jsonl" else None
+        self.pq = None
+        self.schema = None
+
+    def write(self, payload: bytes) -> None:
+        if self.fmt == "jsonl":
+            self.f.write(payload)
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.ipc.open_stream(payload).read_all()
+        if self.pq is None:
+            self.schema = _widen(table.schema)
+            self.pq = pq.ParquetWriter(str(self.tmp), self.schema)
+        if table.schema != self.schema:
+            table = _conform(table, self.schema, self.path)
+        self.pq.write_table(table)
+
+    def close(self, ok: bool) -> None:
+        if self.f is not None:
+            self.f.close()
+        if self.pq is not None:
+            self.pq.close()
+        elif self.fmt == "parquet" and ok:  # no rows at all: an empty file with the message columns
+            import pyarrow.parquet as pq
+
+            from .arrow import MESSAGE_SCHEMA
+
+            pq.write_table(MESSAGE_SCHEMA.empty_table(), str(self.tmp))
+        if ok:
+            os.replace(self.tmp, self.path)
+        else:
+            try:
+                os.unlink(self.tmp)
+            except FileNotFoundError:
+                pass
+
+
+def _widen(schema):
+    """Input columns inferred as null from the first JSONL batch (all values missing there) become strings,
+    so that later batches with values still fit."""
+    import pyarrow as pa
+
+    return pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema])
+
+
+def _conform(table, schema, path):
+    import pyarrow as pa
+
+    cols = []
+    for f in schema:
+        if f.name not in table.schema.names:
+            cols.append(pa.nulls(table.num_rows, f.type))
+            continue
+        col = table.column(f.name)
+        try:
+            cols.append(col if col.type == f.type else col.cast(f.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise ValueError(f"{path}: input column {f.name!r} changes type from {f.type} to {col.type} "
+                             f"between batches ({e}); write JSONL, or pass --drop-input") from None
+    extra = [n for n in table.schema.names if n not in schema.names]
+    if extra:
+        raise ValueError(f"{path}: input column(s) {extra} first appear after the first batch, which Parquet "
+                         "cannot add; write JSONL, use a larger --batch-size, or pass --drop-input")
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def parse_file(src, dst, template, *, text_column: str = "text", prefix: str | None = None,
+               prefix_column: str | None = None, tools_column: str | None = None, workers: int = 1,
+               batch_size: int = 1000, drop_input: bool = False, column_prefix: str = "", dialect=None,
+               malformed: str | None = None, progress: bool = True, stream=None) -> dict:
+    """Parse the generations in file `src` into file `dst` (module docstring). Returns a summary:
+    ``{"rows", "failed", "seconds", "errors": {class: [count, [(line or row, error), ...]]}}``."""
+    from .arrow import compiled_of, table_bytes
+
+    stream = sys.stderr if stream is None else stream
+    src, dst = Path(src), Path(dst)
+    in_fmt, out_fmt = file_format(src, "IN"), file_format(dst, "OUT")
+    if not src.is_file():
+        raise FileNotFoundError(f"IN: {src} does not exist")
+    if src.resolve() == dst.resolve():
+        raise ValueError(f"OUT: {dst} is the input file")
+    if workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
+    if batch_size < 1:
+        raise ValueError(f"--batch-size must be at least 1, got {batch_size}")
+    if prefix is None and prefix_column is None:
+        raise ValueError('give --prefix-column (the chat prompt of each row) or --prefix (one for all rows; '
+                         '--prefix "" opts out), because chat templates often pre-write part of the assistant '
+                         "message")
+    if prefix is not None and prefix_column is not None:
+        raise ValueError("give either --prefix or --prefix-column, not both")
+    tables = table_bytes(compiled_of(template, "--template"))
+    options = dict(text_column=text_column, prefix=prefix, prefix_column=prefix_column, tools_column=tools_column,
+                   dialect=dialect, malformed=malformed, column_prefix=column_prefix, drop_input=drop_input,
+                   out_format=out_fmt)
+    if in_fmt == "jsonl":
+        total = count_lines(src)
+        batches = _jsonl_batches(src, batch_size)
+    else:
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(src)
+        total = meta.metadata.num_rows
+        names = meta.schema_arrow.names
+        for col, what in ((text_column, "--text-column"), (prefix_column, "--prefix-column"),
+                          (tools_column, "--tools-column")):
+            if col is not None and col not in names:
+                raise KeyError(f"{what}: no column {col!r} in {src} (its columns: {names})")
+        columns = None if not drop_input else [c for c in (text_column, prefix_column, tools_column) if c]
+        batches = _parquet_batches(src, batch_size, columns)
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, unit=" rows", unit_scale=True, file=stream, disable=not progress, smoothing=0.1,
+               desc=src.name, dynamic_ncols=True)
+    summary = {"rows": 0, "failed": 0, "errors": {}}
+    writer = _Writer(dst, out_fmt)
+    started = time.perf_counter()
+    ok = False
+    try:
+        for out, n, errs in _run(batches, tables, options, workers):
+            writer.write(out)
+            summary["rows"] += n
+            for cls, (count, first) in errs.items():
+                entry = summary["errors"].setdefault(cls, [0, []])
+                entry[0] += count
+                entry[1].extend(first[: FIRST_ERRORS - len(entry[1])])
+                summary["failed"] += count
+            bar.update(n)
+            if summary["failed"]:
+                bar.set_postfix(failed=summary["failed"], refresh=False)
+        ok = True
+    finally:
+        bar.close()
+        writer.close(ok)
+    summary["seconds"] = time.perf_counter() - started
+    return summary
+
+
+def _run(batches, tables: bytes, options: dict, workers: int):
+    """The batches' results in input order: in this process for one worker, else in a pool of `workers`
+    processes (started with spawn; each loads the tables from bytes once), at most 2 * workers in flight."""
+    if workers == 1:
+        _init(tables, options)
+        for kind, payload, first in batches:
+            yield _work(kind, payload, first)
+        return
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    pending: collections.deque = collections.deque()
+    with ctx.Pool(workers, initializer=_init, initargs=(tables, options)) as pool:
+        for kind, payload, first in batches:
+            pending.append(pool.apply_async(_work, (kind, payload, first)))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+def format_summary(summary: dict, src, dst) -> str:
+    rows, failed, secs = summary["rows"], summary["failed"], summary["seconds"]
+    rate = rows / secs if secs > 0 else float("inf")
+    lines = [f"chatparse: {rows} rows from {src} to {dst} in {secs:.1f} s ({rate:,.0f} rows/s); "
+             f"{failed} failed" + (":" if failed else "")]
+    where = "line" if file_format(src, "IN") == "jsonl" else "row"
+    for cls, (count, first) in sorted(summary["errors"].items(), key=lambda kv: -kv[1][0]):
+        lines.append(f"  {cls}: {count} row(s)")
+        for at, err in first:
+            err = err.replace("\n", "\\n")
+            lines.append(f"    {where} {at}: {err[:160]}{'...' if len(err) > 160 else ''}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ the CLI
+def register(subparsers) -> None:
+    p = subparsers.add_parser("parse-file", help="parse a JSONL or Parquet file of generations into messages",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("input", metavar="IN", help="input file (.jsonl / .parquet; .jsonl.gz)")
+    p.add_argument("output", metavar="OUT", help="output file (.jsonl / .parquet), format by extension")
+    p.add_argument("--template", required=True, metavar="NAME|FILE",
+                   help="a bundled template name, a template JSON / tokenizer_config.json, a .cpt table file, "
+                        "or a tokenizer directory")
+    p.add_argument("--text-column", default="text", help="the generated text's column (default: text)")
+    p.add_argument("--prefix-column", help="the column holding each row's chat prompt")
+    p.add_argument("--prefix", help='one chat prompt for all rows ("" opts out)')
+    p.add_argument("--tools-column", help="column with each row's tool schemas (a list, or JSON text)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--batch-size", type=int, default=1000, help="rows per batch (default 1000)")
+    p.add_argument("--drop-input", action="store_true", help="write the message columns only")
+    p.add_argument("--column-prefix", default="", help="prefix of the message column names (e.g. parsed_)")
+    p.add_argument("--dialect", choices=("transformers", "vllm"), help="events dialect (default transformers)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=main_parse_file)
+
+
+def main_parse_file(args) -> int:
+    try:
+        summary = parse_file(args.input, args.output, args.template, text_column=args.text_column,
+                             prefix=args.prefix, prefix_column=args.prefix_column, tools_column=args.tools_column,
+                             workers=args.workers, batch_size=args.batch_size, drop_input=args.drop_input,
+                             column_prefix=args.column_prefix, dialect=args.dialect,
+                             progress=not args.no_progress)
+    except (ValueError, KeyError, TypeError, FileNotFoundError, ImportError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"chatparse parse-file: error: {msg}", file=sys.stderr)
+        return 2
+    print(format_summary(summary, args.input, args.output), file=sys.stderr)
+    return 0
