@@ -91,7 +91,9 @@ def leading_assertion(source: str) -> str | None:
 
 def _live_patterns(mode) -> list[int]:
     """Per DFA state, a bitmask of the mode's local patterns that some path from it (the end of the text
-    included) can still match."""
+    included) can still match: its own accepts, or'ed over its strongly connected component and everything
+    the component reaches (Tarjan's algorithm, iterative, which completes components successors first), so
+    the cost is one pass over the transitions whatever the number of patterns."""
     n = len(mode.term)
     ncls = mode.n_classes
     trans, eot, acc = mode.trans, mode.eot, mode.acc
@@ -100,20 +102,56 @@ def _live_patterns(mode) -> list[int]:
         if hit is not None:
             for p, _ in hit:
                 own[s] |= 1 << p
-    preds: list[set] = [set() for _ in range(n)]
+    succ: list = [()] * n
     for s in range(1, n):
-        for t in set(trans[s * ncls:(s + 1) * ncls]) | {eot[s]}:
-            if t:
-                preds[t].add(s)
-    live = list(own)
-    work = [s for s in range(n) if own[s]]
-    while work:
-        t = work.pop()
-        for s in preds[t]:
-            merged = live[s] | live[t]
-            if merged != live[s]:
-                live[s] = merged
-                work.append(s)
+        succ[s] = tuple(t for t in set(trans[s * ncls:(s + 1) * ncls]) | {eot[s]} if t)
+    index = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
+    stack: list = []
+    live = [0] * n
+    counter = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack[v] = True
+            edges = succ[v]
+            while i < len(edges):
+                w = edges[i]
+                i += 1
+                if index[w] < 0:
+                    work.append((v, i))
+                    work.append((w, 0))
+                    break
+                if on_stack[w]:
+                    low[v] = min(low[v], index[w])
+            else:
+                if low[v] == index[v]:  # v roots a component: every state it reaches outside is done
+                    members = []
+                    while True:
+                        w = stack.pop()
+                        on_stack[w] = False
+                        members.append(w)
+                        if w == v:
+                            break
+                    mask = 0
+                    for w in members:
+                        mask |= own[w]
+                        for t in succ[w]:
+                            if not on_stack[t]:
+                                mask |= live[t]
+                    for w in members:
+                        live[w] = mask
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
     return live
 
 
@@ -134,12 +172,15 @@ def start_guards(mode, sources: list[str]) -> list | None:
     start = mode.startN
     nullable = live[start] & sum(1 << p for p, _ in (mode.acc[start] or ()))
     out: list = []
+    by_target: dict = {}  # (one answer per state reached: a file may have 65,535 classes)
     for c in range(ncls):
         t = mode.trans[start * ncls + c]
-        alive = nullable | (live[t] if t else 0)
-        ps = [p for p in range(len(found)) if alive >> p & 1]
-        if not ps or any(found[p] is None for p in ps):
-            out.append(None)
-        else:
-            out.append(tuple(dict.fromkeys(compiled[found[p]] for p in ps)))
+        if t not in by_target:
+            alive = nullable | (live[t] if t else 0)
+            ps = [p for p in range(len(found)) if alive >> p & 1]
+            if not ps or any(found[p] is None for p in ps):
+                by_target[t] = None
+            else:
+                by_target[t] = tuple(dict.fromkeys(compiled[found[p]] for p in ps))
+        out.append(by_target[t])
     return out if any(g is not None for g in out) else None

@@ -27,9 +27,11 @@ class Mode:
     """One parser mode: the delimiters it watches and their combined DFA."""
 
     __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes",
-                 "anchor_re", "anchor_char", "wchars", "wdeep_re", "jump", "loop", "can_start", "exact", "guards")
+                 "anchor_re", "anchor_char", "wchars", "wdeep_re", "jump", "loop", "can_start", "exact", "guards",
+                 "tmat", "facts")
 
-    def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list):
+    def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list,
+                 facts: "ClassFacts | None" = None):
         trans = np.asarray(raw["trans"])
         n_states = trans.shape[0] if trans.ndim == 2 else -1
         if trans.ndim != 2 or trans.shape[1] != n_classes or n_states < 1:
@@ -45,10 +47,16 @@ class Mode:
                 raise ValueError(f"{where}: {name} holds a state outside 0..{n_states - 1}")
         if acc.size and (acc.min() < -1 or acc.max() > 1):
             raise ValueError(f"{where}: accept codes must be -1, 0 or 1")
+        if (term[1:].astype(bool) & ~(acc[1:] >= 0).any(axis=1)).any():
+            raise ValueError(f"{where}: a terminal state other than 0 accepts no pattern")
         self.start0, self.startN = int(raw["start0"]), int(raw["startN"])
         if not (0 <= self.start0 < n_states and 0 <= self.startN < n_states):
             raise ValueError(f"{where}: start state out of range")
         self.n_classes = n_classes
+        # The matrix too, for the whole-row work below (numpy, so that building a mode stays linear in the size
+        # of its tables however many classes there are); the stepping code uses the flat list.
+        self.tmat = trans
+        self.facts = facts if facts is not None else class_facts(class_sources)
         self.trans = trans.astype(np.int64).ravel().tolist()
         self.eot = eot.astype(np.int64).tolist()
         self.term = term.astype(bool).tolist()
@@ -61,7 +69,7 @@ class Mode:
         self.anchor_re, self.wchars, self.wdeep_re, self.anchor_char = _anchors(self, class_sources)
         self.jump, self.loop = _accelerations(self, class_sources)
         nullable = self.acc[self.startN] is not None
-        self.can_start = [nullable or bool(self.trans[self.startN * n_classes + c]) for c in range(n_classes)]
+        self.can_start = [True] * n_classes if nullable else (trans[self.startN] != 0).tolist()
         self.exact = False  # every watched pattern decided by the tables alone (set by `Tables`)
         self.guards = None  # per class: lookbehinds one of which an attempt's start must satisfy (`lead_assert`)
 
@@ -161,6 +169,60 @@ def _union_source(classes: list, class_sources: list) -> str:
     return "[" + "".join(parts) + "]"
 
 
+class ClassFacts:
+    """What the accelerations ask of each character class, as numpy arrays over class ids (from
+    `_class_sources`, once per table): `single` the code point of a one-code-point class (else -1), `wide` a
+    class too large to spell out or of 8+ code points, `space` a spelled-out class of at most 64 code points,
+    all whitespace."""
+
+    __slots__ = ("single", "wide", "space")
+
+    def __init__(self, single, wide, space):
+        self.single, self.wide, self.space = single, wide, space
+
+
+def class_facts(class_sources: list) -> ClassFacts:
+    n = len(class_sources)
+    single = np.full(n, -1, np.int64)
+    wide = np.zeros(n, bool)
+    space = np.zeros(n, bool)
+    for c, rs in enumerate(class_sources):
+        if rs is None:
+            wide[c] = True
+            continue
+        size = sum(hi - lo + 1 for lo, hi in rs)
+        if size == 1:
+            single[c] = rs[0][0]
+        wide[c] = size >= 8
+        space[c] = size <= 64 and all(chr(cp).isspace() for lo, hi in rs for cp in range(lo, hi + 1))
+    return ClassFacts(single, wide, space)
+
+
+# Budgets of the optional accelerations, so that building a mode stays linear in the size of its tables (a
+# hostile file can have 65,535 classes and many states): beyond them a state or mode simply goes without
+# (`jump`/`loop` None, no anchor search), which changes what is skipped in C, never a result. Compiled tables
+# stay far below them.
+_JUMP_STEPS = 1 << 16  # characters of `jump` literals per mode, plus 8 per state
+_LOOP_RANGES = 1 << 14  # character ranges spelled out in the `loop` regexes of one mode
+_ANCHOR_RANGES = 1 << 12  # character ranges of one mode's anchor class
+
+
+def _spelled_ranges(classes, class_sources: list) -> int:
+    """How many ranges `_union_source` spells out for these classes (0 when it gives "any character")."""
+    total = 0
+    for c in classes:
+        rs = class_sources[c]
+        if rs is None:
+            return 0
+        total += len(rs)
+    return total
+
+
+def _decides(mode: "Mode") -> np.ndarray:
+    """Per state: it accepts or is terminal."""
+    return np.fromiter((a is not None for a in mode.acc), bool, len(mode.acc)) | np.asarray(mode.term, bool)
+
+
 def _anchors(mode: "Mode", class_sources: list, depth: int = 0):
     """Anchor characters and leading-whitespace characters of a mode (see `Mode.skip_to`): (anchor regex,
     whitespace characters, prefilter after a whitespace run, the anchor character if there is only one).
@@ -171,12 +233,14 @@ def _anchors(mode: "Mode", class_sources: list, depth: int = 0):
     attempt alive from the start or from a W-only state.
     """
     s = mode.startN
-    trans, n = mode.trans, mode.n_classes
     if s == 0 or mode.acc[s] is not None:
         return re.compile("(?!)"), "", None, None
     w_classes, states = whitespace_closure(mode, class_sources)
-    wset = set(w_classes)
-    anchors = sorted({c for st in states for c in range(n) if c not in wset and trans[st * n + c]})
+    wmask = np.zeros(mode.n_classes, bool)
+    wmask[w_classes] = True
+    anchors = np.flatnonzero((mode.tmat[sorted(states)] != 0).any(axis=0) & ~wmask).tolist()
+    if _spelled_ranges(anchors, class_sources) > _ANCHOR_RANGES:
+        return re.compile("(?!)"), "", None, None  # (skip_to then searches with the prefilter alone)
     wchars = "".join(chr(cp) for c in w_classes for lo, hi in class_sources[c] for cp in range(lo, hi + 1))
     anchor_re = re.compile(_union_source(anchors, class_sources) if anchors else "(?!)")
     ranges = [r for c in anchors for r in (class_sources[c] or [(0, 1)])]
@@ -191,12 +255,7 @@ def whitespace_closure(mode: "Mode", class_sources: list) -> tuple[list, set]:
     run can matter without an anchor after it (see `_anchors`)."""
     s = mode.startN
     trans, n = mode.trans, mode.n_classes
-    w_classes = []
-    for c in range(n):
-        rs = class_sources[c]
-        if trans[s * n + c] and rs is not None and sum(hi - lo + 1 for lo, hi in rs) <= 64 and all(
-                chr(cp).isspace() for lo, hi in rs for cp in range(lo, hi + 1)):
-            w_classes.append(c)
+    w_classes = np.flatnonzero((mode.tmat[s] != 0) & mode.facts.space).tolist()
     states, todo = {s}, [s]
     while todo:
         st = todo.pop()
@@ -217,39 +276,64 @@ def _accelerations(mode: "Mode", class_sources: list):
     whole `literal`, no state on the way accepts or decides, and none of those characters can start another
     attempt; so if the text continues with `literal`, the attempt is in `state` after it, and nothing else
     happened. ``loop[s]``: a regex finding the next character that does not keep s where it is (or could
-    start another attempt); everything before it leaves the attempt unchanged. Both are None when unusable.
+    start another attempt); everything before it leaves the attempt unchanged. Both are None when unusable
+    (or beyond the budgets above). The per-state facts are whole-matrix numpy operations: linear in the
+    size of the tables.
     """
-    trans, acc, term, n, s0 = mode.trans, mode.acc, mode.term, mode.n_classes, mode.startN
-    if s0 == 0:
-        starts = set()
-    elif acc[s0] is not None:
-        return [None] * len(acc), [None] * len(acc)  # an attempt may start anywhere: never skip
-    else:
-        starts = {c for c in range(n) if trans[s0 * n + c]}
-    jump, loop = [], []
-    for s in range(len(acc)):
+    acc, n, s0 = mode.acc, mode.n_classes, mode.startN
+    n_states = len(acc)
+    if s0 != 0 and acc[s0] is not None:
+        return [None] * n_states, [None] * n_states  # an attempt may start anywhere: never skip
+    tm = mode.tmat
+    facts = mode.facts
+    starts = tm[s0] != 0 if s0 else np.zeros(n, bool)
+    decides = _decides(mode)
+    live = tm != 0
+    only = live.argmax(axis=1)  # the live class, where there is exactly one
+    nxt = tm[np.arange(n_states), only].astype(np.int64)
+    single = facts.single[only]
+    # a step of a jump: one live class, of one code point, that cannot start an attempt, to a quiet state
+    step = (live.sum(axis=1) == 1) & ~starts[only] & (single >= 0) & ~decides[nxt]
+    step_l, nxt_l = step.tolist(), nxt.tolist()
+    char_l = [chr(c) if c >= 0 else "" for c in single.tolist()]
+    jump: list = [None] * n_states
+    budget = _JUMP_STEPS + 8 * n_states
+    for s in range(1, n_states):
+        if not step_l[s] or budget <= 0:
+            continue
         chars, st = [], s
-        while True:
-            live = [c for c in range(n) if trans[st * n + c]]
-            if len(live) != 1 or live[0] in starts:
+        while step_l[st] and len(chars) < 256:
+            t = nxt_l[st]
+            if t == s:
                 break
-            rs = class_sources[live[0]]
-            if rs is None or len(rs) != 1 or rs[0][0] != rs[0][1]:
-                break
-            t = trans[st * n + live[0]]
-            if acc[t] is not None or term[t] or t == s or len(chars) >= 256:
-                break
-            chars.append(chr(rs[0][0]))
+            chars.append(char_l[st])
             st = t
-        jump.append(("".join(chars), st) if len(chars) >= 2 and s != 0 else None)
-        stay = {c for c in range(n) if s and trans[s * n + c] == s and c not in starts}
-        wide = any(class_sources[c] is None or sum(hi - lo + 1 for lo, hi in class_sources[c]) >= 8 for c in stay)
-        if wide and acc[s] is None and not term[s]:
-            leave = [c for c in range(n) if c not in stay]
-            loop.append(re.compile(_union_source(leave, class_sources)) if leave else re.compile("(?!)"))
-        else:
-            loop.append(None)
+        budget -= len(chars)
+        if len(chars) >= 2:
+            jump[s] = ("".join(chars), st)
+    # loops: states that stay where they are on a wide class (and neither accept nor decide)
+    stay = (tm == np.arange(n_states)[:, None]) & ~starts
+    stay[0] = False
+    candidates = np.flatnonzero((stay & facts.wide).any(axis=1) & ~decides).tolist()
+    loop: list = [None] * n_states
+    budget = _LOOP_RANGES
+    made: dict = {}
+    for s in candidates:
+        key = np.packbits(stay[s]).tobytes()
+        rx = made.get(key)
+        if rx is None:
+            leave = np.flatnonzero(~stay[s]).tolist()
+            cost = _spelled_ranges(leave, class_sources)
+            if cost > budget:
+                continue
+            budget -= cost
+            rx = made[key] = re.compile(_union_source(leave, class_sources)) if leave else re.compile("(?!)")
+        loop[s] = rx
     return jump, loop
+
+
+class _TooLong(Exception):
+    pass
 
 
 def _prefilter(mode: "Mode", class_sources: list, states=None, depth: int = 0, first=None):
@@ -259,37 +343,69 @@ def _prefilter(mode: "Mode", class_sources: list, states=None, depth: int = 0, f
     survives the next `depth` (default PREFILTER_DEPTH) characters (or accepts, or decides, or the text ends
     first). Offsets it skips would start an attempt that dies without a match, so skipping them changes
     nothing; where a class is too large to spell out, "any character" is used, which only makes the filter
-    let more through. `first` (a set of class ids) restricts the first character to those classes.
+    let more through. `first` (a set of class ids) restricts the first character to those classes. Looking
+    fewer characters ahead where the regex would be longer than `_PREFILTER_CHARS`.
     """
     s = mode.startN
     if s == 0:
         return re.compile("(?!)")
     if mode.acc[s] is not None:
         return None
-    trans, acc, term, n = mode.trans, mode.acc, mode.term, mode.n_classes
+    tm, n = mode.tmat, mode.n_classes
+    decides = _decides(mode)
+    only = None
+    if first is not None:
+        only = np.zeros(n, bool)
+        only[sorted(first)] = True
+    roots = sorted(states or [s])
+    for d in range(depth or PREFILTER_DEPTH, 0, -1):
+        try:
+            source = _prefilter_source(tm, decides, class_sources, roots, d, only)
+        except _TooLong:
+            continue
+        if len(source) <= _PREFILTER_CHARS:
+            return re.compile(source)
+    return None
+
+
+_PREFILTER_CHARS = 20_000
+
+
+def _prefilter_source(tm, decides, class_sources: list, roots: list, depth: int, only) -> str:
+    """The prefilter regex source for `depth` characters; raises _TooLong as soon as it is sure to be longer
+    than `_PREFILTER_CHARS`. Every node built appears in the result, nested at most `depth` deep, so once the
+    nodes built add up to more than `depth` times the limit, so does the result: the work before giving up
+    is bounded by the limit, and each node costs one row of the matrix."""
     memo: dict = {}
+    spent = [0]
+    limit = _PREFILTER_CHARS * depth
 
     def node(state: int, depth: int, only=None) -> str:
         key = (state, depth, only is not None)
-        if key not in memo:
-            groups: dict = {}
-            row = state * n
-            for c in range(n):
-                t = trans[row + c]
-                if t and (only is None or c in only):
-                    sub = None if depth == 1 or acc[t] is not None or term[t] else node(t, depth - 1)
-                    groups.setdefault(sub, []).append(c)
-            alts = [_union_source(cs, class_sources) + ("" if sub is None else f"(?:{sub}|\\Z)")
-                    for sub, cs in groups.items()]
-            memo[key] = "(?:" + "|".join(alts) + ")" if alts else "(?!)"
-        return memo[key]
+        if key in memo:
+            return memo[key]
+        row = tm[state]
+        mask = row != 0
+        if only is not None:
+            mask &= only
+        classes = np.flatnonzero(mask)
+        targets = row[classes]
+        uniq, inverse = np.unique(targets, return_inverse=True)
+        subs = [None if depth == 1 or decides[t] else node(int(t), depth - 1) for t in uniq.tolist()]
+        # classes grouped by what follows them, groups in the order of their first class
+        groups: dict = {}
+        for c, ti in zip(classes.tolist(), inverse.ravel().tolist()):
+            groups.setdefault(subs[ti], []).append(c)
+        alts = []
+        for sub, cs in groups.items():
+            alts.append(_union_source(cs, class_sources) + ("" if sub is None else f"(?:{sub}|\\Z)"))
+            spent[0] += len(alts[-1])
+            if spent[0] > limit:
+                raise _TooLong
+        out = memo[key] = "(?:" + "|".join(alts) + ")" if alts else "(?!)"
+        return out
 
-    for depth in range(depth or PREFILTER_DEPTH, 0, -1):
-        memo.clear()
-        source = "|".join(node(st, depth, first) for st in sorted(states or [s]))
-        if len(source) <= 20_000:
-            return re.compile(source)
-    return None
+    return "|".join(node(st, depth, only) for st in roots)
 
 
 class Pattern:
@@ -328,7 +444,8 @@ class Tables:
         self.cmap = _class_map(np.asarray(raw["class_starts"]), np.asarray(raw["class_ids"]), self.n_classes)
         self.patterns = [Pattern(p, len(self.fields), f"pattern {i}") for i, p in enumerate(raw["patterns"])]
         sources = _class_sources(np.asarray(raw["class_starts"]), np.asarray(raw["class_ids"]), self.n_classes)
-        self.modes = [Mode(m, self.n_classes, len(self.patterns), f"mode {i}", sources)
+        facts = class_facts(sources)
+        self.modes = [Mode(m, self.n_classes, len(self.patterns), f"mode {i}", sources, facts)
                       for i, m in enumerate(raw["modes"])]
         self.class_sources = sources  # for deeper prefilters built on demand (runtime/oneshot.py)
         for mode in self.modes:
