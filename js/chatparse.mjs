@@ -243,12 +243,14 @@ export function loadTables(input) {
   } catch (e) {
     fail(`template section is not valid UTF-8 JSON (${e.message})`);
   }
+  if (hasLoneSurrogate(spec)) fail(LONE_SURROGATE("template"));
   if (!bytesEqual(sha256(new TextEncoder().encode(canonical)), bytes.subarray(80, 112))) fail("template hash does not match the template section");
   try {
     meta = JSON.parse(utf8.decode(bytes.subarray(mOff, mOff + mLen)));
   } catch (e) {
     fail(`metadata section is not valid UTF-8 JSON (${e.message})`);
   }
+  if (hasLoneSurrogate(meta)) fail(LONE_SURROGATE("metadata"));
   const header = { formatVersion: version, chatparseVersion, templateSha256: hex(bytes.subarray(80, 112)), vocabSha256: flags & 1 ? hex(vocab) : null, tokens: Boolean(flags & 2) };
   const data = bytes.subarray(dOff, dOff + dLen);
   return new Tables(spec, meta, data, header, fail);
@@ -312,6 +314,71 @@ export function canonicalJson(text) {
   ws();
   if (i !== text.length) throw new SyntaxError("extra data");
   return out;
+}
+
+// Strict UTF-8 holds no surrogates: only a \uD800-\uDFFF escape without its pair puts one in a string (FORMAT.md
+// section 1, check 5). Iterative: the value may nest deeply.
+const LONE_SURROGATE = (what) => `${what} section: a string holds a lone surrogate (an unpaired \\ud800-\\udfff escape)`;
+const SURROGATE = /[\uD800-\uDFFF]/u; // (u-mode: a pair is one code point and does not match)
+function hasLoneSurrogate(value) {
+  const stack = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v === "string") {
+      if (SURROGATE.test(v)) return true;
+    } else if (Array.isArray(v)) {
+      for (const x of v) stack.push(x);
+    } else if (v !== null && typeof v === "object") {
+      for (const [k, x] of Object.entries(v)) {
+        if (SURROGATE.test(k)) return true;
+        stack.push(x);
+      }
+    }
+  }
+  return false;
+}
+
+/** `js.word` must be a JavaScript character class in the form FORMAT.md section 7 gives: "[", an optional "^",
+ * atoms and ranges `a-b` (a <= b), "]"; an atom is a code point other than \ ] [ - ^ and surrogates, "\" before
+ * one of those five, or \u{1-6 hex digits} up to 10FFFF. (runtime/loader.py `_check_word` checks the same.) */
+const CLASS_ESCAPES = "\\][-^";
+function checkWord(word, fail) {
+  const cps = Array.from(word);
+  const n = cps.length;
+  const atom = (i, end) => {
+    if (i >= end) return [-1, i];
+    const c = cps[i];
+    if (c === "\\") {
+      if (i + 1 < end && CLASS_ESCAPES.includes(cps[i + 1])) return [cps[i + 1].codePointAt(0), i + 2];
+      let j = i + 1;
+      if (j + 1 >= end || cps[j] !== "u" || cps[j + 1] !== "{") return [-1, i];
+      j += 2;
+      let h = "";
+      while (j < end && h.length <= 6 && /^[0-9A-Fa-f]$/.test(cps[j])) h += cps[j++];
+      if (j >= end || cps[j] !== "}" || h.length < 1 || h.length > 6 || parseInt(h, 16) > 0x10ffff) return [-1, i];
+      return [parseInt(h, 16), j + 1];
+    }
+    const cp = c.codePointAt(0);
+    if (CLASS_ESCAPES.includes(c) || (cp >= 0xd800 && cp <= 0xdfff)) return [-1, i];
+    return [cp, i + 1];
+  };
+  let ok = n >= 2 && cps[0] === "[" && cps[n - 1] === "]";
+  let i = 1;
+  if (ok && cps[i] === "^" && n > 2) i++;
+  let prev = -1;
+  while (ok && i < n - 1) {
+    let cp;
+    if (cps[i] === "-" && prev >= 0) {
+      [cp, i] = atom(i + 1, n - 1);
+      ok = cp >= prev;
+      prev = -1;
+    } else {
+      [cp, i] = atom(i, n - 1);
+      ok = cp >= 0;
+      prev = cp;
+    }
+  }
+  if (!ok) fail(`js.word: ${pyRepr(word).slice(0, 60)} is not a character class of the form FORMAT.md section 7 describes`);
 }
 
 function checkKeys(obj, required, optional, where, fail) {
@@ -473,6 +540,11 @@ class Mode {
     for (let c = 0; c < nClasses; c++) if (trans.arr[c] !== 0) fail(`${where}: state 0 must be the dead state`);
     if (eot.arr[0] !== 0 || term.arr[0] !== 1) fail(`${where}: state 0 must be the dead state`);
     for (let p = 0; p < W; p++) if (acc.arr[p] !== -1) fail(`${where}: state 0 must be the dead state`);
+    for (let s = 1; s < nStates; s++) {
+      if (term.arr[s] && !acc.arr.subarray(s * W, (s + 1) * W).some((x) => x >= 0)) {
+        fail(`${where}: terminal state ${s} accepts no pattern (only the dead state 0 may be terminal without accepting)`);
+      }
+    }
     if (!isInt(raw.start0, 0, nStates - 1) || !isInt(raw.startN, 0, nStates - 1)) fail(`${where}: start state out of range`);
     this.trans = trans.arr;
     this.eot = eot.arr;
@@ -557,6 +629,7 @@ export class Tables {
       if (!isDict(js.content)) fail("js.content: expected an object");
       for (const t of Object.values(js.content)) translation(t, "js.content", fail);
       if (js.word !== null && typeof js.word !== "string") fail("js.word: expected a string");
+      if (typeof js.word === "string") checkWord(js.word, fail);
     }
     this.js = js;
     // patterns
@@ -617,7 +690,11 @@ export class Tables {
     }
     this.contentT = js && isDict(js.content) ? js.content : {};
     const wordSrc = js && typeof js.word === "string" ? js.word : WORD_FALLBACK;
-    this.placeholder = new RegExp(`^\\{(${wordSrc}+(?:\\.${wordSrc}+)*)\\}$`, "u");
+    try {
+      this.placeholder = new RegExp(`^\\{(${wordSrc}+(?:\\.${wordSrc}+)*)\\}$`, "u");
+    } catch (e) {
+      fail(`js.word: not a valid class (${e.message})`); // (checkWord lets through only valid ones)
+    }
     this.bareKey = { source: `(?<=[{,])(${wordSrc}+):`, groups: {} };
   }
 

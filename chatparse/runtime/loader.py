@@ -131,6 +131,8 @@ def loads(data, *, vocab_hash: bytes | str | None = None) -> dict:
             raise ValueError("vocab_hash must be a SHA-256 digest (32 bytes or 64 hex digits)")
     try:
         raw = _loads(data)
+    except UnicodeError as e:  # (a ValueError, but not one of ours: give it the prefix)
+        _fail(f"malformed ({type(e).__name__}: {e})")
     except ValueError:
         raise
     except RecursionError:
@@ -255,11 +257,40 @@ def _json(b: bytes, what: str):
     except UnicodeDecodeError as e:
         _fail(f"{what} section is not UTF-8 ({e})")
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except RecursionError:
         _fail(f"{what} JSON nests too deeply")
     except ValueError as e:
         _fail(f"{what} section is not valid JSON ({e})")
+    # Strict UTF-8 holds no surrogates: only a \uD800-\uDFFF escape without its pair can put one in a string,
+    # and such a string is no text (it cannot be encoded back; the JS runtime would hash it differently).
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
+        _fail(f"{what} section: a string holds a lone surrogate (an unpaired \\ud800-\\udfff escape)")
+    return value
+
+
+_SURROGATE_ESCAPE = regex.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = regex.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(value) -> bool:
+    """Whether a string (a key or a value) anywhere in a parsed JSON value holds a surrogate code point
+    (json.loads joins an escaped pair into one code point, so only lone ones are left). Iterative: the value
+    may nest deeply."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is str:
+            if _SURROGATE.search(v):
+                return True
+        elif type(v) is list:
+            stack.extend(v)
+        elif type(v) is dict:
+            for k, x in v.items():
+                if _SURROGATE.search(k):
+                    return True
+                stack.append(x)
+    return False
 
 
 # --------------------------------------------------------------------------------------------- small checks
@@ -517,6 +548,10 @@ def _modes(raw_modes, spec: dict, patterns: list, arrays: dict, n_classes: int) 
             _fail(f"{where}: terminal flags must be 0 or 1")
         if trans[0].any() or eot[0] != 0 or (acc[0] != -1).any() or term[0] != 1:
             _fail(f"{where}: state 0 must be the dead state")
+        idle = term[1:].astype(bool) & ~(acc[1:] >= 0).any(axis=1)  # (W == 0: no state accepts)
+        if idle.any():
+            _fail(f"{where}: terminal state {int(np.flatnonzero(idle)[0]) + 1} accepts no pattern "
+                  "(only the dead state 0 may be terminal without accepting)")
         start0 = _int(m["start0"], f"{where}.start0", 0, n_states - 1)
         startn = _int(m["startN"], f"{where}.startN", 0, n_states - 1)
         out.append({"patterns": list(w), "trans": trans, "eot": eot, "acc": acc, "term": term.view(np.bool_),
@@ -585,8 +620,51 @@ def _js_section(js, patterns: list, spec: dict) -> dict:
     for k, t in js["content"].items():
         _translation(t, "js.content")
     if js["word"] is not None:
-        _str(js["word"], "js.word")
+        _check_word(_str(js["word"], "js.word"))
     return js
+
+
+_CLASS_ESCAPES = "\\][-^"
+
+
+def _check_word(word: str) -> None:
+    """`js.word` must be a JavaScript character class in the form FORMAT.md section 7 gives (the JS runtime
+    builds RegExps from it; this runtime checks it the same way, so both accept the same files)."""
+    n, i = len(word), 1
+    ok = n >= 2 and word[0] == "[" and word[-1] == "]"
+    if ok and word[i] == "^" and n > 2:
+        i += 1
+    prev = -1  # the code point of the last atom, when it may start a range
+    while ok and i < n - 1:
+        if word[i] == "-" and prev >= 0:
+            cp, i = _class_atom(word, i + 1, n - 1)
+            ok = cp >= prev
+            prev = -1
+        else:
+            cp, i = _class_atom(word, i, n - 1)
+            ok, prev = cp >= 0, cp
+    if not ok:
+        _fail(f"js.word: {word!r:.60} is not a character class of the form FORMAT.md section 7 describes")
+
+
+def _class_atom(word: str, i: int, end: int) -> tuple[int, int]:
+    """(code point, next index) of the class atom at `word[i]` (ending before `end`), or (-1, i)."""
+    if i >= end:
+        return -1, i
+    c = word[i]
+    if c == "\\":
+        if i + 1 < end and word[i + 1] in _CLASS_ESCAPES:
+            return ord(word[i + 1]), i + 2
+        m = _CLASS_HEX.match(word, i, end)
+        if m is None or int(m.group(1), 16) > 0x10FFFF:
+            return -1, i
+        return int(m.group(1), 16), m.end()
+    if c in _CLASS_ESCAPES or "\ud800" <= c <= "\udfff":
+        return -1, i
+    return ord(c), i + 1
+
+
+_CLASS_HEX = regex.compile(r"\\u\{([0-9A-Fa-f]{1,6})\}")
 
 
 # --------------------------------------------------------------------------------------------- token section
