@@ -1,0 +1,406 @@
+"""Datasets of generations (issue #20): `chatparse.arrow`, `chatparse parse-file`, Ray Data and `datasets`.
+
+Every path is checked against single-process parsing of the same rows: `CompiledTemplate.parse_batch` (or
+`parse_tokens_batch`) over the rows that parse, and, for the rows that raise, the exception's class and
+message in the ``error`` column. The rows come from `bench.datasets_gen` (the bundled templates' formats,
+reasoning / content / tool calls, about one row in twenty malformed). The Ray and `datasets` tests parse
+100,000 rows each in 2 worker processes; they skip, saying why, without ray / datasets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'chatparse[data]')")
+pq = pytest.importorskip("pyarrow.parquet")
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import chatparse  # noqa: E402
+from bench.datasets_gen import FAMILIES, generations  # noqa: E402
+from chatparse import templates  # noqa: E402
+from chatparse.arrow import (  # noqa: E402
+    MESSAGE_SCHEMA, compiled_of, error_of, parse_arrow, parse_arrow_tokens, table_bytes, to_messages,
+)
+
+BIG = 100_000  # rows in the Ray / datasets runs
+
+
+def expected(compiled, texts, prefixes, tools=None):
+    """What single-process parsing gives per row: the message (from parse_batch over the rows that parse)
+    or the error text of the row's exception."""
+    out: list = [None] * len(texts)
+    good = []
+    for i, (t, p) in enumerate(zip(texts, prefixes)):
+        try:
+            compiled.parse(t, prefix=p, tools=None if tools is None else tools[i])
+            good.append(i)
+        except Exception as e:  # noqa: BLE001
+            out[i] = error_of(e)
+    if tools is None:
+        msgs = compiled.parse_batch([texts[i] for i in good], [prefixes[i] for i in good])
+    else:  # parse_batch takes one tools list for all rows: one call per row's tools
+        msgs = [compiled.parse_batch([texts[i]], [prefixes[i]], tools=tools[i])[0] for i in good]
+    for i, m in zip(good, msgs):
+        out[i] = m
+    return out
+
+
+def same(a, b) -> bool:
+    """Equal as JSON data, types included (1 is not 1.0 is not True), key order aside."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def rows_of(table, column_prefix=""):
+    return to_messages(table, column_prefix=column_prefix)
+
+
+# ------------------------------------------------------------------------------------------------ parse_arrow
+@pytest.mark.parametrize("name", FAMILIES)
+def test_parse_arrow_is_parse_batch(name):
+    compiled = chatparse.compile_template(templates.get(name))
+    prefixes, texts = generations(name, 3000, seed=1)
+    want = expected(compiled, texts, prefixes)
+    assert sum(isinstance(w, str) for w in want) > 0 or name in ("qwen3_coder", "glm45", "gpt_oss")
+    table = pa.table({"prompt": prefixes, "text": texts})
+    got = parse_arrow(table, compiled, prefix_column="prompt")
+    assert isinstance(got, pa.Table) and got.schema == MESSAGE_SCHEMA
+    assert same(rows_of(got), want)
+    # a record batch gives a record batch; a table of many chunks, the same rows
+    rb = parse_arrow(table.to_batches()[0], name, prefix_column="prompt")
+    assert isinstance(rb, pa.RecordBatch) and same(rows_of(rb), want)
+    chunked = pa.concat_tables([table.slice(0, 1000), table.slice(1000)])
+    assert same(rows_of(parse_arrow(chunked, compiled, prefix_column="prompt")), want)
+
+
+def test_typed_columns_and_errors():
+    prompt = "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n"
+    texts = [
+        '<think>\nhm\n</think>\n\nSure.<tool_call>\n{"name": "w", "arguments": {"city": "Paris", "n": 1.0}}\n'
+        "</tool_call><|im_end|>",
+        "Just text<|im_end|>",
+        '<tool_call>\n{"name": "w", "arguments": {city: Paris}}\n</tool_call><|im_end|>',
+        None,
+    ]
+    got = parse_arrow(pa.table({"text": pa.array(texts, pa.string())}), "qwen3", prefix=prompt)
+    rows = got.to_pylist()
+    assert rows[0] == {"role": "assistant", "reasoning_content": "hm", "content": "Sure.",
+                       "tool_calls": [{"name": "w", "arguments": '{"city": "Paris", "n": 1.0}', "type": "function",
+                                       "id": None}], "extra": None, "error": None}
+    assert rows[1]["content"] == "Just text" and rows[1]["tool_calls"] is None and rows[1]["reasoning_content"] is None
+    assert rows[2]["error"].startswith("ValueError: json parser could not parse region as JSON.")
+    assert all(rows[2][k] is None for k in ("role", "content", "tool_calls", "extra"))
+    assert rows[3]["error"] == "ValueError: `text_column` 'text' is null in this row"
+    with pytest.raises(ValueError, match="could not parse"):  # what the row's own parse raises
+        chatparse.parse_response(texts[2], templates.get("qwen3"), prefix=prompt)
+
+
+def test_extra_holds_what_the_typed_columns_cannot():
+    template = {"defaults": {"role": "assistant", "model": "m1"}, "start_anchor": "<a>",
+                "fields": {"thoughts": {"open": "<t>", "close": "</t>"},
+                           "content": {"open": "<j>", "close": "</j>", "content": "json"},
+                           "tool_calls": {"open": "<c>", "close": "</c>", "content": "json", "repeats": True}}}
+    texts = ['<t>hm</t><j>{"a": [1, 2.5, null, true]}</j>',
+             '<c>{"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}</c>',
+             "<c>[1, 2]</c>", '<j>"text"</j>', "<c>{bad</c>"]
+    compiled = chatparse.compile_template(template)
+    got = parse_arrow(pa.table({"text": texts}), compiled, prefix="")
+    rows = got.to_pylist()
+    assert json.loads(rows[0]["extra"]) == {"content": {"a": [1, 2.5, None, True]}, "model": "m1", "thoughts": "hm"}
+    assert rows[0]["content"] is None
+    assert rows[1]["tool_calls"] == [{"name": "f", "arguments": '{"x": 1}', "type": "function", "id": "c1"}]
+    assert json.loads(rows[2]["extra"]) == {"tool_calls": [[1, 2]], "model": "m1"} and rows[2]["tool_calls"] is None
+    assert rows[3]["content"] == "text"
+    assert rows[4]["error"] and rows[4]["extra"] is None
+    assert same(rows_of(got), expected(compiled, texts, [""] * len(texts)))
+
+
+def test_shared_prefix_keep_columns_and_column_prefix():
+    prefixes, texts = generations("hermes", 500, seed=2)
+    shared = prefixes[0]
+    table = pa.table({"id": list(range(500)), "text": texts, "content": ["x"] * 500})
+    with pytest.raises(ValueError, match=r"already has column\(s\) \['content'\].*column_prefix"):
+        parse_arrow(table, "hermes", prefix=shared, keep_columns=True)
+    got = parse_arrow(table, "hermes", prefix=shared, keep_columns=True, column_prefix="parsed_")
+    assert got.column_names[:3] == ["id", "text", "content"]
+    assert got.column_names[3:] == ["parsed_" + n for n in MESSAGE_SCHEMA.names]
+    want = expected(chatparse.compile_template(templates.get("hermes")), texts, [shared] * 500)
+    assert same(rows_of(got, "parsed_"), want)
+
+
+def test_tools_column_per_row():
+    compiled = chatparse.compile_template(templates.get("qwen3_coder"))
+    prefixes, texts = generations("qwen3_coder", 400, seed=3)
+    schema = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "integer"}, "limit": {"type": "number"},
+                                         "query": {"type": "object"}}}}}
+    tools = [[schema] if i % 2 else None for i in range(400)]
+    tools = [[{**schema, "function": {**schema["function"], "name": n}} for n in
+              ("get_weather", "search", "read_file", "calculator", "book_flight", "lookup_user")]
+             if i % 2 else None for i in range(400)]
+    want = expected(compiled, texts, prefixes, tools)
+    assert not same(want, expected(compiled, texts, prefixes))  # the schemas do change some rows
+    col = pa.array([None if t is None else json.dumps(t) for t in tools], pa.string())
+    got = parse_arrow(pa.table({"p": prefixes, "text": texts, "tools": col}), compiled, prefix_column="p",
+                      tools_column="tools")
+    assert same(rows_of(got), want)
+    bad = pa.table({"text": ["x", "y"], "tools": ["[]", "{not json"]})
+    rows = parse_arrow(bad, compiled, prefix="", tools_column="tools").to_pylist()
+    assert rows[0]["error"] is None and rows[1]["error"].startswith("ValueError: `tools_column` 'tools': row 1:")
+
+
+def test_arguments_name_what_is_wrong():
+    table = pa.table({"text": ["a"], "n": [1]})
+    with pytest.raises(KeyError, match=r"`text_column`: no column 'txt' in the input \(its columns: \['text', 'n'\]\)"):
+        parse_arrow(table, "qwen3", text_column="txt", prefix="")
+    with pytest.raises(TypeError, match="`prefix_column`: column 'n' must hold strings, it holds int64"):
+        parse_arrow(table, "qwen3", prefix_column="n")
+    with pytest.raises(ValueError, match="requires `prefix`"):
+        parse_arrow(table, "qwen3")
+    with pytest.raises(ValueError, match="`template`: 'nope' is neither a bundled template"):
+        parse_arrow(table, "nope", prefix="")
+    with pytest.raises(TypeError, match="pyarrow Table or RecordBatch"):
+        parse_arrow({"text": ["a"]}, "qwen3", prefix="")
+
+
+def test_template_forms_and_table_bytes(tmp_path):
+    data = table_bytes("qwen3")
+    assert isinstance(data, bytes) and b"response_template" not in data[:4]
+    from_bytes = compiled_of(data)
+    assert from_bytes.spec == chatparse.compile_template(templates.get("qwen3")).spec
+    path = tmp_path / "tokenizer_config.json"
+    path.write_text(json.dumps({"response_template": templates.get("qwen3")}))
+    assert compiled_of(path).spec == from_bytes.spec
+    with pytest.raises(ValueError, match="not valid table-format bytes"):
+        compiled_of(b"garbage")
+
+
+# ------------------------------------------------------------------------------------------------ token ids
+def test_parse_arrow_tokens_is_parse_tokens_batch():
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    prefixes, texts = generations("qwen3", 1500, seed=4)
+    specials = ["<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"]
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts[:500], trainer=trainers.BpeTrainer(
+        vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=specials,
+        show_progress=False))
+    binding = chatparse.bind(templates.get("qwen3"), tok)
+    ids = [tok.encode(t).ids for t in texts]
+    pids = [tok.encode(p).ids for p in prefixes]
+    want: list = []
+    for i in range(len(ids)):
+        try:
+            want.append(chatparse.parse_tokens_batch([ids[i]], binding, prefix_ids=[pids[i]])[0])
+        except Exception as e:  # noqa: BLE001
+            want.append(error_of(e))
+    assert sum(isinstance(w, str) for w in want) > 10
+    table = pa.table({"ids": pa.array(ids, pa.list_(pa.int32())), "pids": pa.array(pids, pa.list_(pa.int64())),
+                      "prompt": prefixes})
+    got = parse_arrow_tokens(table, binding, prefix_ids_column="pids")
+    assert same(rows_of(got), want)
+    by_text = parse_arrow_tokens(table, binding, prefix_column="prompt")
+    assert same(rows_of(by_text), rows_of(parse_arrow(pa.table({"text": [binding.decode(x) for x in ids],
+                                                                 "p": prefixes}), "qwen3", prefix_column="p")))
+    with pytest.raises(TypeError, match="`ids_column`: column 'prompt' must be a list of integers"):
+        parse_arrow_tokens(table, binding, ids_column="prompt", prefix="")
+    big = pa.table({"ids": pa.array([[0, 10 ** 6]], pa.list_(pa.int64()))})
+    assert parse_arrow_tokens(big, binding, prefix="").column("error")[0].as_py() is not None
+
+
+# ------------------------------------------------------------------------------------------------ parse-file
+@pytest.fixture(scope="module")
+def file_rows():
+    prefixes, texts = generations("qwen3", 6000, seed=5)
+    compiled = chatparse.compile_template(templates.get("qwen3"))
+    return prefixes, texts, expected(compiled, texts, prefixes)
+
+
+def _write_input(path: Path, prefixes, texts, extra_lines=()):
+    if path.suffix == ".jsonl":
+        with open(path, "w", encoding="utf-8") as f:
+            for i, (p, t) in enumerate(zip(prefixes, texts)):
+                f.write(json.dumps({"id": i, "prompt": p, "text": t}, ensure_ascii=False) + "\n")
+            for line in extra_lines:
+                f.write(line + "\n")
+    else:
+        pq.write_table(pa.table({"id": list(range(len(texts))), "prompt": prefixes, "text": texts}), path,
+                       row_group_size=2500)
+
+
+def _read_output(path: Path) -> list:
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return pq.read_table(path).to_pylist()
+
+
+def _messages(rows) -> list:
+    """Output rows back to messages / error texts (as `to_messages` does for a table)."""
+    table = pa.Table.from_pylist([{k: r[k] for k in MESSAGE_SCHEMA.names} for r in rows], schema=MESSAGE_SCHEMA)
+    return to_messages(table)
+
+
+@pytest.mark.parametrize("src_ext,dst_ext,workers", [(".jsonl", ".jsonl", 1), (".jsonl", ".parquet", 2),
+                                                      (".parquet", ".parquet", 1), (".parquet", ".jsonl", 2)])
+def test_parse_file_is_parse_batch(tmp_path, file_rows, src_ext, dst_ext, workers):
+    prefixes, texts, want = file_rows
+    src, dst = tmp_path / f"in{src_ext}", tmp_path / f"out{dst_ext}"
+    _write_input(src, prefixes, texts)
+    r = subprocess.run([sys.executable, "-m", "chatparse.cli", "parse-file", str(src), str(dst), "--template",
+                        "qwen3", "--prefix-column", "prompt", "--workers", str(workers), "--batch-size", "700"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = _read_output(dst)
+    assert [row["id"] for row in rows] == list(range(len(texts)))  # input order, input columns kept
+    assert all(row["text"] == t for row, t in zip(rows, texts))
+    assert same(_messages(rows), want)
+    failed = sum(isinstance(w, str) for w in want)
+    assert f"6000 rows from {src} to {dst}" in r.stderr and f"; {failed} failed:" in r.stderr
+    assert "rows/s" in r.stderr
+    assert not (tmp_path / f"out{dst_ext}.partial").exists()
+
+
+def test_parse_file_bad_lines_and_errors(tmp_path, file_rows):
+    from chatparse.cli import main
+
+    prefixes, texts, want = file_rows
+    src = tmp_path / "in.jsonl"
+    _write_input(src, prefixes[:50], texts[:50], ['not json', '[1, 2]', '{"id": 99, "prompt": 3, "text": "x"}', "",
+                                                 '{"id": 100, "prompt": ""}'])
+    dst = tmp_path / "out.jsonl"
+    assert main(["parse-file", str(src), str(dst), "--template", "qwen3", "--prefix-column", "prompt",
+                 "--no-progress", "--drop-input"]) == 0
+    rows = _read_output(dst)
+    assert len(rows) == 54 and set(rows[0]) == set(MESSAGE_SCHEMA.names)
+    assert same(_messages(rows[:50]), want[:50])
+    assert rows[50]["error"].startswith("JSONDecodeError: line 51: ")
+    assert rows[51]["error"] == "ValueError: line 52: expected a JSON object, got list"
+    assert rows[52]["error"] == "TypeError: line 53: --prefix-column 'prompt' holds a int, not a string"
+    assert rows[53]["error"] == "ValueError: `text_column` 'text' is null in this row"  # line 55 (54 is blank)
+    # errors name the file, the column, the argument; nothing is written
+    out = tmp_path / "x.parquet"
+    for argv, msg in [
+        ([str(src), str(out), "--template", "qwen3"], "--prefix-column"),
+        ([str(tmp_path / "none.jsonl"), str(out), "--template", "qwen3", "--prefix", ""], "IN: "),
+        ([str(src), str(tmp_path / "x.csv"), "--template", "qwen3", "--prefix", ""], "OUT: "),
+        ([str(src), str(out), "--template", "nope", "--prefix", ""], "`--template`: 'nope'"),
+        ([str(src), str(out), "--template", "qwen3", "--prefix", "", "--workers", "0"], "--workers"),
+    ]:
+        r = subprocess.run([sys.executable, "-m", "chatparse.cli", "parse-file", *argv], capture_output=True,
+                           text=True, cwd=ROOT, timeout=60)
+        assert r.returncode == 2 and msg in r.stderr, (argv, r.stderr)
+    pq.write_table(pa.table({"txt": ["a"]}), tmp_path / "in.parquet")
+    r = subprocess.run([sys.executable, "-m", "chatparse.cli", "parse-file", str(tmp_path / "in.parquet"), str(out),
+                        "--template", "qwen3", "--prefix", ""], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and "--text-column: no column 'text'" in r.stderr
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------------ at scale
+@pytest.fixture(scope="module")
+def big_rows():
+    """The input table and what single-process parsing gives, as columns: `parse_arrow` in this process,
+    checked here against parse_batch row for row, so that the workers' columns are compared as Arrow data."""
+    prefixes, texts = generations("qwen3", BIG, seed=6)
+    compiled = chatparse.compile_template(templates.get("qwen3"))
+    want = expected(compiled, texts, prefixes)
+    assert sum(isinstance(w, str) for w in want) > 1000  # malformed rows included
+    table = pa.table({"id": pa.array(range(BIG), pa.int64()), "prompt": prefixes, "text": texts})
+    columns = parse_arrow(table, compiled, prefix_column="prompt")
+    assert same(to_messages(columns), want)
+    return table, columns
+
+
+def _same_columns(out, columns) -> None:
+    got = out.select(MESSAGE_SCHEMA.names).combine_chunks()
+    assert got.schema == MESSAGE_SCHEMA
+    if not got.equals(columns.combine_chunks()):  # say which row differs
+        for i, (a, b) in enumerate(zip(got.to_pylist(), columns.to_pylist())):
+            assert a == b, f"row {i}"
+
+
+def test_ray_data_is_parse_batch(big_rows):
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'chatparse[ray]')")
+    pytest.importorskip("ray.data", reason="ray.data is not installed (pip install 'ray[data]')")
+    from chatparse.integrations.ray import ParseBatches
+
+    table, columns = big_rows
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        ds = ray.data.from_arrow([table.slice(i, 20_000) for i in range(0, BIG, 20_000)])
+        parsed = ds.map_batches(ParseBatches, fn_constructor_kwargs=ParseBatches.kwargs("qwen3",
+                                                                                        prefix_column="prompt"),
+                                batch_format="pyarrow", batch_size=5000, concurrency=2)
+        out = pa.concat_tables(ray.get(parsed.to_arrow_refs())).sort_by("id")
+        # the README's example, in the same local cluster (it does not start one itself)
+        code, expected_out = _readme_example("## Parsing datasets")
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "README.md", "exec"), {})
+    finally:
+        ray.shutdown()
+    assert printed.getvalue() == expected_out
+    assert out.column_names == ["id", "prompt", "text", *MESSAGE_SCHEMA.names]
+    assert out.column("id").to_pylist() == list(range(BIG))
+    _same_columns(out, columns)
+
+
+def _readme_example(heading: str) -> tuple[str, str]:
+    """The ```python block after `heading` in README.md and the ```text block right after it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rest = readme[readme.index(heading):]
+    m = re.search(r"```python\n(.*?)```\s*```text\n(.*?)```", rest, re.S)
+    assert m, f"no python + text example after {heading!r}"
+    return m.group(1), m.group(2)
+
+
+def test_datasets_map_is_parse_batch(big_rows):
+    datasets = pytest.importorskip("datasets", reason="datasets is not installed (pip install 'chatparse[datasets]')")
+    from chatparse.integrations.ray import ParseBatches
+
+    table, columns = big_rows
+    datasets.disable_progress_bars()
+    ds = datasets.Dataset(table)
+    fn = ParseBatches("qwen3", prefix_column="prompt")
+    out = ds.with_format("arrow").map(fn, batched=True, batch_size=5000, num_proc=2, load_from_cache_file=False)
+    assert out.column_names == ["id", "prompt", "text", *MESSAGE_SCHEMA.names]
+    got = out.with_format("arrow")[:]
+    assert got.column("id").to_pylist() == list(range(BIG))
+    _same_columns(got, columns)
+    # datasets' default (Python) format: the same rows
+    small = datasets.Dataset(table.slice(0, 3000))
+    out2 = small.map(fn, batched=True, batch_size=700, num_proc=2, load_from_cache_file=False)
+    _same_columns(out2.with_format("arrow")[:], columns.slice(0, 3000))
+
+
+def test_parse_batches_pickles_as_table_bytes():
+    import pickle
+
+    from chatparse.integrations.ray import ParseBatches
+
+    fn = ParseBatches("qwen3", prefix="")
+    state = fn.__getstate__()
+    assert state["tables"] == table_bytes("qwen3")
+    data = pickle.dumps(fn)
+    assert b"CompiledTemplate" not in data and b"chatparse.compiled" not in data
+    again = pickle.loads(data)
+    texts = ["<think>a</think>b<|im_end|>"]
+    assert again(pa.table({"text": texts})).to_pylist() == fn(pa.table({"text": texts})).to_pylist()
+    assert again({"text": texts}).column("content").to_pylist() == ["b"]
+    with pytest.raises(TypeError, match="unknown option"):
+        ParseBatches.kwargs("qwen3", prefix_col="p")
