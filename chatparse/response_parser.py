@@ -19,6 +19,7 @@ from .runtime.coerce import coerce as _coerce
 from .runtime.coerce import coerce_tool_calls
 from .runtime.coerce import schema_types as _schema_types
 from .runtime.coerce import tool_params
+from .runtime.args import check_tools, text_error
 from .runtime.dialect import Dialect, resolve
 from .runtime.oneshot import parse_whole
 from .runtime.parser import StreamParser, raise_malformed
@@ -35,6 +36,7 @@ _PREFIX_REQUIRED = (
 
 def _tool_schemas(tools) -> list:
     """Convert Python callables to JSON schemas the way transformers does (imported only when needed)."""
+    check_tools(tools)
     out = []
     for tool in tools or []:
         if isfunction(tool) or ismethod(tool):
@@ -65,6 +67,8 @@ class ResponseParser:
         d = resolve(dialect, offsets=offsets, malformed=malformed)
         if prefix is None:
             raise ValueError(_PREFIX_REQUIRED)
+        if prefix and type(prefix) is not str and not isinstance(prefix, str):  # ([] opts out, like "")
+            raise text_error(prefix, "ResponseParser() argument 'prefix' (the chat prompt)")
         self._compiled = compiled
         self.dialect = d
         self._tool_params = tool_params(_tool_schemas(tools))
@@ -128,7 +132,11 @@ def parse_compiled(compiled: CompiledTemplate, text: str, prefix: str | None, to
     """`parse_response` for a template already compiled (`CompiledTemplate.parse` comes here directly)."""
     if prefix is None:
         raise ValueError(_PREFIX_REQUIRED)
-    params = tool_params(_tool_schemas(tools)) if tools else {}
+    if type(text) is not str and not isinstance(text, str):
+        raise text_error(text, "parse_response() argument 'text' (the generated text)")
+    if prefix and type(prefix) is not str and not isinstance(prefix, str):  # ([] opts out, like "")
+        raise text_error(prefix, "parse_response() argument 'prefix' (the chat prompt)")
+    params = tool_params(_tool_schemas(tools)) if tools else check_tools(tools) or {}
     head = compiled.tables.cut_prefix(prefix) if prefix else ""
     # The whole text is known: decide delimiters with `regex` at each candidate (see runtime/oneshot.py).
     return parse_whole(compiled.tables, params, head + text)

@@ -35,6 +35,7 @@ Building both for a 131k-token vocabulary takes well under a second (see bench/b
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 from collections import OrderedDict
@@ -441,9 +442,51 @@ def tables_for(compiled, vocab: TokenVocab) -> TokenTables:
 _bindings: "OrderedDict[tuple, TokenBinding]" = OrderedDict()
 
 
+_path_tokenizers: OrderedDict = OrderedDict()  # (path, mtime, size) -> tokenizer: a path binds like one object
+
+
+def tokenizer_from_path(path) -> Any:
+    """The tokenizer of a ``tokenizer.json`` file, or of a tokenizer directory holding one (read as
+    `chatparse.tokenizer_dir` reads it: a `tokenizers.Tokenizer`, wrapped in transformers' fast tokenizer when
+    tokenizer_config.json beside it turns on ``clean_up_tokenization_spaces`` for a non-BPE model). Cached
+    while the file is unchanged, so that binding the same path twice reuses one vocabulary."""
+    from ..tokenizer_dir import TOKENIZER_NAME, _dir_tokenizer
+
+    p = os.path.abspath(os.fspath(path))
+    file = os.path.join(p, TOKENIZER_NAME) if os.path.isdir(p) else p
+    try:
+        st = os.stat(file)
+    except FileNotFoundError:
+        what = f"{path} has no {TOKENIZER_NAME}" if os.path.isdir(p) else f"{path} does not exist"
+        raise FileNotFoundError(f"bind: {what} (pass a tokenizer.json file, a tokenizer directory or a "
+                                "tokenizer object)") from None
+    key = (file, st.st_mtime_ns, st.st_size)
+    with _lock:
+        hit = _path_tokenizers.get(key)
+    if hit is not None:
+        return hit
+    try:
+        if os.path.basename(file) == TOKENIZER_NAME:
+            tok, _ = _dir_tokenizer(os.path.dirname(file))
+        else:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(file)
+    except ImportError:
+        raise
+    except Exception as e:
+        raise ValueError(f"bind: {file} cannot be read as a tokenizer ({type(e).__name__}: {e})") from None
+    with _lock:
+        _path_tokenizers[key] = tok
+        while len(_path_tokenizers) > 4:
+            _path_tokenizers.popitem(last=False)
+    return tok
+
+
 def bind(template, tokenizer, *, skip_special_tokens: bool = False) -> TokenBinding:
     """Bind a response template (dict or CompiledTemplate) to a tokenizer (`tokenizers.Tokenizer`, a
-    transformers tokenizer, or a `TokenVocab`): the runtime `TokenBinding` that parses token ids.
+    transformers tokenizer, a `TokenVocab`, or the path of a ``tokenizer.json`` file or of a tokenizer
+    directory: `tokenizer_from_path`): the runtime `TokenBinding` that parses token ids.
     Cached per (template, tokenizer); the token tables are built once.
 
     ``skip_special_tokens=True`` decodes like ``decode(ids, skip_special_tokens=True)`` (special tokens
@@ -454,6 +497,8 @@ def bind(template, tokenizer, *, skip_special_tokens: bool = False) -> TokenBind
 
     if isinstance(template, TokenBinding):
         return template
+    if isinstance(tokenizer, (str, os.PathLike)):
+        tokenizer = tokenizer_from_path(tokenizer)
     compiled = compile_template(template)
     vocab = vocab_for(tokenizer, skip_special_tokens=skip_special_tokens)
     key = (id(compiled), id(vocab))

@@ -12,7 +12,7 @@ Mirrors transformers 5.23.0 (``ResponseParser._coerce_tool_calls``, ``_coerce``,
   ``string`` type) keeps the raw text.
 
 Callables in ``tools`` are not handled here: the API layer converts them to schemas first.
-Only the standard library is imported.
+Only the standard library (and `args`, for the check of `tools`) is imported.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+from .args import check_tools
 
 __all__ = ["coerce", "coerce_tool_calls", "schema_types", "tool_params"]
 
@@ -96,7 +98,9 @@ def tool_params(tools: Any) -> dict:
 
     Accepts OpenAI-style ``{"type": "function", "function": {...}}`` entries and bare
     ``{"name", "parameters"}`` dicts; entries without a string name, and non-dicts, are skipped.
-    A later tool with the same name replaces an earlier one. ``None`` means no tools."""
+    A later tool with the same name replaces an earlier one. ``None`` means no tools; anything but a list
+    (or tuple) is a TypeError naming `tools`."""
+    check_tools(tools)
     params: dict = {}
     for tool in tools or []:
         if not isinstance(tool, dict):

@@ -24,6 +24,7 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any, Callable
 
+from .args import text_error
 from .coerce import coerce_tool_calls
 from .dialect import TRANSFORMERS, Dialect
 from .scanner import Scanner
@@ -214,6 +215,8 @@ class StreamParser:
     def feed(self, text: str) -> list[dict]:
         if not self.usable:
             self._check_usable()
+        if type(text) is not str and not isinstance(text, str):
+            raise text_error(text, "feed() argument 'text'")
         if self.inputs is not None and text:
             self.inputs.append(text)
         if not text or self.stalled:

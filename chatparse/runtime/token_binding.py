@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .args import check_tools
 from .coerce import tool_params
 from .dialect import resolve
 from .parser import StreamParser, raise_malformed
@@ -67,6 +68,7 @@ class TokenBinding:
         self.convert_tools = convert_tools
 
     def tool_params(self, tools) -> dict:
+        check_tools(tools)
         tools = list(tools or [])
         if self.convert_tools is not None:
             tools = self.convert_tools(tools)
@@ -78,6 +80,12 @@ class TokenBinding:
     @property
     def size(self) -> int:
         return self.vocab.size
+
+    def __repr__(self) -> str:
+        names = [f["name"] for f in self.compiled.spec["fields"]]
+        v = self.vocab
+        tok = getattr(v, "name", None)
+        return f"<TokenBinding fields={names} vocab={v.size} ids ({v.kind}{f', {tok}' if tok else ''})>"
 
     def decode(self, ids) -> str:
         """The tokenizer's decode of `ids` (the text the parser sees)."""

@@ -762,6 +762,12 @@ class TokenStreams:
         self._buf = np.empty((self._cap, self.n), dtype=np.int64)
         self._ubuf = self._buf.view(np.uint64)
 
+    def __repr__(self) -> str:
+        names = [f["name"] for f in self.binding.compiled.spec["fields"]]
+        d = self.parsers[0].dialect
+        return (f"<TokenStreams {self.n} streams ({self.n - sum(self.done)} open) fields={names} "
+                f"vocab={self.binding.vocab.size} ids dialect={d.name if d.name != 'custom' else d!r}>")
+
     def finalize(self, b: int) -> tuple[dict, list[dict]]:
         """End stream `b`; returns its `(message, final_events)`. Later steps must mark it inactive."""
         self._catch_up(b)
