@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
 
@@ -59,12 +60,35 @@ def _demo(args) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     ap = argparse.ArgumentParser(prog="chatparse", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--version", action="version", version=f"chatparse {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="stream the spec's SmolLM3 example and print events and message")
-    demo.add_argument("--chunk", type=int, default=4, help="characters per feed (default 4)")
-    demo.add_argument("--delay", type=float, default=0.0, help="seconds to sleep between feeds")
+    demo.add_argument("--chunk", type=_positive_int, default=4, help="characters per feed (default 4)")
+    demo.add_argument("--delay", type=_seconds, default=0.0, help="seconds to sleep between feeds")
     demo.set_defaults(func=_demo)
     for name in _FEATURE_MODULES:
         try:
@@ -79,7 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        # The reader went away (`chatparse demo | head -2`): stop quietly, as a program killed by SIGPIPE
+        # would, and point stdout at /dev/null so that the interpreter's last flush cannot fail again.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 128 + 13
 
 
 if __name__ == "__main__":

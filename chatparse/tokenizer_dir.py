@@ -39,7 +39,7 @@ from typing import Any
 from .compiled import CompiledTemplate
 
 __all__ = ["CONFIG_NAME", "TABLES_NAME", "TOKENIZER_NAME", "save_dir", "compile_dir", "load_dir", "check_dir",
-           "register", "main_compile"]
+           "stale_tables", "register", "main_compile"]
 
 logger = logging.getLogger("chatparse")
 
@@ -306,6 +306,36 @@ def check_dir(directory) -> tuple[bool, str]:
     return True, f"{tables} is up to date{note}"
 
 
+def stale_tables(directory) -> str | None:
+    """Why the tables file of a tokenizer directory is out of date for its template, or None (up to date, or
+    no tables file). What `chatparse parse/check DIR` warn about: they use the template in tokenizer_config.json,
+    where `load_dir` would have used the tables. Cheaper than `check_dir`: the token section is not rebuilt."""
+    from . import __version__
+    from .compiled import compile_template
+    from .compiler.validate import load_template
+    from .runtime.loader import load, template_hash
+
+    directory = Path(directory)
+    tables = directory / TABLES_NAME
+    if not tables.exists():
+        return None
+    try:
+        template = _config_template(directory)
+        spec = load_template(template)
+    except (OSError, ValueError, TypeError):
+        return None  # (the command itself reports a bad config)
+    try:
+        raw = load(tables)
+    except ValueError as e:
+        return f"{tables} cannot be used: {e}"
+    if raw["header"]["template_sha256"] != template_hash(spec):
+        return f"{tables} was compiled for a different response_template (template hash mismatch)"
+    diff = tables_differ(raw, compile_template(template).raw_tables)
+    if diff:
+        return f"{tables} differs from what chatparse {__version__} compiles ({diff})"
+    return None
+
+
 def _check_tokens(directory: Path, tables: Path, raw: dict, compiled) -> str | None:
     """None when the token section (or its absence) is what `compile_dir` writes now, else why not."""
     from . import __version__
@@ -395,6 +425,11 @@ def register(subparsers) -> None:
 def main_compile(args) -> int:
     import sys
 
+    directory = Path(args.directory)
+    if not (directory / CONFIG_NAME).is_file():
+        what = "is not a directory" if not directory.is_dir() else f"has no {CONFIG_NAME}"
+        print(f"error: {directory} {what}: not a tokenizer directory", file=sys.stderr)
+        return 2
     if args.check:
         ok, msg = check_dir(args.directory)
         print(("ok: " if ok else "stale: ") + msg, file=sys.stdout if ok else sys.stderr)

@@ -74,9 +74,32 @@ def register(subparsers) -> None:
 
 
 def _load(arg: str):
+    from pathlib import Path
+
     from . import load_template_arg
 
-    return load_template_arg(arg)
+    loaded = load_template_arg(arg)
+    if Path(arg).is_dir():  # a tokenizer directory: its tables file is not what is used here; say if it is stale
+        from chatparse.tokenizer_dir import stale_tables
+
+        why = stale_tables(arg)
+        if why:
+            print(f"warning: {why}; this command uses the response_template of tokenizer_config.json, as "
+                  f"`load_dir` would after recompiling (run `chatparse compile {arg}` to refresh the tables)",
+                  file=sys.stderr)
+    return loaded
+
+
+def _read_tools(path: str):
+    """The tool schemas of ``--tools FILE``: a JSON list; errors name the file."""
+    try:
+        tools = json.loads(_read_text(path))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--tools {path}: not valid JSON ({e})") from None
+    if not isinstance(tools, list):
+        kind = {dict: "object", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(tools))
+        raise ValueError(f"--tools {path}: expected a JSON list of tool schemas, got {kind or 'null'}")
+    return tools
 
 
 def _read_text(path: str) -> str:
@@ -173,7 +196,7 @@ def main_parse(args) -> int:
         template, _ = _load(args.template)
         text = _read_text(args.file)
         prefix = _read_text(args.prefix_file) if args.prefix_file else ""
-        tools = json.loads(_read_text(args.tools)) if args.tools else None
+        tools = _read_tools(args.tools) if args.tools else None
         if args.chunk < 1:
             raise ValueError("--chunk must be at least 1")
         parser = ResponseParser(template, prefix=prefix, tools=tools)

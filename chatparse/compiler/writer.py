@@ -25,8 +25,8 @@ import os
 import re
 import re._constants as C
 import re._parser as sre_parse
+import secrets
 import struct
-import tempfile
 import weakref
 from functools import lru_cache
 from typing import Any
@@ -299,7 +299,7 @@ def save(compiled, path, *, vocab_hash: bytes | str | None = None, js: bool = Tr
     data = dumps(raw, vocab_hash=vocab_hash, js=js, tokens=tokens, tokenizer_sha256=tokenizer_sha256)
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".cpt-", dir=directory)
+    fd, tmp = _create_temp(directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -310,6 +310,19 @@ def save(compiled, path, *, vocab_hash: bytes | str | None = None, js: bool = Tr
         except OSError:
             pass
         raise
+
+
+def _create_temp(directory: str) -> tuple[int, str]:
+    """A new file beside the target, created with mode 0o666 less the umask - the mode any new file gets, e.g.
+    0644 - where `tempfile.mkstemp` would give 0600, which the rename would carry over to the tables file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".cpt-{secrets.token_hex(6)}")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no unused temporary file name in {directory}")
 
 
 # ------------------------------------------------------------------------------------------------ pickling
