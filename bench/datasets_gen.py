@@ -1,6 +1,6 @@
 """Synthetic generations for the dataset paths (tests/test_datasets.py, bench/bench_datasets.py).
 
-`generations(name, n, seed)` returns ``(prefixes, texts)``: `n` chat prompts and model outputs written in the
+`generations(name, n, seed, length)` returns ``(prefixes, texts)``: `n` chat prompts and model outputs written in the
 format of the bundled template `name` (one of `FAMILIES`), mixing reasoning, content and tool calls, with
 about one row in eight malformed on purpose: JSON arguments that do not parse, outputs cut at a random
 character, delimiters without their partner, stray delimiters, empty outputs, non-ASCII text. What a row
@@ -166,12 +166,18 @@ STRAYS = {
 }
 
 
-def generation(name: str, rng: random.Random) -> tuple[str, str]:
+# words of reasoning and of content: short (the tests' rows, ~450 bytes) or long (~6 KB, closer to the
+# reasoning traces of RL rollouts and distillation sets)
+LENGTHS = {"short": ((3, 40), (1, 60)), "long": ((100, 1500), (20, 400))}
+
+
+def generation(name: str, rng: random.Random, length: str = "short") -> tuple[str, str]:
     """One (prefix, output) pair in the format of the bundled template `name`."""
     writer = WRITERS[name]
+    (r_lo, r_hi), (c_lo, c_hi) = LENGTHS[length]
     r = rng.random()
-    reasoning = _sentence(rng) if rng.random() < 0.6 else None
-    content = _sentence(rng, 1, 60) if rng.random() < 0.7 else None
+    reasoning = _sentence(rng, r_lo, r_hi) if rng.random() < 0.6 else None
+    content = _sentence(rng, c_lo, c_hi) if rng.random() < 0.7 else None
     calls = rng.choice((0, 0, 1, 1, 2, 3))
     bad = r < 0.06 and calls > 0
     prefix, out = writer(rng, reasoning, content, calls, bad)
@@ -187,12 +193,12 @@ def generation(name: str, rng: random.Random) -> tuple[str, str]:
     return prefix, out
 
 
-def generations(name: str, n: int, seed: int = 0) -> tuple[list[str], list[str]]:
-    """`n` (prefix, output) rows for the bundled template `name`, as two lists."""
-    rng = random.Random(f"{name}:{seed}")
+def generations(name: str, n: int, seed: int = 0, length: str = "short") -> tuple[list[str], list[str]]:
+    """`n` (prefix, output) rows for the bundled template `name`, as two lists (`length`: see `LENGTHS`)."""
+    rng = random.Random(f"{name}:{seed}" + ("" if length == "short" else f":{length}"))
     prefixes, texts = [], []
     for _ in range(n):
-        p, t = generation(name, rng)
+        p, t = generation(name, rng, length)
         prefixes.append(p)
         texts.append(t)
     return prefixes, texts

@@ -53,6 +53,7 @@ MESSAGE_SCHEMA = pa.schema([
 ])
 _TEXT_KEYS = ("role", "reasoning_content", "content")
 _CALL_KEYS = frozenset(("type", "id", "function"))
+_KNOWN = frozenset(("role", "reasoning_content", "content", "tool_calls"))
 _ARGS_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # strict JSON text of arguments
 _EXTRA_JSON = json.JSONEncoder(ensure_ascii=False, default=repr).encode  # (messages are JSON data)
 
@@ -164,11 +165,29 @@ class _Columns:
         self.offsets.append(self.offsets[-1])
 
     def add(self, message: dict) -> None:
+        get = message.get if type(message) is dict else None
+        if get is not None and _KNOWN.issuperset(message):  # the usual message: checked by type only
+            role, reasoning, content, calls = get("role"), get("reasoning_content"), get("content"), get("tool_calls")
+            if ((type(role) is str or role is None and "role" not in message)
+                    and (type(reasoning) is str or reasoning is None and "reasoning_content" not in message)
+                    and (type(content) is str or content is None and "content" not in message)
+                    and (calls is None and "tool_calls" not in message or self._calls(calls))):
+                self.role.append(role)
+                self.reasoning.append(reasoning)
+                self.content.append(content)
+                self.calls_valid.append(calls is not None)
+                self.offsets.append(len(self.name))
+                self.extra.append(None)
+                self.error.append(None)
+                return
+        self._add_general(message)
+
+    def _add_general(self, message) -> None:
         if type(message) is not dict:  # not a message a template makes; kept whole rather than dropped
             self.role.append(None)
             self.reasoning.append(None)
             self.content.append(None)
-            self.extra.append(json.dumps({"message": message}, ensure_ascii=False))
+            self.extra.append(_EXTRA_JSON({"message": message}))
             self.error.append(None)
             self.calls_valid.append(False)
             self.offsets.append(self.offsets[-1])
@@ -194,11 +213,10 @@ class _Columns:
                 extra["tool_calls"] = calls
         self.calls_valid.append(typed)
         self.offsets.append(len(self.name))
-        if len(message) > sum(k in message for k in ("role", "reasoning_content", "content", "tool_calls")):
-            extra = extra or {}
-            for k, v in message.items():
-                if k not in ("role", "reasoning_content", "content", "tool_calls"):
-                    extra[k] = v
+        for k, v in message.items():
+            if k not in _KNOWN:
+                extra = extra or {}
+                extra[k] = v
         self.extra.append(None if extra is None else _EXTRA_JSON(extra))
         self.error.append(None)
 

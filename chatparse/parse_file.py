@@ -71,10 +71,29 @@ def count_lines(path) -> int | None:
 
 
 # ------------------------------------------------------------------------------------------------ the work
-def _init(tables: bytes, options: dict) -> None:
+class _NoPandas:
+    """An import hook that refuses pandas. pyarrow imports pandas (about 45 MB) the first time it builds an
+    array from a Python list, only to ask whether the list is a pandas object; the processes parse-file owns
+    (its workers, and the command's own process) never hold one. Installed there only."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not loaded in chatparse parse-file's processes")
+        return None
+
+
+def _no_pandas() -> None:
+    if "pandas" not in sys.modules and _NoPandas not in sys.meta_path:
+        sys.meta_path.insert(0, _NoPandas)
+
+
+def _init(tables: bytes, options: dict, own_process: bool = False) -> None:
     """Worker start: the compiled template from table-format bytes, once per process."""
     from .runtime.loader import compiled_from_bytes
 
+    if own_process:
+        _no_pandas()
     _state["compiled"] = compiled_from_bytes(tables)
     _state["options"] = options
 
@@ -90,28 +109,44 @@ def _work(kind: str, payload, first_line: int):
 
     opts = _state["options"]
     cp, keep = opts["column_prefix"], not opts["drop_input"]
-    objs = None
+    objs = None  # JSONL read line by line: the objects
     bad: dict = {}  # row -> error text, for rows whose input cannot be read
+    lines = None  # JSONL: the input line of each row (None where it is unreadable), for the output's fields
     if kind == "jsonl":
-        objs, numbers = [], []
-        for k, line in enumerate(payload.split(b"\n")):
-            if not line.strip():
-                continue  # blank lines (the last newline's empty tail) are not rows
-            numbers.append(first_line + k)
-            try:
-                obj = json.loads(line)
-                if not isinstance(obj, dict):
-                    raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-            except ValueError as e:
-                bad[len(objs)] = f"{type(e).__name__}: line {first_line + k}: {e}"
-                obj = None
-            objs.append(obj)
-        table = _jsonl_table(objs, numbers, bad, opts)
+        lines = payload.split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        table = _arrow_jsonl(payload, lines, opts)
+        if table is not None:  # the fast path: pyarrow's reader, all lines good
+            numbers = range(first_line, first_line + len(lines))
+        else:  # line by line: blank lines skipped, each bad line its row's error
+            objs, numbers, kept = [], [], []
+            for k, line in enumerate(lines):
+                if not line.strip():
+                    continue
+                numbers.append(first_line + k)
+                try:
+                    obj = json.loads(line)
+                    if not isinstance(obj, dict):
+                        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+                except ValueError as e:
+                    bad[len(objs)] = f"{type(e).__name__}: line {first_line + k}: {e}"
+                    obj, line = None, None
+                objs.append(obj)
+                kept.append(line)
+            lines = kept
+            table = _jsonl_table(objs, numbers, bad, opts)
     else:
         table = pa.ipc.open_stream(payload).read_all()
         numbers = range(first_line, first_line + table.num_rows)
     if keep:
-        names = table.schema.names if objs is None else {k for o in objs if o for k in o}
+        if objs is not None:
+            names = {k for o in objs if o for k in o}
+        elif lines is not None:  # the fast path reads the text columns only: look for the others' keys
+            names = {k for k in (cp + f for f in MESSAGE_COLUMNS) if json.dumps(k).encode() in payload
+                     and any(k in json.loads(x) for x in lines if json.dumps(k).encode() in x)}
+        else:
+            names = table.schema.names
         clash = [cp + f for f in MESSAGE_COLUMNS if cp + f in names]
         if clash:
             raise ValueError(f"the input already has column(s) {clash}; pass --column-prefix (e.g. parsed_) "
@@ -136,12 +171,14 @@ def _work(kind: str, payload, first_line: int):
                     entry[1].append((numbers[i], e[:300]))
     n = parsed.num_rows
     if opts["out_format"] == "jsonl":
-        rows = parsed.to_pylist()
-        if keep:
-            inputs = objs if objs is not None else table.to_pylist()
-            rows = [row if base is None else {**base, **row} for base, row in zip(inputs, rows)]
-        text = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
-        return text.encode("utf-8"), n, summary
+        dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
+        rows = [dumps(row).encode("utf-8") for row in parsed.to_pylist()]
+        if keep and lines is not None:  # the input line's own text, then the message fields
+            rows = [row if line is None else _splice(line, row) for line, row in zip(lines, rows)]
+        elif keep:  # Parquet in
+            rows = [dumps({**base, **row}).encode("utf-8") for base, row in zip(table.to_pylist(),
+                                                                              parsed.to_pylist())]
+        return b"\n".join(rows) + b"\n" if rows else b"", n, summary
     if keep:
         base = table if objs is None else pa.Table.from_pylist([o if o is not None else {} for o in objs])
         if base.num_columns == 0:
@@ -153,6 +190,37 @@ def _work(kind: str, payload, first_line: int):
     with pa.ipc.new_stream(sink, parsed.schema) as w:
         w.write_table(parsed)
     return sink.getvalue().to_pybytes(), n, summary
+
+
+def _splice(line: bytes, fields: bytes) -> bytes:
+    """The JSON object `line` with the members of the JSON object `fields` appended."""
+    inner = line.rstrip()[:-1].rstrip()
+    return inner + fields[1:] if inner.endswith(b"{") else inner + b", " + fields[1:]
+
+
+def _arrow_jsonl(payload: bytes, lines: list, opts: dict):
+    """The batch read by pyarrow's JSON reader (the columns parse_arrow reads typed as strings; the others
+    only when written to Parquet), or None where it cannot be: a blank line, a line pyarrow rejects, a value
+    that is not a string in a text column (those rows get their own errors line by line), a tools column
+    (its schemas must stay as written, not unified across rows)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    if opts["tools_column"] is not None or not lines or any(not x.strip() for x in lines):
+        return None
+    names = [c for c in (opts["text_column"], opts["prefix_column"]) if c is not None]
+    infer = opts["out_format"] == "parquet" and not opts["drop_input"]
+    try:
+        table = pj.read_json(
+            pa.BufferReader(payload),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(len(payload) + 1, 1 << 20)),
+            parse_options=pj.ParseOptions(explicit_schema=pa.schema([(c, pa.string()) for c in names]),
+                                          unexpected_field_behavior="infer" if infer else "ignore"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows != len(lines) or not all(c in table.schema.names for c in names):
+        return None
+    return table
 
 
 MESSAGE_COLUMNS = ("role", "reasoning_content", "content", "tool_calls", "extra", "error")
@@ -293,8 +361,6 @@ def parse_file(src, dst, template, *, text_column: str = "text", prefix: str | N
                malformed: str | None = None, progress: bool = True, stream=None) -> dict:
     """Parse the generations in file `src` into file `dst` (module docstring). Returns a summary:
     ``{"rows", "failed", "seconds", "errors": {class: [count, [(line or row, error), ...]]}}``."""
-    from .arrow import compiled_of, table_bytes
-
     stream = sys.stderr if stream is None else stream
     src, dst = Path(src), Path(dst)
     in_fmt, out_fmt = file_format(src, "IN"), file_format(dst, "OUT")
@@ -312,7 +378,7 @@ def parse_file(src, dst, template, *, text_column: str = "text", prefix: str | N
                          "message")
     if prefix is not None and prefix_column is not None:
         raise ValueError("give either --prefix or --prefix-column, not both")
-    tables = table_bytes(compiled_of(template, "--template"))
+    tables = _tables_of(template)
     options = dict(text_column=text_column, prefix=prefix, prefix_column=prefix_column, tools_column=tools_column,
                    dialect=dialect, malformed=malformed, column_prefix=column_prefix, drop_input=drop_input,
                    out_format=out_fmt)
@@ -359,6 +425,26 @@ def parse_file(src, dst, template, *, text_column: str = "text", prefix: str | N
     return summary
 
 
+def _table_bytes_of(template) -> bytes:
+    from .arrow import compiled_of, table_bytes
+
+    return table_bytes(compiled_of(template, "--template"))
+
+
+def _tables_of(template) -> bytes:
+    """The template's table bytes, made in a short-lived process: the compiler's working memory (about 100 MB
+    for a bundled template) never joins this long-running one, which then only loads the bytes."""
+    if isinstance(template, (bytes, bytearray)):
+        return bytes(template)
+    import concurrent.futures
+    import multiprocessing as mp
+
+    if isinstance(template, os.PathLike):
+        template = os.fspath(template)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+        return ex.submit(_table_bytes_of, template).result()
+
+
 def _run(batches, tables: bytes, options: dict, workers: int):
     """The batches' results in input order: in this process for one worker, else in a pool of `workers`
     processes (started with spawn; each loads the tables from bytes once), at most 2 * workers in flight."""
@@ -371,7 +457,7 @@ def _run(batches, tables: bytes, options: dict, workers: int):
 
     ctx = mp.get_context("spawn")
     pending: collections.deque = collections.deque()
-    with ctx.Pool(workers, initializer=_init, initargs=(tables, options)) as pool:
+    with ctx.Pool(workers, initializer=_init, initargs=(tables, options, True)) as pool:
         for kind, payload, first in batches:
             pending.append(pool.apply_async(_work, (kind, payload, first)))
             if len(pending) >= 2 * workers:
@@ -417,6 +503,7 @@ def register(subparsers) -> None:
 
 
 def main_parse_file(args) -> int:
+    _no_pandas()  # this process is the command's own (see _NoPandas)
     try:
         summary = parse_file(args.input, args.output, args.template, text_column=args.text_column,
                              prefix=args.prefix, prefix_column=args.prefix_column, tools_column=args.tools_column,

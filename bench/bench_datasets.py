@@ -1,0 +1,404 @@
+"""Datasets of generations: throughput of the dataset paths and the memory of `chatparse parse-file`.
+
+``python -m bench.bench_datasets`` (about 8 minutes with the 1 GB file; ``--big-gb 0`` skips it) measures, on
+rows from `bench.datasets_gen` (qwen3 format: reasoning, content, tool calls, ~5% malformed; a short and a
+long mix), and writes bench/results/DATASETS.md (``--out`` elsewhere):
+
+* the transformers 5.23 reference, `parse_response` called row by row (a sample; rows it raises on are
+  counted as parsed);
+* `chatparse.arrow.parse_arrow` in this process (and `CompiledTemplate.parse` row by row, for scale);
+* `chatparse parse-file` JSONL -> Parquet, 1 and 2 workers (a subprocess: start-up included);
+* Ray Data ``map_batches(ParseBatches, concurrency=1|2)`` on a local ``ray.init(num_cpus=2)`` cluster (the
+  cluster's start-up excluded, the actors' included);
+* `datasets` ``with_format("arrow").map(ParseBatches(...), batched=True, num_proc=1|2)``;
+* peak memory of parse-file over a small and a large JSONL file (``--big-gb``, written to /tmp and deleted
+  afterwards): the largest single process (``ru_maxrss``) and the whole process tree, sampled from /proc.
+
+rows/s per worker is rows/s divided by the workers; MB/s counts the UTF-8 bytes of the generated texts; rows
+per CPU-second counts the CPU time of the process (tree) doing the work, where it is measured.
+Not part of ``python -m bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.datasets_gen import generations  # noqa: E402
+
+TEMPLATE = "qwen3"
+
+
+def _rss_tree_kb(root: int) -> int:
+    """The summed VmRSS of `root` and all its descendants (kB), from /proc."""
+    children: dict = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                stat = f.read().rsplit(b")", 1)[1].split()
+            children.setdefault(int(stat[1]), []).append(int(d))
+        except (OSError, IndexError):
+            continue
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, ()))
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            pass
+    return total
+
+
+def run_measured(argv: list) -> dict:
+    """Run `argv` (a child process); its wall time, the peak summed RSS of its process tree (sampled every
+    50 ms), and from a fresh wrapper process's getrusage: the largest single descendant's peak RSS and the
+    CPU seconds of the whole tree."""
+    wrapper = ("import resource, subprocess, sys, json; r = subprocess.run(sys.argv[1:]); "
+               "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+               "print(json.dumps([r.returncode, u.ru_maxrss, u.ru_utime + u.ru_stime]))")
+    started = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-c", wrapper, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=ROOT)
+    peak = 0
+    done = threading.Event()
+
+    def sample():
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _rss_tree_kb(p.pid))
+            done.wait(0.05)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    out, err = p.communicate()
+    done.set()
+    t.join()
+    secs = time.perf_counter() - started
+    code, maxrss, cpu = json.loads(out.strip().splitlines()[-1])
+    if code != 0:
+        raise RuntimeError(f"{argv} failed ({code}):\n{err[-3000:]}")
+    return {"seconds": secs, "cpu": cpu, "tree_mb": peak / 1024, "max_process_mb": maxrss / 1024, "stderr": err}
+
+
+def write_jsonl(path: Path, prefixes, texts, target_bytes: int | None = None) -> tuple[int, int]:
+    """Rows {"id", "prompt", "text"} to `path`; repeated (with new ids) until `target_bytes` if given.
+    Returns (rows, bytes)."""
+    lines = [json.dumps({"prompt": p, "text": t}, ensure_ascii=False)[1:] for p, t in zip(prefixes, texts)]
+    n = size = 0
+    with open(path, "w", encoding="utf-8") as f:
+        while True:
+            for line in lines:
+                s = f'{{"id": {n}, {line}\n'
+                f.write(s)
+                n += 1
+                size += len(s.encode("utf-8"))
+                if target_bytes is not None and size >= target_bytes:
+                    return n, size
+            if target_bytes is None:
+                return n, size
+
+
+def _rate(secs: float, texts, workers: int, cpu: float | None = None) -> dict:
+    mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    return {"rows": len(texts), "seconds": secs, "rows_s": len(texts) / secs, "mb_s": mb / secs,
+            "rows_s_worker": len(texts) / secs / workers, "cpu": cpu,
+            "rows_cpu_s": None if not cpu else len(texts) / cpu}
+
+
+def _timed(fn, texts, workers=1, repeat=1) -> dict:
+    """The best of `repeat` runs of fn() (wall time, with this process's CPU time)."""
+    best = None
+    for _ in range(repeat):
+        c0, t0 = time.process_time(), time.perf_counter()
+        fn()
+        r = _rate(time.perf_counter() - t0, texts, workers, time.process_time() - c0)
+        best = r if best is None or r["seconds"] < best["seconds"] else best
+    return best
+
+
+def bench_reference(prefixes, texts) -> dict:
+    from transformers.utils.chat_parsing import parse_response
+
+    from chatparse import templates
+
+    template = templates.get(TEMPLATE)
+
+    def run():
+        for p, t in zip(prefixes, texts):
+            try:
+                parse_response(t, template, prefix=p)
+            except Exception:  # noqa: BLE001 - a failed row counts as parsed, as in chatparse's error column
+                pass
+
+    return _timed(run, texts)
+
+
+def bench_inprocess(prefixes, texts) -> dict:
+    import pyarrow as pa
+
+    import chatparse
+    from chatparse import templates
+    from chatparse.arrow import parse_arrow
+
+    compiled = chatparse.compile_template(templates.get(TEMPLATE))
+    table = pa.table({"prompt": prefixes, "text": texts})
+    parse_arrow(table.slice(0, 2000), compiled, prefix_column="prompt")  # warm-up
+
+    def rowwise():
+        for p, t in zip(prefixes, texts):
+            try:
+                compiled.parse(t, prefix=p)
+            except Exception:  # noqa: BLE001
+                pass
+
+    return {"parse_arrow": _timed(lambda: parse_arrow(table, compiled, prefix_column="prompt"), texts, repeat=2),
+            "parse": _timed(rowwise, texts, repeat=2)}
+
+
+def bench_cli(path: Path, texts, workers: int, tmp: Path, batch_size: int = 2000) -> dict:
+    out = tmp / f"out_{workers}.parquet"
+    r = run_measured([sys.executable, "-m", "chatparse.cli", "parse-file", str(path), str(out), "--template",
+                      TEMPLATE, "--prefix-column", "prompt", "--workers", str(workers), "--batch-size",
+                      str(batch_size), "--no-progress"])
+    out.unlink()
+    res = _rate(r["seconds"], texts, workers, r["cpu"])
+    res.update(tree_mb=r["tree_mb"], max_process_mb=r["max_process_mb"])
+    return res
+
+
+def bench_ray(mixes: dict, concurrencies) -> dict:
+    import pyarrow as pa
+    import ray
+
+    from chatparse.integrations.ray import ParseBatches
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    out: dict = {}
+    try:
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        for mix, (prefixes, texts) in mixes.items():
+            table = pa.table({"prompt": prefixes, "text": texts})
+            step = max(1, len(texts) // 10)
+            blocks = [table.slice(i, step) for i in range(0, table.num_rows, step)]
+            for c in concurrencies:
+                ds = ray.data.from_arrow(blocks)
+                started = time.perf_counter()
+                parsed = ds.map_batches(ParseBatches, fn_constructor_kwargs=ParseBatches.kwargs(
+                    TEMPLATE, prefix_column="prompt"), batch_format="pyarrow", batch_size=2000, concurrency=c)
+                n = sum(b.num_rows for b in ray.get(parsed.to_arrow_refs()))
+                assert n == len(texts)
+                out[(mix, c)] = _rate(time.perf_counter() - started, texts, c)
+    finally:
+        ray.shutdown()
+    return out
+
+
+def bench_datasets(prefixes, texts, procs) -> dict:
+    import datasets
+
+    from chatparse.integrations.ray import ParseBatches
+
+    datasets.disable_progress_bars()
+    ds = datasets.Dataset.from_dict({"prompt": prefixes, "text": texts}).with_format("arrow")
+    fn = ParseBatches(TEMPLATE, prefix_column="prompt")
+    out = {}
+    for n in procs:
+        started = time.perf_counter()
+        res = ds.map(fn, batched=True, batch_size=2000, num_proc=None if n == 1 else n,
+                     load_from_cache_file=False)
+        assert res.num_rows == len(texts)
+        out[n] = _rate(time.perf_counter() - started, texts, n)
+        res.cleanup_cache_files()
+    return out
+
+
+def main(argv=None) -> Path:
+    ap = argparse.ArgumentParser(prog="python -m bench.bench_datasets", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=100_000, help="short rows for the throughput runs (default 100000)")
+    ap.add_argument("--long-rows", type=int, default=20_000, help="long rows for the throughput runs (default 20000)")
+    ap.add_argument("--reference-rows", type=int, default=5_000,
+                    help="short rows for the reference (default 5000; a fifth of that of long rows)")
+    ap.add_argument("--big-gb", type=float, default=1.0, help="size of the large JSONL file (0: skip)")
+    ap.add_argument("--big-workers", type=int, default=2, help="workers for the large file (default 2)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "DATASETS.md")
+    args = ap.parse_args(argv)
+
+    def say(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    when = datetime.datetime.now(datetime.timezone.utc)
+    mixes = {"short": generations(TEMPLATE, args.rows, seed=0),
+             "long": generations(TEMPLATE, args.long_rows, seed=0, length="long")}
+    ref_rows = {"short": args.reference_rows, "long": max(1, args.reference_rows // 5)}
+    res: dict = {"mixes": {}, "load": [os.getloadavg()[0]]}
+    with tempfile.TemporaryDirectory(prefix="chatparse-bench-", dir="/tmp") as tmp_name:
+        tmp = Path(tmp_name)
+        for mix, (prefixes, texts) in mixes.items():
+            r: dict = {}
+            say(f"{mix}: reference ...")
+            r["reference"] = bench_reference(prefixes[:ref_rows[mix]], texts[:ref_rows[mix]])
+            say(f"{mix}: in process ...")
+            r.update(bench_inprocess(prefixes, texts))
+            src = tmp / f"{mix}.jsonl"
+            _, size = write_jsonl(src, prefixes, texts)
+            r["file_mb"] = size / 1e6
+            for w in (1, 2):
+                say(f"{mix}: parse-file, {w} worker(s) ...")
+                r[f"cli_{w}"] = bench_cli(src, texts, w, tmp)
+            src.unlink()
+            try:
+                say(f"{mix}: datasets ...")
+                for w, x in bench_datasets(prefixes, texts, (1, 2)).items():
+                    r[f"datasets_{w}"] = x
+            except ImportError as e:
+                r["datasets_skipped"] = str(e)
+            res["mixes"][mix] = r
+        try:
+            say("Ray Data ...")
+            for (mix, w), x in bench_ray(mixes, (1, 2)).items():
+                res["mixes"][mix][f"ray_{w}"] = x
+        except ImportError as e:
+            res["ray_skipped"] = str(e)
+        if args.big_gb > 0:
+            prefixes, texts = mixes["short"]
+            big = tmp / "big.jsonl"
+            say(f"writing a {args.big_gb} GB JSONL file ...")
+            big_rows, big_size = write_jsonl(big, prefixes, texts, int(args.big_gb * 1e9))
+            say(f"parse-file on {big_size / 1e9:.2f} GB ({big_rows} rows), {args.big_workers} worker(s) ...")
+            out = tmp / "big.parquet"
+            argv = [sys.executable, "-m", "chatparse.cli", "parse-file", str(big), str(out), "--template", TEMPLATE,
+                    "--prefix-column", "prompt", "--workers", str(args.big_workers), "--batch-size", "2000",
+                    "--no-progress"]
+            r = run_measured(argv)
+            res["big"] = {"rows": big_rows, "bytes": big_size, "seconds": r["seconds"], "cpu": r["cpu"],
+                          "tree_mb": r["tree_mb"], "max_process_mb": r["max_process_mb"],
+                          "workers": args.big_workers, "out_mb": out.stat().st_size / 1e6,
+                          "summary": [x for x in r["stderr"].splitlines() if x.startswith("chatparse:")]}
+            res["big_command"] = " ".join(["chatparse", *argv[3:]]).replace(str(tmp), "/tmp/chatparse-bench-XXXX")
+    res["load"].append(os.getloadavg()[0])
+    text = report(res, when, args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    print(text)
+    return args.out
+
+
+def report(res: dict, when, args) -> str:
+    import pyarrow
+    import transformers
+
+    def versions():
+        out = [f"transformers {transformers.__version__}", f"pyarrow {pyarrow.__version__}"]
+        for mod in ("ray", "datasets"):
+            try:
+                out.append(f"{mod} {__import__(mod).__version__}")
+            except ImportError:
+                pass
+        return ", ".join(out)
+
+    cmd = "python -m bench.bench_datasets" + "".join(
+        f" --{k.replace('_', '-')} {v}" for k, v in (("rows", args.rows), ("long_rows", args.long_rows),
+                                                     ("reference_rows", args.reference_rows), ("big_gb", args.big_gb))
+        if v != ap_defaults[k])
+    lines = [
+        "# Datasets of generations: throughput and memory",
+        "",
+        f"Run: {when:%Y-%m-%d %H:%M} UTC, `{cmd}`, {os.cpu_count()}-core {platform.machine()} "
+        f"(`{_cpu_name()}`), CPython {platform.python_version()}, {versions()}. The machine was shared: 1-minute "
+        f"load average {res['load'][0]:.1f} at the start, {res['load'][1]:.1f} at the end (2 cores), so wall-clock "
+        "figures, and above all the 2-worker ones, may be low; rows per CPU-second (of the whole process tree, "
+        "where measured) is the steadier figure. One run's figures.",
+        "",
+        "Rows: qwen3-format generations from `bench/datasets_gen.py` (reasoning, content, 0-3 tool calls, about 5% "
+        "malformed: their error is recorded). *short*: the tests' rows, ~300 bytes of generated text; *long*: "
+        "100-1500 words of reasoning and 20-400 of content, ~3.5 KB. MB/s counts the generated texts' UTF-8 bytes. "
+        "'vs reference' is rows/s per worker (or rows per CPU-second) over the reference's (row by row in one "
+        "process, same mix).",
+    ]
+    for mix, r in res["mixes"].items():
+        ref = r["reference"]
+
+        def row(name, x, workers):
+            cpu = f"{x['rows_cpu_s']:,.0f}" if x.get("rows_cpu_s") else "-"
+            vs_cpu = f"{x['rows_cpu_s'] / ref['rows_cpu_s']:.1f}x" if x.get("rows_cpu_s") else "-"
+            return (f"| {name} | {workers} | {x['rows']:,} | {x['seconds']:.1f} | {x['rows_s']:,.0f} | "
+                    f"{x['rows_s_worker']:,.0f} | {cpu} | {x['mb_s']:.2f} | {x['rows_s_worker'] / ref['rows_s']:.1f}x "
+                    f"| {vs_cpu} |")
+
+        lines += ["", f"## {mix} rows ({r['file_mb']:.0f} MB as JSONL)", "",
+                  "| path | workers | rows | seconds | rows/s | rows/s per worker | rows per CPU-s | MB/s | vs reference "
+                  "(per worker) | vs reference (per CPU-s) |",
+                  "|---|---|---|---|---|---|---|---|---|---|",
+                  row("transformers `parse_response`, row by row (reference)", ref, 1),
+                  row("`CompiledTemplate.parse`, row by row", r["parse"], 1),
+                  row("`chatparse.arrow.parse_arrow` (one table)", r["parse_arrow"], 1)]
+        for w in (1, 2):
+            lines.append(row("`chatparse parse-file` JSONL -> Parquet (start-up included)", r[f"cli_{w}"], w))
+        for key, name in (("ray", "Ray Data `map_batches(ParseBatches)` (actors' start-up included)"),
+                          ("datasets", "`datasets` `.map(ParseBatches, batched=True, num_proc=N)`")):
+            for w in (1, 2):
+                if f"{key}_{w}" in r:
+                    lines.append(row(name, r[f"{key}_{w}"], w))
+        for key in ("datasets_skipped",):
+            if key in r:
+                lines.append(f"\n{key}: {r[key]}")
+    if "ray_skipped" in res:
+        lines.append(f"\nRay skipped: {res['ray_skipped']}")
+    lines += ["", "## Memory of `parse-file`", "",
+              "Peak RSS: the largest single process (getrusage), and the process tree (parent and workers summed, "
+              "sampled from /proc every 50 ms). The template's tables are compiled in a short-lived process of "
+              "their own (about 160 MB, before parsing starts; that is the largest process below when the "
+              "parsing ones are smaller).", "",
+              "| input | workers | rows | seconds | rows/s | largest process | process tree |", "|---|---|---|---|---|---|---|"]
+    for mix, r in res["mixes"].items():
+        for w in (1, 2):
+            x = r[f"cli_{w}"]
+            lines.append(f"| {r['file_mb']:.0f} MB JSONL ({mix}) | {w} | {x['rows']:,} | {x['seconds']:.1f} | "
+                         f"{x['rows_s']:,.0f} | {x['max_process_mb']:.0f} MB | {x['tree_mb']:.0f} MB |")
+    if "big" in res:
+        b = res["big"]
+        lines.append(f"| {b['bytes'] / 1e9:.2f} GB JSONL (short) | {b['workers']} | {b['rows']:,} | {b['seconds']:.1f} | "
+                     f"{b['rows'] / b['seconds']:,.0f} | {b['max_process_mb']:.0f} MB | {b['tree_mb']:.0f} MB |")
+        lines += ["", f"The large file: `{res['big_command']}` (the input written to /tmp by the script, deleted "
+                  f"afterwards; output {b['out_mb']:.0f} MB of Parquet; {b['cpu']:.0f} CPU-seconds in all). Its "
+                  f"summary line: `{' '.join(b['summary'])[:300]}`"]
+    return "\n".join(lines) + "\n"
+
+
+ap_defaults = {"rows": 100_000, "long_rows": 20_000, "reference_rows": 5_000, "big_gb": 1.0}
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+if __name__ == "__main__":
+    main()
