@@ -302,6 +302,11 @@ def test_parse_file_bad_lines_and_errors(tmp_path, file_rows):
         r = subprocess.run([sys.executable, "-m", "chatparse.cli", "parse-file", *argv], capture_output=True,
                            text=True, cwd=ROOT, timeout=60)
         assert r.returncode == 2 and msg in r.stderr, (argv, r.stderr)
+    clash = tmp_path / "clash.jsonl"
+    clash.write_text('{"text": "a", "content": "x"}\n')
+    r = subprocess.run([sys.executable, "-m", "chatparse.cli", "parse-file", str(clash), str(out), "--template",
+                        "qwen3", "--prefix", ""], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and "already has column(s) ['content']" in r.stderr, r.stderr
     pq.write_table(pa.table({"txt": ["a"]}), tmp_path / "in.parquet")
     r = subprocess.run([sys.executable, "-m", "chatparse.cli", "parse-file", str(tmp_path / "in.parquet"), str(out),
                         "--template", "qwen3", "--prefix", ""], capture_output=True, text=True, cwd=ROOT, timeout=60)
