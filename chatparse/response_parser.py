@@ -97,6 +97,23 @@ class ResponseParser:
         a dialect with ``input_text=True`` (the "vllm" preset); AttributeError otherwise."""
         return self._core.input_text()
 
+    def probe(self, text: str) -> list[dict]:
+        """The events that feeding `text` now would return, without changing this parser (a fork of its state
+        takes `text`: `chatparse.runtime.parser.StreamParser.fork`). For questions about the end of the text
+        so far, as vLLM's reasoning-end check asks by feeding a NUL; feed the text to continue."""
+        return self._core.fork().feed(text)
+
+    @property
+    def input_length(self) -> int:
+        """``len(input_text)``, kept in every dialect and without joining the text."""
+        return self._core.scanner.end
+
+    @property
+    def held_from(self) -> int:
+        """Offset (in `input_text` coordinates) of the first character not handed out yet: text from here on
+        is held as a possible delimiter. Everything before it is decided: no later event starts before it."""
+        return self._core.scanner.pos
+
     @property
     def _output(self) -> dict:
         return self._core.output

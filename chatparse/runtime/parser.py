@@ -21,7 +21,7 @@ state.
 
 from __future__ import annotations
 
-from copy import deepcopy
+from copy import copy, deepcopy
 from typing import Any, Callable
 
 from .args import text_error
@@ -210,6 +210,26 @@ class StreamParser:
         if len(inputs) > 1:
             inputs[:] = ["".join(inputs)]
         return inputs[0] if inputs else ""
+
+    def fork(self) -> "StreamParser":
+        """An independent copy of this parse state: feeding or finishing it leaves this parser as it was.
+
+        The tables, the tool schemas and the scanner's modes are shared (they never change); everything a step
+        changes is copied, and the copy keeps no `input_text`. The cost is the size of that state: the held
+        text and live attempts (bounded by the delimiters), the open region's body (held as blocks of a few
+        KiB: about one list entry per 4 KiB) and the message so far. What a "what if the text ended here"
+        question needs (`chatparse.ResponseParser.probe`)."""
+        self._check_usable()
+        if type(self) is not StreamParser:
+            raise TypeError(f"{type(self).__name__} cannot be forked (its records belong to its owner)")
+        c = copy(self)
+        c.body, c.tail, c.pending = list(self.body), list(self.tail), list(self.pending)
+        c.captures = dict(self.captures)
+        c.output = deepcopy(self.output)
+        c.malformed = None if self.malformed is None else set(self.malformed)
+        c.inputs = None
+        c.scanner = self.scanner.fork()
+        return c
 
     # -- public steps ----------------------------------------------------------------------------------------
     def feed(self, text: str) -> list[dict]:

@@ -18,6 +18,8 @@ few held characters after a match, so the cost of a feed does not grow with what
 
 from __future__ import annotations
 
+from copy import copy
+
 WAIT = object()
 
 
@@ -30,6 +32,13 @@ class Attempt:
         self.ends: dict | None = None  # local pattern index -> end offset of its match
         self.fin = -1  # offset after the last character the attempt needed, once decided
         self.followers: list | None = None  # later attempts in its state, not stepped (`_merge`)
+
+    def fork(self) -> "Attempt":
+        a = Attempt(self.start, self.state)
+        a.fin = self.fin
+        a.ends = None if self.ends is None else dict(self.ends)
+        a.followers = None if self.followers is None else [f.fork() for f in self.followers]
+        return a
 
 
 class Scanner:
@@ -53,6 +62,12 @@ class Scanner:
         self.attempts: list[Attempt] = []
         self.eot_fed = False
         self.set_mode(0)
+
+    def fork(self) -> "Scanner":
+        """An independent copy (the tables and modes shared; the attempts copied): `StreamParser.fork`."""
+        c = copy(self)
+        c.attempts = [a.fork() for a in self.attempts]
+        return c
 
     # -- input ---------------------------------------------------------------------------------------------
     def push(self, chunk: str) -> None:

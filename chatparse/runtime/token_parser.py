@@ -384,6 +384,36 @@ class TokenParser:
             else:
                 core.feed(text)
 
+    def probe(self, text: str) -> list[dict]:
+        """The events that feeding `text` now would return, without changing this parser: its text so far
+        reaches the parser core, and a fork of the core (`StreamParser.fork`) takes `text`. Bytes of a
+        character still split across tokens are not text yet: `text` follows the text before them.
+
+        For questions about the end of the text so far, as vLLM's reasoning-end check asks with a NUL
+        (`chatparse.integrations.vllm`); feed the text to continue."""
+        if self._spans_on:
+            raise ValueError("probe() is not available with spans=True")
+        core = self._core
+        core._check_usable()
+        self._sync()
+        self._refresh()
+        return core.fork().feed(text)
+
+    @property
+    def input_length(self) -> int:
+        """``len(input_text)``, kept in every dialect and without joining the text."""
+        self._sync()
+        self._refresh()
+        return self._core.scanner.end
+
+    @property
+    def held_from(self) -> int:
+        """Offset (in `input_text` coordinates) of the first character not handed out yet: the text from here
+        on is held as a possible delimiter (and bytes of a split character are not text yet)."""
+        self._sync()
+        self._refresh()
+        return self._core.scanner.pos
+
     # -- the general path ----------------------------------------------------------------------------------------
     def _feed_general(self, ids) -> list[dict]:
         try:
