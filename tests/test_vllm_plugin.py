@@ -3,8 +3,8 @@
 Claim under test: `CompiledResponseTemplateParser`, selected by the name ``chatparse`` through vLLM's own
 parser manager, returns the same `DeltaMessage`s as vLLM's `ResponseTemplateParser` (selected as ``hf``) for
 the same real requests (`ChatCompletionRequest` with tools, tool_choice, include_reasoning) and the same token
-streams of a real tokenizer (trained here with `tokenizers`), split into deltas in many ways; `parse`,
-`is_reasoning_end` and `count_reasoning_tokens` agree too. Tool-call ids are made deterministic in both
+streams of a real tokenizer (trained here with `tokenizers`), split into deltas in many ways (reasoning-end detection and reasoning-token counting:
+tests/test_vllm_reasoning.py). Tool-call ids are made deterministic in both
 (vLLM's ``kimi_k2`` id type) so that they can be compared.
 
 Runs where vllm==0.33.0 is installed (`.ci/run` runs it in the venv it makes for vLLM); skips elsewhere.

@@ -36,6 +36,7 @@ from vllm.tool_parsers import ToolParserManager
 
 import chatparse
 from chatparse.compiled import compile_template
+from chatparse.integrations import vllm_reasoning as _reasoning
 
 __all__ = ["CompiledResponseTemplateParser", "ChatparseReasoningParser", "ChatparseToolParser", "register",
            "serving_template"]
@@ -151,10 +152,14 @@ class _CompiledStream(_rt._ResponseStream):
 # The parsers vLLM selects by name
 # --------------------------------------------------------------------------------------------------------------
 class ChatparseReasoningParser(_rt.ResponseTemplateReasoningParser):
-    """vLLM's response-template reasoning parser, for a template whose reasoning field may be named
-    ``reasoning_content``. Reasoning-end detection is still vLLM's own: its answer reads when the parser
-    hands out the events at the prompt's end, and chatparse hands some out earlier (README, Differences), so
-    it cannot simply be swapped in."""
+    """vLLM's response-template reasoning parser, on chatparse's parser, for a template whose reasoning field
+    may also be named ``reasoning_content``.
+
+    `is_reasoning_end` answers as vLLM's (`vllm_reasoning.reasoning_has_ended`: vLLM's own decision over
+    chatparse's events, placed where vLLM's interpreter hands them out). `is_reasoning_end_streaming` keeps
+    vLLM's token-window check where every reasoning closer is a literal (it costs the new ids already); where
+    one is not, vLLM re-parses all ids on every call, and this continues one parser over the new ids
+    (`vllm_reasoning.ReasoningEndTracker`)."""
 
     @classmethod
     def unified_parser_cls(cls):
@@ -162,6 +167,25 @@ class ChatparseReasoningParser(_rt.ResponseTemplateReasoningParser):
 
     def __init__(self, tokenizer, *args, response_template: dict | None = None, **kwargs) -> None:
         super().__init__(tokenizer, *args, response_template=_resolved(tokenizer, response_template), **kwargs)
+        self._compiled, self._binding = _binding(tokenizer, self.response_template)
+        self._tracker = None
+
+    def is_reasoning_end(self, input_ids: Sequence[int]) -> bool:
+        try:
+            parser = chatparse.ResponseParser(self._compiled, prefix=_rt._decode(self.model_tokenizer, input_ids),
+                                              dialect="vllm")
+        except Exception:
+            return False  # as vLLM: no parser, no end
+        return _reasoning.reasoning_has_ended(self.response_template, parser,
+                                              thinking_disabled=self._thinking_disabled)
+
+    def is_reasoning_end_streaming(self, input_ids: Sequence[int], delta_ids) -> bool:
+        if self._reasoning_end_ids is not None or self._binding is None:
+            return super().is_reasoning_end_streaming(input_ids, delta_ids)
+        if self._tracker is None:
+            self._tracker = _reasoning.ReasoningEndTracker(self._binding, self.response_template,
+                                                           thinking_disabled=self._thinking_disabled)
+        return self._tracker(input_ids)
 
 
 class ChatparseToolParser(_rt.ResponseTemplateToolParser):
@@ -183,6 +207,17 @@ class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
         super().__init__(tokenizer, tools, response_template=_resolved(tokenizer, response_template),
                          enable_auto_tools=enable_auto_tools, **kwargs)
         self._compiled, self._binding = _binding(tokenizer, self.response_template)
+
+    def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
+        """vLLM's count (the generated tokens whose text the template parses as reasoning), each call costing
+        its new tokens (`vllm_reasoning.ReasoningTokenCounter`)."""
+        if self._reasoning_parser is None or _rt.THINKING_FIELD not in self.response_template.fields:
+            return 0
+        counter = self._reasoning_counter
+        if counter is None or not counter.continues(token_ids):
+            counter = self._reasoning_counter = _reasoning.ReasoningTokenCounter(
+                self._compiled, self.response_template, self._prefix, self.model_tokenizer)
+        return counter.count(token_ids)
 
     def parse_delta(self, delta_text: str, delta_token_ids: list[int], request, prompt_token_ids=None, *,
                     finished: bool):
