@@ -121,7 +121,8 @@ class ReasoningEndTracker:
         elif len(input_ids) > len(self.seen):
             new = list(input_ids[len(self.seen):])
             self.seen += new
-            self._take(self.parser.feed_tokens(new))
+            # one id as an int: the token tables' inline path (a list takes the general one)
+            self._take(self.parser.feed_tokens(new[0] if len(new) == 1 else new))
         initial = ([self.closed] if self.closed is not None and self.closed is not self.last else []) + (
             [self.last] if self.last is not None else [])
         parser, held, length, template = self.parser, self.held, self.parser.input_length, self.template

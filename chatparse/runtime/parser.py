@@ -21,13 +21,13 @@ state.
 
 from __future__ import annotations
 
-from copy import copy, deepcopy
+from copy import deepcopy
 from typing import Any, Callable
 
 from .args import text_error
 from .coerce import coerce_tool_calls
 from .dialect import TRANSFORMERS, Dialect
-from .scanner import Scanner
+from .scanner import Scanner, copy_slots
 from .tables import Tables, logger
 from .transform import value_maker
 from .values import content_parser
@@ -222,10 +222,11 @@ class StreamParser:
         self._check_usable()
         if type(self) is not StreamParser:
             raise TypeError(f"{type(self).__name__} cannot be forked (its records belong to its owner)")
-        c = copy(self)
+        c = copy_slots(self)
         c.body, c.tail, c.pending = list(self.body), list(self.tail), list(self.pending)
         c.captures = dict(self.captures)
-        c.output = deepcopy(self.output)
+        # a stored value is never changed after it is stored; only a repeated field's list grows
+        c.output = {k: list(v) if type(v) is list else v for k, v in self.output.items()}
         c.malformed = None if self.malformed is None else set(self.malformed)
         c.inputs = None
         c.scanner = self.scanner.fork()

@@ -18,9 +18,29 @@ few held characters after a match, so the cost of a feed does not grow with what
 
 from __future__ import annotations
 
-from copy import copy
-
 WAIT = object()
+
+
+_SLOTS: dict = {}
+_MISSING = object()
+
+
+def copy_slots(obj):
+    """A shallow copy of a slotted object of this runtime (its slots, and its `__dict__` if it has one): what
+    `copy.copy` does, faster, for the forks of `StreamParser.fork`."""
+    cls = type(obj)
+    names = _SLOTS.get(cls)
+    if names is None:
+        names = _SLOTS[cls] = tuple(n for n in cls.__slots__ if n != "__dict__")
+    new = cls.__new__(cls)
+    for name in names:
+        value = getattr(obj, name, _MISSING)
+        if value is not _MISSING:
+            setattr(new, name, value)
+    extra = getattr(obj, "__dict__", None)
+    if extra:
+        new.__dict__.update(extra)
+    return new
 
 
 class Attempt:
@@ -65,7 +85,7 @@ class Scanner:
 
     def fork(self) -> "Scanner":
         """An independent copy (the tables and modes shared; the attempts copied): `StreamParser.fork`."""
-        c = copy(self)
+        c = copy_slots(self)
         c.attempts = [a.fork() for a in self.attempts]
         return c
 
