@@ -13,7 +13,8 @@ trained here, fed one token per delta to `parse_delta` of vLLM's `ResponseTempla
   per-delta times, after the earlier deltas were fed untimed, 100 tokens per delta), and the ratio;
 * how that splits between parsing and building the `DeltaMessage` vLLM must return (the parser's stream
   alone, fed the same deltas, versus `_DeltaBuilder.build` on the same content);
-* `is_reasoning_end` on a 32k-token prompt (the plugin still uses vLLM's own, see README).
+* `is_reasoning_end` on a 32k-token prompt, `is_reasoning_end_streaming` and `count_reasoning_tokens` per call
+  while the model reasons, at the same lengths.
 
 Prints a Markdown table and writes it to bench/results/VLLM_PLUGIN.md.
 """
@@ -55,10 +56,20 @@ def prose(rng: random.Random, n: int) -> str:
 
 
 def output_text(n: int, rng: random.Random) -> str:
-    """About `n` characters: reasoning, then content, then a tool call, then more content."""
+    """About `n` characters: a short reasoning, then content with a tool call every 5,000 characters or so,
+    then content prose to the end: the deltas timed after `n` are the same kind of work at every length."""
     call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
-    third = max(1, n // 3)
-    return prose(rng, third) + "\n</think>\n\n" + prose(rng, third) + call + prose(rng, n - 2 * third)
+    parts = [prose(rng, 500), "\n</think>\n\n"]
+    size = 500
+    while size < n:
+        parts += [prose(rng, 5_000), call]
+        size += 5_000 + len(call)
+    return "".join(parts) + prose(rng, 40_000)
+
+
+def reasoning_text(n: int, rng: random.Random) -> str:
+    """`n` characters of reasoning, never closed: what reasoning-end detection runs over while a model thinks."""
+    return prose(rng, n)
 
 
 def tokenizer() -> PreTrainedTokenizerFast:
@@ -69,7 +80,7 @@ def tokenizer() -> PreTrainedTokenizerFast:
     tr = trainers.BpeTrainer(vocab_size=2000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                              special_tokens=["<think>", "</think>", "<tool_call>", "</tool_call>", "<|im_start|>",
                                              "<|im_end|>"], show_progress=False)
-    tok.train_from_iterator([output_text(4000, rng) for _ in range(50)] + [PROMPT], trainer=tr)
+    tok.train_from_iterator([output_text(4000, rng)[:8000] for _ in range(50)] + [PROMPT], trainer=tr)
     return PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False)
 
 
@@ -122,6 +133,63 @@ def build_cost(count: int = 2000) -> float:
     return statistics.median(times) / 1000
 
 
+def parse_only(tok, template: dict, ds, prompt_ids, start: int, count: int) -> float:
+    """Median µs per delta of the plugin's parser alone (a `TokenParser` in the serving dialect, as the plugin
+    makes it, fed the same ids): the parsing share of `parse_delta`."""
+    compiled, binding = plugin._binding(tok, rt._serving_template(tok, plugin.serving_template(template)))
+    parser = binding.parser(prefix=rt._decode(tok, prompt_ids), dialect="vllm")
+    for k in range(0, start, 100):
+        parser.feed_tokens([i for _, ids in ds[k:min(k + 100, start)] for i in ids])
+    times = []
+    clock = time.perf_counter_ns
+    for _, ids in ds[start:start + count]:
+        one = ids[0] if len(ids) == 1 else ids
+        t0 = clock()
+        parser.feed_tokens(one)
+        times.append(clock() - t0)
+    return statistics.median(times) / 1000
+
+
+def reasoning_end_streaming(name: str, tok, template: dict, ids: list[int], start: int, calls: int) -> float:
+    """Median µs of `is_reasoning_end_streaming(all ids so far, new id)` for the calls after `start` ids, as
+    vLLM's structured-output manager makes them once per generated token while the model reasons (the
+    earlier calls made untimed, 100 ids at a time, on the plugin: its parser continues over them)."""
+    if name == plugin.NAME:
+        r = plugin.ChatparseReasoningParser(tok, response_template=template)
+        for k in range(100, start, 100):
+            r.is_reasoning_end_streaming(ids[:k], ids[k - 100:k])
+    else:
+        r = rt.ResponseTemplateReasoningParser(tok, response_template=plugin.serving_template(template))
+    times = []
+    clock = time.perf_counter_ns
+    for k in range(start, start + calls):
+        so_far, new = ids[:k + 1], ids[k:k + 1]  # (the caller's lists, not timed)
+        t0 = clock()
+        ended = r.is_reasoning_end_streaming(so_far, new)
+        times.append(clock() - t0)
+        assert not ended
+    return statistics.median(times) / 1000
+
+
+def count_per_call(name: str, tok, template: dict, prompt_ids, gen: list[int], start: int, calls: int) -> float:
+    """Median µs of `count_reasoning_tokens(generated ids so far)` for the calls after `start` ids, as vLLM's
+    chat serving makes them once per delta with continuous usage stats (earlier calls untimed, 100 ids at a
+    time); the counts of both are asserted equal by the caller's loop in `main`."""
+    p = make_parser(name, tok, plugin.serving_template(template) if name == "hf" else template)
+    p.set_prompt_token_ids(prompt_ids)
+    for k in range(100, start, 100):
+        p.count_reasoning_tokens(tuple(gen[:k]))
+    times = []
+    clock = time.perf_counter_ns
+    counts = []
+    for k in range(start, start + calls):
+        ids = tuple(gen[:k + 1])  # (the caller's tuple, not timed)
+        t0 = clock()
+        counts.append(p.count_reasoning_tokens(ids))
+        times.append(clock() - t0)
+    return statistics.median(times) / 1000, counts
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2k and 20k only, fewer deltas")
@@ -135,7 +203,7 @@ def main(argv=None) -> None:
     rng = random.Random(1)
     rows = []
     for n in lengths:
-        ids = tok.encode(output_text(n + 40_000, rng), add_special_tokens=False)
+        ids = tok.encode(output_text(n, rng), add_special_tokens=False)
         ds = deltas(tok, ids)
         shown = 0
         start = 0
@@ -145,13 +213,36 @@ def main(argv=None) -> None:
         chars = sum(len(t) for t, _ in ds[start:start + count]) / count
         theirs = per_delta("hf", tok, served, ds, prompt_ids, start, count)
         ours = per_delta(plugin.NAME, tok, template, ds, prompt_ids, start, count)
-        rows.append((n, chars, theirs, ours))
+        parse = parse_only(tok, template, ds, prompt_ids, start, count)
+        rows.append((n, chars, theirs, ours, parse))
     build = build_cost()
-    long_prompt = tok.encode(PROMPT + output_text(130_000, rng)[:-200], add_special_tokens=False)[:32_768]
-    p = make_parser("hf", tok, served)
-    t0 = time.perf_counter()
-    p.is_reasoning_end(long_prompt)
-    ire = time.perf_counter() - t0
+
+    # reasoning: the end check on a long prompt, the streaming check and the count per call
+    long_prompt = tok.encode(PROMPT + reasoning_text(140_000, rng), add_special_tokens=False)[:32_768]
+    ire = {}
+    for name in ("hf", plugin.NAME):
+        r = (rt.ResponseTemplateReasoningParser(tok, response_template=served) if name == "hf"
+             else plugin.ChatparseReasoningParser(tok, response_template=template))
+        answers = set()
+        t0 = time.perf_counter()
+        for _ in range(3):
+            answers.add(r.is_reasoning_end(long_prompt))
+        ire[name] = (time.perf_counter() - t0) / 3
+        assert answers == {False}
+    thinking = prompt_ids + tok.encode(reasoning_text(220_000, rng), add_special_tokens=False)
+    gen = tok.encode(output_text(220_000, rng), add_special_tokens=False)
+    calls_at = [(n, len(tok.encode(reasoning_text(n, random.Random(2)), add_special_tokens=False)))
+                for n in lengths]
+    stream_rows, count_rows = [], []
+    for n, k in calls_at:
+        few = 5 if n >= 20_000 else 50  # vLLM re-parses everything on each call
+        theirs = reasoning_end_streaming("hf", tok, template, thinking, len(prompt_ids) + k, few)
+        ours = reasoning_end_streaming(plugin.NAME, tok, template, thinking, len(prompt_ids) + k, 500)
+        stream_rows.append((n, theirs, ours))
+        theirs_c, vc = count_per_call("hf", tok, template, prompt_ids, gen, k, few)
+        ours_c, oc = count_per_call(plugin.NAME, tok, template, prompt_ids, gen, k, 500)
+        assert vc == oc[:len(vc)], (vc, oc[:len(vc)])
+        count_rows.append((n, theirs_c, ours_c))
 
     lines = [f"# vLLM's response-template parser vs chatparse's plugin, per delta",
              "",
@@ -159,20 +250,40 @@ def main(argv=None) -> None:
              f"{' --quick' if args.quick else ''}`, {platform.processor() or platform.machine()}, "
              f"CPython {platform.python_version()}, vllm {plugin.vllm.__version__}; qwen3 template, one token "
              f"per delta, byte-level BPE of {tok.vocab_size} tokens trained here; median of {count} deltas "
-             "after the given length.",
+             "after the given length, in content prose (a short reasoning, then content with a tool call every "
+             "5,000 characters).",
              "",
-             "| generated characters | chars per delta | vLLM `hf` µs/delta | chatparse µs/delta | speed-up |",
-             "|---|---|---|---|---|"]
-    for n, chars, theirs, ours in rows:
-        lines.append(f"| {n:,} | {chars:.1f} | {theirs:.2f} | {ours:.2f} | {theirs / ours:.1f}x |")
+             "| generated characters | chars per delta | vLLM `hf` µs/delta | chatparse µs/delta | speed-up "
+             "| chatparse's parser alone µs/delta |",
+             "|---|---|---|---|---|---|"]
+    for n, chars, theirs, ours, parse in rows:
+        lines.append(f"| {n:,} | {chars:.1f} | {theirs:.2f} | {ours:.2f} | {theirs / ours:.1f}x | {parse:.2f} |")
     lines += ["",
-              f"Building the `DeltaMessage` (vLLM's `_DeltaBuilder.build`, one content string): {build:.2f} µs "
-              "of each non-empty delta, in both.",
+              f"Where the plugin's cost goes (at {rows[-1][0]:,} characters): the parser "
+              f"{rows[-1][4]:.2f} µs, building the `DeltaMessage` (vLLM's `_DeltaBuilder.build`, one content "
+              f"string, the same in both) {build:.2f} µs, and the rest, "
+              f"{max(0.0, rows[-1][3] - rows[-1][4] - build):.2f} µs, vLLM's request plumbing around it "
+              "(`parse_delta`, the event routing of `_ResponseStream`).",
               f"chatparse's cost at {rows[-1][0]:,} characters is {rows[-1][3] / rows[0][3]:.2f}x its cost at "
               f"{rows[0][0]:,}.",
-              f"`is_reasoning_end` on a {len(long_prompt):,}-token prompt (vLLM's, which the plugin still uses): "
-              f"{ire * 1000:.1f} ms.",
-              ""]
+              "",
+              "## Reasoning",
+              "",
+              f"`is_reasoning_end` on a {len(long_prompt):,}-token prompt ending inside the reasoning (mean of 3): "
+              f"vLLM {ire['hf'] * 1000:.1f} ms, chatparse {ire[plugin.NAME] * 1000:.1f} ms "
+              f"({ire['hf'] / ire[plugin.NAME]:.1f}x).",
+              "",
+              "Per call, while the model reasons (qwen3's closer is a pattern, so vLLM's "
+              "`is_reasoning_end_streaming` re-parses prompt and output on every call), and "
+              "`count_reasoning_tokens` per call (continuous usage stats; median µs; vLLM timed on 5 calls "
+              "from 20k on, 50 before, chatparse on 500):",
+              "",
+              "| generated characters | vLLM end check µs/call | chatparse µs/call | speed-up | vLLM count µs/call "
+              "| chatparse µs/call | speed-up |",
+              "|---|---|---|---|---|---|---|"]
+    for (n, t1, o1), (_, t2, o2) in zip(stream_rows, count_rows):
+        lines.append(f"| {n:,} | {t1:,.1f} | {o1:.1f} | {t1 / o1:,.0f}x | {t2:,.1f} | {o2:.1f} | {t2 / o2:,.0f}x |")
+    lines.append("")
     text = "\n".join(lines)
     print(text)
     OUT.parent.mkdir(parents=True, exist_ok=True)
