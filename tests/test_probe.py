@@ -18,16 +18,23 @@ from strategies import compiles, templates, texts_for
 ERRORS = (ValueError, KeyError, TypeError, RuntimeError)
 
 
+def _events_or_error(step, text):
+    try:
+        return normalize(step(text))
+    except ERRORS as e:  # a region the text closes may fail to parse (transformers' dialect raises)
+        return ("error", type(e).__name__, str(e))
+
+
 def _run(make, chunks, probes):
     """Feed `chunks` to a fresh parser, probing with `probes[k]` before chunk k (None: no probe). Returns the
-    probes' events, then the fed events, the message and `held_from` after each chunk (or the error)."""
+    probes' events (or errors: a probe that fails leaves the parser as it was), then the fed events, the message and `held_from` after each chunk (or the error)."""
     seen, events, held = [], [], []
     try:
         p = make()
         events += p.initial_events
         for chunk, probe in zip(chunks, probes):
             if probe is not None:
-                seen.append(normalize(p.probe(probe)))
+                seen.append(_events_or_error(p.probe, probe))
             events += p.feed(chunk)
             held.append(p.held_from)
         msg, final = p.finalize()
@@ -59,7 +66,7 @@ def test_probe_is_feed_without_changing_the_parser(data):
         p = make()
         for c in chunks[:k]:
             p.feed(c)
-        assert normalize(p.feed(probes[k])) == events
+        assert _events_or_error(p.feed, probes[k]) == events
 
 
 def test_token_parser_probe_matches_feed_and_leaves_it_unchanged():
