@@ -20,6 +20,9 @@ row) and returns the messages as columns (`MESSAGE_SCHEMA`):
 `parse_arrow_tokens(data, binding, ids_column="ids", ...)` does the same from a list<int> column of token ids
 with a `chatparse.bind(...)` binding (each row is exactly ``binding.parse``, as `parse_tokens_batch`).
 
+`compiled_of(x)` turns what users pass as a template into a `CompiledTemplate`; `table_bytes(x)` gives the
+table-format bytes that worker processes load (parse-file's workers, `chatparse.integrations.ray`).
+
 Tables give a table, record batches give a record batch. ``keep_columns=True`` returns the input's columns
 followed by the message columns (``column_prefix`` renames the latter, for inputs that already have a
 ``content`` column). Python objects per row are only the row's text (the parser takes a `str`) and its
@@ -282,8 +285,8 @@ def _result(data, cols: _Columns, keep_columns: bool, column_prefix: str):
 def parse_arrow(data, template: Any, *, text_column: str = "text", prefix: str | None = None,
                 prefix_column: str | None = None, tools=None, tools_column: str | None = None,
                 keep_columns: bool = False, column_prefix: str = "", dialect=None, malformed: str | None = None):
-    """Parse the `text_column` of a pyarrow Table / RecordBatch with `template` (a name of a bundled
-    template, a template dict or a `CompiledTemplate`). The prompt is `prefix` (one for all rows; ""
+    """Parse the `text_column` of a pyarrow Table / RecordBatch with `template` (anything `compiled_of`
+    takes: a `CompiledTemplate`, a template dict, a bundled template's name, table bytes, a file). The prompt is `prefix` (one for all rows; ""
     opts out) or `prefix_column` (one per row); tools are `tools` (one list for all rows) or
     `tools_column` (JSON text of a list of tool schemas, or a list column; null: none). ``dialect`` /
     ``malformed`` as for `chatparse.parse_response`. Returns `MESSAGE_SCHEMA` columns (see the module)."""
