@@ -56,15 +56,11 @@ def prose(rng: random.Random, n: int) -> str:
 
 
 def output_text(n: int, rng: random.Random) -> str:
-    """About `n` characters: a short reasoning, then content with a tool call every 5,000 characters or so,
-    then content prose to the end: the deltas timed after `n` are the same kind of work at every length."""
+    """About `n` characters and 40,000 more: a short reasoning, content with a tool call, then one long content
+    answer: the deltas timed after `n` are the same kind of work (content prose) at every length, in a region
+    as long as the output (vLLM's cost per delta grows with it)."""
     call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
-    parts = [prose(rng, 500), "\n</think>\n\n"]
-    size = 500
-    while size < n:
-        parts += [prose(rng, 5_000), call]
-        size += 5_000 + len(call)
-    return "".join(parts) + prose(rng, 40_000)
+    return prose(rng, 500) + "\n</think>\n\n" + prose(rng, 500) + call + prose(rng, n + 40_000)
 
 
 def reasoning_text(n: int, rng: random.Random) -> str:
@@ -250,8 +246,8 @@ def main(argv=None) -> None:
              f"{' --quick' if args.quick else ''}`, {platform.processor() or platform.machine()}, "
              f"CPython {platform.python_version()}, vllm {plugin.vllm.__version__}; qwen3 template, one token "
              f"per delta, byte-level BPE of {tok.vocab_size} tokens trained here; median of {count} deltas "
-             "after the given length, in content prose (a short reasoning, then content with a tool call every "
-             "5,000 characters).",
+             "after the given length, in content prose (a short reasoning, content with a tool call, then one long "
+             "answer).",
              "",
              "| generated characters | chars per delta | vLLM `hf` µs/delta | chatparse µs/delta | speed-up "
              "| chatparse's parser alone µs/delta |",
