@@ -1,0 +1,227 @@
+"""Many streams stepped together (`TokenStreams.step`) over a matrix of vocabularies, contents and templates.
+
+``python -m bench.streams_matrix [--quick] [--out FILE]`` writes bench/results/STREAMS_MATRIX.md (issue #21).
+
+Each cell: 256 streams of 2,048 tokens (``--quick``: 64 x 512), each a different generation, stepped with
+`TokenStreams.step` once per position (events not read), then `finalize_all`; creation and finalize are timed
+too. Reported: M tokens/s (all streams' tokens / wall time, median of 3 runs), and the same with every
+stream's events read (`StepEvents.tolist()`). Before timing, every stream's message is asserted equal to
+`parse_tokens` of its ids.
+
+Vocabularies: tekken (131k, from the mistral-common wheel, where installed), a byte-level BPE of 8,000
+tokens trained here on English prose with the qwen3 specials as special tokens (issue #21's), and a
+SentencePiece-style BPE (Metaspace, ``▁``) of up to 32,000 tokens trained here on multilingual text.
+Contents: plain prose (ASCII words, a line break every 20 words), code/HTML dense with ``<``, multilingual
+(é, 東京, 😀 among the words: characters split across tokens), and agentic turns (1-4 tool calls per stream,
+in the template's own format). Templates: qwen3, gpt_oss, hermes, glm45; each generation is written in the
+template's format (reasoning where it has one, its tool-call syntax, its end token).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import platform
+import random
+import statistics
+import time
+
+import numpy as np
+
+import chatparse
+from chatparse import templates
+
+from .pertoken import load_tokenizer
+
+OUT = pathlib.Path(__file__).resolve().parent / "results" / "STREAMS_MATRIX.md"
+TEMPLATES = ["qwen3", "gpt_oss", "hermes", "glm45"]
+CONTENTS = ["prose", "code/HTML", "multilingual", "agentic"]
+WORDS = ("the of and to in is it that for on with as was at by this from are be or have an they which one "
+         "you were her all she there would their we him been has when who will more no if out so said what up "
+         "its about into than them can only other new some could time these two may then do first any my now "
+         "such like our over man me even most made after also did many before must through back years where "
+         "much your way well down should because each just those people how too little state good very make "
+         "world still own see men work long get here between both life being under never day same another know "
+         "while last might us great old year off come since against go came right used take three").split()
+CODE = ["<div class=\"x\">", "</div>", "<span>", "</span>", "if (a < b) {", "}", "for (i = 0; i < n; i++)",
+        "<br/>", "x <= y", "a<b", "<p>", "</p>", "return x;", "def f(x):", "    return x < 3"]
+MULTI = ["é", "café", "naïve", "東京", "中文", "😀", "Zürich", "résumé", "✓", "ñandú"]
+QWEN_SPECIALS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<|im_start|>", "<|im_end|>"]
+
+
+def prose(rng: random.Random, n_words: int, extra=None, extra_rate: float = 0.0) -> str:
+    """Words, a line break every 20; with `extra`, that share of words drawn from it instead."""
+    out = []
+    for k in range(n_words):
+        w = rng.choice(extra) if extra and rng.random() < extra_rate else rng.choice(WORDS)
+        out.append(w + ("\n" if k % 20 == 19 else " "))
+    return "".join(out)
+
+
+def body(rng: random.Random, content: str, n_words: int) -> str:
+    if content == "code/HTML":
+        return prose(rng, n_words, CODE, 0.3)
+    if content == "multilingual":
+        return prose(rng, n_words, MULTI, 0.15)
+    return prose(rng, n_words)
+
+
+def tool_call(rng: random.Random, template: str) -> str:
+    city = rng.choice(["Paris", "Tokyo", "Lima", "Oslo"])
+    if template == "gpt_oss":
+        return (f"<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                f'{{"city": "{city}", "days": {rng.randint(1, 9)}}}<|call|>')
+    if template == "glm45":
+        return (f"<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>{city}</arg_value>\n"
+                f"<arg_key>days</arg_key>\n<arg_value>{rng.randint(1, 9)}</arg_value>\n</tool_call>")
+    return f'<tool_call>\n{{"name": "get_weather", "arguments": {{"city": "{city}", "days": {rng.randint(1, 9)}}}}}\n</tool_call>\n'
+
+
+def generation(template: str, content: str, seed: int, n_words: int) -> str:
+    """One generation in `template`'s format: reasoning (where the format has it), an answer of `content`, and
+    with ``agentic`` 1-4 tool calls with prose between them."""
+    rng = random.Random(seed)
+    kind = "prose" if content == "agentic" else content
+    calls = rng.randint(1, 4) if content == "agentic" else 0
+    think, answer = n_words // 3, n_words - n_words // 3
+    if template == "gpt_oss":
+        text = f"<|channel|>analysis<|message|>{body(rng, kind, think)}<|end|>"
+        for _ in range(calls):
+            text += tool_call(rng, template)
+        return text + f"<|start|>assistant<|channel|>final<|message|>{body(rng, kind, answer)}<|return|>"
+    if template == "glm45":
+        text = f"<think>{body(rng, kind, think)}</think>\n"
+        for _ in range(calls):
+            text += body(rng, kind, 10) + tool_call(rng, template)
+        return text + body(rng, kind, answer) + "<|user|>"
+    text = f"<think>\n{body(rng, kind, think)}\n</think>\n\n" if template == "qwen3" else ""
+    for _ in range(calls):
+        text += body(rng, kind, 10) + tool_call(rng, template)
+    return text + body(rng, kind, answer) + "<|im_end|>"
+
+
+# -- vocabularies ----------------------------------------------------------------------------------------------
+
+def trained_bpe_8k():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    rng = random.Random(0)
+    tr = trainers.BpeTrainer(vocab_size=8000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                             special_tokens=QWEN_SPECIALS, show_progress=False)
+    tok.train_from_iterator([prose(rng, 400) for _ in range(2000)], trainer=tr)
+    return tok
+
+
+def sentencepiece_32k():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    rng = random.Random(1)
+    cons, vow = "b c d f g h k l m n p r s t v z".split(), "a e i o u".split()
+    lex = ["".join(rng.choice(cons) + rng.choice(vow) for _ in range(rng.randint(1, 4))) for _ in range(30000)]
+    texts = [" ".join(rng.choice(lex) for _ in range(300)) for _ in range(600)]
+    texts += [prose(rng, 300, MULTI + CODE, 0.2) for _ in range(600)]
+    byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
+    tr = trainers.BpeTrainer(vocab_size=32000, special_tokens=["<unk>"] + byte_tokens + QWEN_SPECIALS,
+                             show_progress=False)
+    tok.train_from_iterator(texts, trainer=tr)
+    return tok
+
+
+def vocabularies(quick: bool) -> list:
+    out = []
+    v = load_tokenizer(log=lambda m: None)
+    if v.tekken:
+        out.append(("tekken 131k", v.tok))
+    out.append(("byte-level BPE 8k (trained)", trained_bpe_8k()))
+    if not quick:
+        sp = sentencepiece_32k()
+        out.append((f"SentencePiece-style BPE {sp.get_vocab_size() / 1000:.0f}k (trained)", sp))
+    return out
+
+
+# -- measuring -------------------------------------------------------------------------------------------------
+
+def cell(binding, tok, template: str, content: str, B: int, steps: int, reps: int) -> tuple:
+    """(M tokens/s events not read, M tokens/s events read) for B streams of `steps` tokens."""
+    words = steps  # about one token per word or more: cut to `steps` below
+    seqs = []
+    for k in range(B):
+        ids = tok.encode(generation(template, content, 1000 + k, words), add_special_tokens=False).ids
+        while len(ids) < steps:
+            words *= 2
+            ids = tok.encode(generation(template, content, 1000 + k, words), add_special_tokens=False).ids
+        seqs.append(ids[:steps])
+    mat = np.array(seqs, dtype=np.int64).T.copy()  # (steps, B)
+    want = [chatparse.parse_tokens(s, binding, prefix="") for s in seqs]
+
+    def run(read: bool):
+        s = binding.streams(B, prefix="")
+        step = s.step
+        if read:
+            for k in range(steps):
+                step(mat[k]).tolist()
+        else:
+            for k in range(steps):
+                step(mat[k])
+        return [m for m, _ in s.finalize_all()]
+
+    assert run(False) == want and run(True) == want, f"{template}/{content}: TokenStreams != parse_tokens"
+    out = []
+    for read in (False, True):
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            run(read)
+            times.append(time.perf_counter() - t0)
+        out.append(B * steps / statistics.median(times) / 1e6)
+    return tuple(out)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="64 streams x 512 tokens, two vocabularies")
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args(argv)
+    B, steps, reps = (64, 512, 1) if args.quick else (256, 2048, 3)
+    t_start = time.perf_counter()
+    load = os.getloadavg()[0]
+    rows = []
+    for vname, tok in vocabularies(args.quick):
+        from transformers import PreTrainedTokenizerFast
+
+        hf = PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False)
+        for tname in TEMPLATES:
+            binding = chatparse.bind(templates.get(tname), hf)
+            for content in CONTENTS:
+                fast, read = cell(binding, tok, tname, content, B, steps, reps)
+                rows.append((vname, tname, content, fast, read))
+                print(f"  {vname} / {tname} / {content}: {fast:.1f}M ({read:.1f}M with events)", flush=True)
+    lines = ["# Many streams over vocabularies, contents and templates", "",
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `python -m bench.streams_matrix"
+             f"{' --quick' if args.quick else ''}`, {platform.processor() or platform.machine()}, "
+             f"{os.cpu_count()} CPUs, CPython {platform.python_version()}; load average at start {load:.2f}; "
+             f"{B} streams x {steps} tokens, median of {reps}; took {time.perf_counter() - t_start:.0f} s. "
+             "Target (issue #21): >= 20M tokens/s with events not read in every row.", "",
+             "| vocabulary | template | content | M tokens/s (events not read) | M tokens/s (every stream's "
+             "events read) | target |",
+             "|---|---|---|---|---|---|"]
+    for vname, tname, content, fast, read in rows:
+        lines.append(f"| {vname} | {tname} | {content} | {fast:.1f} | {read:.1f} | "
+                     f"{'PASS' if fast >= 20 else 'FAIL'} |")
+    lines.append("")
+    text = "\n".join(lines)
+    print(text)
+    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(args.out).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
