@@ -13,7 +13,7 @@ from collections import OrderedDict
 from copy import deepcopy
 from typing import Any
 
-from .runtime.tables import Tables
+from .runtime.template import RuntimeTemplate, register_template_class
 from .template_objects import is_template_object, to_template_dict
 
 _CACHE_SIZE = 64
@@ -23,18 +23,11 @@ _lock = threading.Lock()
 _by_id: dict[int, tuple[Any, Any, "CompiledTemplate"]] = {}
 
 
-class CompiledTemplate:
-    """A response template compiled to tables. Accepted wherever a template dict is."""
+class CompiledTemplate(RuntimeTemplate):
+    """A response template compiled to tables. Accepted wherever a template dict is.
 
-    def __init__(self, spec: dict, raw_tables: dict):
-        self.spec = spec
-        self.raw_tables = raw_tables
-        self.tables = Tables(raw_tables)
-
-    @property
-    def template(self) -> dict:
-        """The normalized template this was compiled from."""
-        return self.spec
+    The data (``spec``, ``raw_tables``, ``tables``, ``template``) is the runtime's `RuntimeTemplate`; this adds
+    the public API's parse methods and pickling through the table format."""
 
     def parse(self, text: str, *, prefix: Any = None, tools=None, dialect=None, malformed=None) -> dict:
         """`chatparse.parse_response` with this template (``dialect``/``malformed`` as there)."""
@@ -64,9 +57,13 @@ class CompiledTemplate:
 
         return compiled_reduce(self)
 
-    def __repr__(self) -> str:
-        names = [f["name"] for f in self.spec["fields"]]
-        return f"<CompiledTemplate fields={names}>"
+    @staticmethod
+    def convert_tools(tools) -> list:
+        """transformers' conversion of Python tools to JSON schemas (for bindings built from token tables)."""
+        return _api()._tool_schemas(tools)
+
+
+register_template_class(CompiledTemplate)  # what the runtime's loader builds (`compiled_from_bytes`)
 
 
 def _api():
@@ -84,8 +81,10 @@ _API = None
 
 def compile_template(template: Any) -> CompiledTemplate:
     """Validate `template` (same rules and errors as transformers) and compile it, cached."""
-    if isinstance(template, CompiledTemplate):
-        return template
+    if isinstance(template, RuntimeTemplate):
+        if isinstance(template, CompiledTemplate):
+            return template
+        return CompiledTemplate(template.spec, template.raw_tables)
     if is_template_object(template):  # vLLM's (or transformers') pre-loaded ResponseTemplate
         template = to_template_dict(template)
     seen = _by_id.get(id(template))

@@ -19,8 +19,8 @@ A file with a token section (FORMAT.md section 8) also gets every check of 8.4 -
 of every token text, indices, the vocabulary hash recomputed - with numpy over whole arrays (no per-token
 Python loop), and comes back with ``raw["tokens"]``.
 
-Only the standard library, numpy and `regex` are imported: not chatparse.compiler, interegular or
-transformers.
+Only the standard library, numpy, `regex` and runtime/template.py (the template object it builds) are imported:
+not chatparse.compiler, interegular or transformers.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 import regex
+
+from .template import template_class
 
 __all__ = ["loads", "load", "compiled_from_bytes", "template_hash", "canonical_json", "vocab_digest", "token_texts",
            "FORMAT_VERSION", "MAGIC", "FLAG_VOCAB_HASH", "FLAG_TOKENS", "TOKEN_ARRAYS", "VOCAB_ARRAYS"]
@@ -110,11 +112,10 @@ def load(path, *, use_mmap: bool = True, vocab_hash: bytes | str | None = None) 
 
 
 def compiled_from_bytes(data: bytes):
-    """Rebuild a `CompiledTemplate` from table bytes: the unpickling half of `writer.compiled_reduce`."""
-    from chatparse.compiled import CompiledTemplate
-
+    """Rebuild a template (`chatparse.CompiledTemplate`, see `chatparse.runtime.template.template_class`) from
+    table bytes: the unpickling half of `writer.compiled_reduce`."""
     raw = loads(data)
-    return CompiledTemplate(raw["template"], raw)
+    return template_class()(raw["template"], raw)
 
 
 def loads(data, *, vocab_hash: bytes | str | None = None) -> dict:

@@ -251,9 +251,8 @@ def token_binding(compiled) -> "TokenBinding":
     with _binding_lock:
         b = getattr(compiled, "_token_binding", None)
         if b is None:
-            from ..response_parser import _tool_schemas  # transformers' conversion of Python tools, lazily
-
-            b = binding_from_data(compiled, data, convert_tools=_tool_schemas)
+            # the template's conversion of Python tools (chatparse.CompiledTemplate: transformers', lazily)
+            b = binding_from_data(compiled, data, convert_tools=getattr(compiled, "convert_tools", None))
             compiled._token_binding = b
     return b
 
