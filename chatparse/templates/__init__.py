@@ -9,17 +9,20 @@ described in `shared/formats/FORMATS.md`). The test cases themselves are not shi
     ['cohere', 'deepseek_r1', 'deepseek_v3']
     >>> message = parse_response(output, templates.get("qwen3"), prefix=chat_prompt)  # doctest: +SKIP
 
-`get()` returns a fresh deep copy on every call, so callers may modify the result freely.
+`get()` returns a fresh deep copy on every call, so callers may modify the result freely. `for_model()` finds
+the family of a model from its Hugging Face id or its tokenizer config.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
+import re
 from functools import lru_cache
 from importlib import resources
 
-__all__ = ["names", "get"]
+__all__ = ["names", "get", "for_model", "family_of"]
 
 _SUFFIX = ".json"
 
@@ -53,3 +56,92 @@ def get(name: str) -> dict:
     if not isinstance(name, str) or name not in _names():
         raise KeyError(f"No bundled response template named {name!r}; available: {', '.join(_names())}")
     return copy.deepcopy(_load(name))
+
+
+# Model ids to families, first match wins (more specific before more general). Each row: a regex searched in
+# the model id (case-insensitive; the organisation part is optional), and the family. From the families'
+# model lists in shared/formats/FORMATS.md.
+_MODEL_FAMILIES: tuple[tuple[str, str], ...] = (
+    (r"qwen3[-_.]?coder|qwen3\.5|qwen3[-_]next", "qwen3_coder"),
+    (r"qwen3|qwq", "qwen3"),
+    (r"qwen2\.5|hermes[-_ ]?[23]", "hermes"),
+    (r"deepseek[-_]?v3\.2", "deepseek_v32"),
+    (r"deepseek[-_]?v3\.1", "deepseek_v31"),
+    (r"deepseek[-_]?r1", "deepseek_r1"),
+    (r"deepseek[-_]?v3", "deepseek_v3"),
+    (r"kimi[-_]?vl.*think|kimi[-_]?k1\.5", "kimi_vl_think"),
+    (r"kimi[-_]?k2", "kimi_k2"),
+    (r"glm[-_]?4\.[56]", "glm45"),
+    (r"glm[-_]?4\.7|glm[-_]?5", "glm47"),
+    (r"minimax[-_]?m2", "minimax_m2"),
+    (r"minimax[-_]?(m1|text[-_]?01)", "minimax_m1"),
+    (r"nemotron", "nemotron_json"),
+    (r"xlam", "xlam"),
+    (r"llama[-_]?3\.[123]", "llama3_json"),
+    (r"lfm2", "lfm2"),
+    (r"magistral|devstral|ministral[-_]?3|mistral[-_]?small[-_]?3\.[12]", "mistral_v11"),
+    (r"mistral[-_]?7b|mixtral|mistral[-_]?nemo", "mistral_pre_v11"),
+    (r"gpt[-_]?oss", "gpt_oss"),
+    (r"command[-_]?(r7b|a)|c4ai[-_]command", "cohere"),
+    (r"granite[-_]?20b[-_]?function", "granite_20b_fc"),
+    (r"granite[-_]?4", "granite4"),
+    (r"granite[-_]?3", "granite3"),
+    (r"internlm2", "internlm2"),
+    (r"jamba", "jamba"),
+    (r"phi[-_]?4[-_]?mini", "phi4_mini"),
+    (r"functiongemma", "functiongemma"),
+    (r"gemma[-_]?4", "gemma4"),
+    (r"seed[-_]?oss", "seed_oss"),
+    (r"hunyuan[-_]?a13b", "hunyuan_a13b"),
+    (r"step[-_]?3", "step3"),
+    (r"ernie[-_]?4\.5", "ernie45"),
+    (r"smollm3", "smollm3"),
+    (r"longcat", "longcat"),
+    (r"gigachat[-_]?3", "gigachat3"),
+)
+
+
+def family_of(model: str) -> str | None:
+    """The bundled family of a model id such as ``"Qwen/Qwen3-8B"`` (or a local path ending in one), or None
+    when no bundled family is known for it. Matching is by name only (`_MODEL_FAMILIES`, most specific
+    first): a fine-tune that changed its output format is not told apart from its base."""
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a model id (str), got {type(model).__name__}")
+    name = model.rstrip("/\\").replace("\\", "/")
+    for pattern, family in _MODEL_FAMILIES:
+        if re.search(pattern, name, re.IGNORECASE):
+            return family
+    return None
+
+
+def for_model(model) -> dict:
+    """The response template for a model: `model` is a model id (``"Qwen/Qwen3-8B"``), a tokenizer directory,
+    or a tokenizer config (the dict of ``tokenizer_config.json``, or a tokenizer object).
+
+    A tokenizer config's own ``response_template`` wins (the model's authors wrote it); otherwise the family is
+    found from the model id (`family_of`; a config's ``name_or_path``) and its bundled template returned (a
+    fresh copy). Raises `KeyError` naming the model when neither gives a template."""
+    config, name = None, None
+    if isinstance(model, str):
+        path = os.path.join(model, "tokenizer_config.json")
+        if os.path.isdir(model) and os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                config = json.load(f)
+            name = config.get("name_or_path") or config.get("_name_or_path") or model
+        else:
+            name = model
+    elif isinstance(model, dict):
+        config = model
+        name = config.get("name_or_path") or config.get("_name_or_path")
+    else:  # a tokenizer object (transformers): its response_template and its name
+        template = getattr(model, "response_template", None)
+        if isinstance(template, dict):
+            return copy.deepcopy(template)
+        name = getattr(model, "name_or_path", None)
+    if config is not None and isinstance(config.get("response_template"), dict):
+        return copy.deepcopy(config["response_template"])
+    family = family_of(name) if isinstance(name, str) and name else None
+    if family is None:
+        raise KeyError(f"no response template for model {name or model!r}: its tokenizer config holds none and "
+                       f"no bundled family matches its name; pass one of {', '.join(_names())} to get()")
+    return get(family)
