@@ -301,6 +301,7 @@ def main(argv=None) -> Path:
             res["big_command"] = " ".join(["chatparse", *argv[3:]]).replace(str(tmp), "/tmp/chatparse-bench-XXXX")
     res["load"].append(os.getloadavg()[0])
     text = report(res, when, args)
+    args.out.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     print(text)
@@ -389,7 +390,34 @@ def report(res: dict, when, args) -> str:
         lines += ["", f"The large file: `{res['big_command']}` (the input written to /tmp by the script, deleted "
                   f"afterwards; output {b['out_mb']:.0f} MB of Parquet; {b['cpu']:.0f} CPU-seconds in all). Its "
                   f"summary line: `{' '.join(b['summary'])[:300]}`"]
+    lines += ["", "## Against the issue's targets", ""] + verdicts(res)
     return "\n".join(lines) + "\n"
+
+
+def verdicts(res: dict) -> list:
+    """Issue #20's targets, read off this run: one worker >= 5x the reference row by row (rows/s per worker,
+    wall clock; parse-file also at its steady rate), and a 1 GB JSONL file parsed with < 500 MB RSS."""
+    out = []
+    for mix, r in res["mixes"].items():
+        ref = r["reference"]["rows_s"]
+        parts = []
+        for key, name in (("parse_arrow", "parse_arrow"), ("cli_1", "parse-file"), ("ray_1", "Ray Data"),
+                          ("datasets_1", "datasets")):
+            if key in r:
+                x = r[key]["rows_s_worker"] / ref
+                extra = ""
+                if key == "cli_1":
+                    extra = f" ({r[key]['steady']['rows_s_worker'] / ref:.1f}x at its steady rate)"
+                parts.append(f"{name} {x:.1f}x{extra}")
+        met = all(r[k]["rows_s_worker"] / ref >= 5 for k in ("parse_arrow", "cli_1", "ray_1", "datasets_1") if k in r)
+        out.append(f"* One worker, {mix} rows: {', '.join(parts)} the reference's rows/s: "
+                   f"{'met' if met else 'not met'} (target 5x).")
+    if "big" in res:
+        b = res["big"]
+        out.append(f"* {b['bytes'] / 1e9:.2f} GB JSONL with {b['workers']} workers: peak RSS {b['max_process_mb']:.0f} MB "
+                   f"for the largest process, {b['tree_mb']:.0f} MB for the whole process tree: "
+                   f"{'met' if b['tree_mb'] < 500 else 'not met'} (target < 500 MB).")
+    return out
 
 
 ap_defaults = {"rows": 100_000, "long_rows": 20_000, "reference_rows": 5_000, "big_gb": 1.0}
