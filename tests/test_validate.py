@@ -334,3 +334,41 @@ def test_generated_templates_same_verdict(spec):
         assert _scope(our_err) == _scope(ref_err), (str(our_err), str(ref_err))
     if ref_err is None:
         _agree(load_template(copy.deepcopy(spec)), load_response_template(copy.deepcopy(spec)))
+
+
+# ---------------------------------------------------------------------- the table file's normalized template
+
+def _normalized():
+    return load_template(tpl({"think": {"open": ["<t>", "<t>"], "close": "</t>", "repeats": True, "join": "\n"},
+                              "call": {"open_pattern": "<c (?P<n>\\w+)>", "close": "</c>",
+                                       "transform": {"name": "{n}", "arguments": "{content}"}},
+                              "content": {}}, defaults={"role": "assistant"}))
+
+
+def test_check_normalized_accepts_what_load_template_makes():
+    from chatparse.runtime.validate import check_normalized
+
+    check_normalized(json.loads(json.dumps(_normalized())))
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda s: s["fields"][0].update(repeats=1), "normalized form"),            # 1 for true
+    (lambda s: s["fields"][0]["open"]["literals"].append("<t>"), "normalized form"),  # a repeated literal
+    (lambda s: s.update(implicit=None), "normalized form"),
+    (lambda s: s["fields"][0].update(content="yaml"), "unknown content parser"),
+    (lambda s: s["fields"][0].update(repeats=False), "'join' requires 'repeats'"),
+    (lambda s: s["fields"][1].update(transform={"name": "x{n}"}), "mixes a {placeholder}"),
+    (lambda s: s["fields"][1].update(transform=None), "named group"),
+    (lambda s: s["fields"][1].update(name=s["fields"][0]["name"]), "duplicate field name"),
+    (lambda s: s.update(start_anchor={"pattern": "("}), "invalid start_anchor_pattern"),
+    (lambda s: s["fields"][0].update(open=None), "At most one field"),
+    (lambda s: s["fields"][0].pop("join"), "expected an object with keys"),
+])
+def test_check_normalized_applies_the_template_rules(mutate, words):
+    """The loader checks a table file's template with the same rules as `load_template` (one validator)."""
+    from chatparse.runtime.validate import check_normalized
+
+    spec = json.loads(json.dumps(_normalized()))
+    mutate(spec)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        check_normalized(spec)

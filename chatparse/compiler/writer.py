@@ -42,25 +42,17 @@ __all__ = ["dumps", "save", "compiled_reduce", "translate_js", "token_data", "vo
 
 # The layout constants live with the reader (the runtime never imports the compiler; the reverse is fine).
 from ..runtime.loader import (_HEADER, FLAG_TOKENS, FLAG_VOCAB_HASH, FORMAT_VERSION, HEADER_SIZE,  # noqa: E402
-                              MAGIC, TOKEN_ARRAYS, TOKEN_META_KEYS, TRAILER_SIZE, vocab_digest)
+                              MAGIC, TOKEN_ARRAYS, TOKEN_META_KEYS, TRAILER_SIZE, _align8, vocab_digest)
+from ..runtime.validate import canonical_json as _canonical_json  # noqa: E402  (the template hash's text)
 
 assert _HEADER.size == HEADER_SIZE
 
 MAX_CODEPOINT = 0x10FFFF
 
 
-def _canonical_json(spec: Any) -> str:
-    # Same text as chatparse.compiler.validate.canonical_json (sorted keys, compact, raw Unicode).
-    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def _template_json(spec: Any) -> str:
     # The template section: compact, raw Unicode, key order kept (transform/defaults order is output order).
     return json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
-
-
-def _align8(n: int) -> int:
-    return (n + 7) & ~7
 
 
 # ------------------------------------------------------------------------------------------------ arrays

@@ -36,6 +36,7 @@ import numpy as np
 import regex
 
 from .template import template_class
+from .validate import canonical_json, check_normalized
 
 __all__ = ["loads", "load", "compiled_from_bytes", "template_hash", "canonical_json", "vocab_digest", "token_texts",
            "FORMAT_VERSION", "MAGIC", "FLAG_VOCAB_HASH", "FLAG_TOKENS", "TOKEN_ARRAYS", "VOCAB_ARRAYS"]
@@ -52,9 +53,6 @@ MAX_INT = 2**31 - 1
 _DTYPES = {"u1": np.dtype("<u1"), "i1": np.dtype("<i1"), "u2": np.dtype("<u2"), "i2": np.dtype("<i2"),
            "u4": np.dtype("<u4"), "i4": np.dtype("<i4")}
 _STATE_DTYPES = ("u1", "u2", "u4")
-_PARSERS = ("text", "int", "float", "bool", "json", "xml-inline", "kv-lines")
-_FIELD_KEYS = {"name", "open", "close", "content", "content_args", "repeats", "join", "optional", "transform",
-               "transform_each"}
 _PATTERN_KEYS = {"kind", "field", "key", "source", "exact", "reasons", "named_groups", "history", "horizon"}
 _MODE_KEYS = {"patterns", "start0", "startN", "first"}
 _ARRAY_KEYS = {"name", "dtype", "shape", "offset", "nbytes"}
@@ -66,13 +64,6 @@ TOKEN_ARRAYS = {"offsets": ("u4", 1), "bytes": ("u1", 1), "flags": ("u1", 1), "f
 VOCAB_ARRAYS = ("offsets", "bytes", "flags", "first_ids", "first_offsets", "first_bytes")
 _T_SKIP, _T_TEXT, _T_BYTE = 1, 2, 4
 _MAX_DELIM_CHARS = 256
-
-
-def canonical_json(spec: Any) -> str:
-    """Sorted keys, compact separators, raw Unicode: the template hash and the compile cache key.
-
-    Two specs that compare equal as JSON values give the same string."""
-    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def template_hash(spec: Any) -> str:
@@ -333,23 +324,6 @@ def _list(v, where: str) -> list:
 # --------------------------------------------------------------------------------------------- template
 
 
-def _delim(d, where: str, allow_none: bool = True):
-    if d is None:
-        if not allow_none:
-            _fail(f"{where}: missing")
-        return
-    if type(d) is not dict or len(d) != 1:
-        _fail(f"{where}: expected null, {{'literals': [...]}} or {{'pattern': str}}")
-    if "literals" in d:
-        lits = _list(d["literals"], where)
-        if not lits or any(type(s) is not str or not s for s in lits) or len(set(lits)) != len(lits):
-            _fail(f"{where}: literals must be distinct non-empty strings")
-    elif "pattern" in d:
-        _compile(_str(d["pattern"], where), where)
-    else:
-        _fail(f"{where}: expected 'literals' or 'pattern'")
-
-
 def _compile(src: str, where: str):
     try:
         return regex.compile(src, regex.DOTALL)
@@ -358,37 +332,12 @@ def _compile(src: str, where: str):
 
 
 def _check_template(spec) -> None:
-    if type(spec) is not dict:
-        _fail("template is not a JSON object")
-    _keys(spec, {"version", "defaults", "start_anchor", "implicit", "fields"}, set(), "template")
-    if spec["version"] != 1 or type(spec["version"]) is not int:
-        _fail("template: version must be 1")
-    if type(spec["defaults"]) is not dict:
-        _fail("template: defaults must be an object")
-    _delim(spec["start_anchor"], "template.start_anchor", allow_none=False)
-    fields = _list(spec["fields"], "template.fields")
-    if not fields:
-        _fail("template: no fields")
-    names = []
-    for i, f in enumerate(fields):
-        where = f"template.fields[{i}]"
-        if type(f) is not dict:
-            _fail(f"{where}: expected an object")
-        _keys(f, _FIELD_KEYS, set(), where)
-        names.append(_str(f["name"], f"{where}.name"))
-        _delim(f["open"], f"{where}.open")
-        _delim(f["close"], f"{where}.close")
-        if f["content"] not in _PARSERS:
-            _fail(f"{where}: unknown content parser {f['content']!r:.40}")
-        for k in ("repeats", "optional", "transform_each"):
-            _bool(f[k], f"{where}.{k}")
-        if f["join"] is not None:
-            _str(f["join"], f"{where}.join")
-    if len(set(names)) != len(names):
-        _fail("template: duplicate field names")
-    implicit = [f["name"] for f in fields if f["open"] is None]
-    if len(implicit) > 1 or spec["implicit"] != (implicit[0] if implicit else None):
-        _fail("template: 'implicit' does not name the one field without an open delimiter")
+    """The template section holds a normalized template: the template rules (runtime/validate.py), one
+    definition for the compiler and the loader."""
+    try:
+        check_normalized(spec)
+    except ValueError as e:
+        _fail(str(e))
 
 
 def _delimiter_source(delim: dict) -> str:

@@ -1,4 +1,9 @@
-"""Load-time validation of ``response_template`` dicts.
+"""The template rules: validation of ``response_template`` dicts, the one validator of templates.
+
+``load_template`` turns a template dict into its normalized form (the compiler's input, the template section of
+a table file); ``check_normalized`` checks that a normalized template read from a table file is exactly what
+``load_template`` makes of some template, so the loader (runtime/loader.py) and the compiler
+(``chatparse.compiler.validate`` re-exports this module) apply the same rules.
 
 ``load_template`` accepts exactly the templates transformers 5.23.0 (``load_response_template``) accepts,
 rejects the others with the same exception class, in the same order of checks, with the reference's key
@@ -21,17 +26,24 @@ parsed, and chatparse keeps that parse-time behaviour (see ``chatparse.runtime.v
 
 from __future__ import annotations
 
+import json
 from copy import deepcopy
 from typing import Any
 
 import regex
 
-from ..runtime.loader import canonical_json  # noqa: F401  (one definition: the table hash uses it)
+from .transform import PLACEHOLDER
+from .values import PARSER_NAMES
 
-from chatparse.runtime.transform import PLACEHOLDER
-from chatparse.runtime.values import PARSER_NAMES
+__all__ = ["load_template", "check_normalized", "canonical_json"]
 
-__all__ = ["load_template", "canonical_json"]
+
+def canonical_json(spec: Any) -> str:
+    """Sorted keys, compact separators, raw Unicode: the template hash and the compile cache key.
+
+    Two specs that compare equal as JSON values give the same string."""
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
 
 _TOP_LEVEL_KEYS = frozenset({"version", "defaults", "fields", "start_anchor", "start_anchor_pattern"})
 _FIELD_KEYS = frozenset(
@@ -211,3 +223,55 @@ def load_template(spec: Any) -> dict:
         "implicit": implicit[0] if implicit else None,
         "fields": fields,
     }
+
+
+_NORMALIZED_KEYS = ("version", "defaults", "start_anchor", "implicit", "fields")
+_NORMALIZED_FIELD_KEYS = ("name", "open", "close", "content", "content_args", "repeats", "join", "optional",
+                          "transform", "transform_each")
+
+
+def check_normalized(spec: Any) -> None:
+    """Raise ValueError unless `spec` (parsed JSON) is exactly ``load_template``'s normalized form of some
+    template: the same rules as a template dict, nothing the normalization would change (a repeated literal,
+    ``1`` for ``true``, a wrong ``implicit``...). The message says what is wrong; the loader prefixes it."""
+    if type(spec) is not dict or set(spec) != set(_NORMALIZED_KEYS):
+        raise ValueError(f"template: expected an object with keys {list(_NORMALIZED_KEYS)}")
+    fields = spec["fields"]
+    if type(fields) is not list or not fields:
+        raise ValueError("template: fields must be a non-empty list")
+    raw_fields: dict = {}
+    for i, f in enumerate(fields):
+        where = f"template.fields[{i}]"
+        if type(f) is not dict or set(f) != set(_NORMALIZED_FIELD_KEYS):
+            raise ValueError(f"{where}: expected an object with keys {list(_NORMALIZED_FIELD_KEYS)}")
+        if type(f["name"]) is not str:
+            raise ValueError(f"{where}.name: expected a string")
+        if f["name"] in raw_fields:
+            raise ValueError(f"template: duplicate field name {f['name']!r:.40}")
+        raw = {k: f[k] for k in ("content", "content_args", "repeats", "optional", "transform_each")}
+        for key in ("join", "transform"):
+            if f[key] is not None:
+                raw[key] = f[key]
+        for key in ("open", "close"):
+            raw.update(_raw_delimiter(f[key], key, f"{where}.{key}"))
+        raw_fields[f["name"]] = raw
+    template = {"version": spec["version"], "defaults": spec["defaults"], "fields": raw_fields,
+                **_raw_delimiter(spec["start_anchor"], "start_anchor", "template.start_anchor")}
+    try:
+        again = load_template(template)
+    except (ValueError, TypeError, RecursionError, OverflowError) as e:
+        raise ValueError(f"template: {e}") from None
+    if canonical_json(again) != canonical_json(spec):
+        raise ValueError("template: not in normalized form (load_template would normalize it differently)")
+
+
+def _raw_delimiter(d: Any, key: str, where: str) -> dict:
+    """The template-dict entry of a normalized delimiter: {key: literals}, {key_pattern: pattern} or {}."""
+    if d is None:
+        return {}
+    if type(d) is dict and len(d) == 1:
+        if type(d.get("literals")) is list:
+            return {key: d["literals"]}
+        if type(d.get("pattern")) is str:
+            return {f"{key}_pattern": d["pattern"]}
+    raise ValueError(f"{where}: expected null, {{'literals': [...]}} or {{'pattern': str}}")
