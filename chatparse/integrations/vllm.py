@@ -105,9 +105,12 @@ def _hf_tokenizer(tokenizer: Any) -> Any:
 # One generation
 # --------------------------------------------------------------------------------------------------------------
 class _CompiledStream(_rt._ResponseStream):
-    """vLLM's `_ResponseStream` (its routing of events to deltas, and its `feed` for text deltas) over
-    chatparse's parser in the serving dialect: a `TokenParser` when the tokenizer is bound, else a text
-    `ResponseParser`."""
+    """vLLM's `_ResponseStream` (its routing of events to deltas) over chatparse's parser in the serving
+    dialect: a `TokenParser` when the tokenizer is bound, else a text `ResponseParser`.
+
+    Events reach vLLM's routing when vLLM's interpreter would hand them out: a delimiter match that ends at
+    the end of the text so far is held until more text comes, as vLLM's `_can_grow` holds it
+    (`vllm_reasoning.edge_split`); chatparse alone would hand some of them out a delta earlier."""
 
     def __init__(self, template, *, prefix: str, tools, parse_reasoning: bool, include_reasoning: bool,
                  parse_tools: bool, new_tool_call_id, binding=None, compiled=None) -> None:
@@ -125,7 +128,24 @@ class _CompiledStream(_rt._ResponseStream):
         self._next_tool_index = 0
         self._finalized = False
         self._open_region = None
-        self._track(self.parser.initial_events)
+        self._held: list = []
+        self._track(self._as_vllm(self.parser.initial_events))
+
+    def _as_vllm(self, events: list) -> list:
+        """`events`, and those held before, less what vLLM's interpreter would still hold (kept for later)."""
+        if not self._held and not any(ev["type"] in _reasoning.DELIMITED for ev in events):
+            return events
+        handed, self._held = _reasoning.edge_split(self.template, self._held + events, self.parser.input_length)
+        return handed
+
+    def feed(self, text: str, *, finished: bool):
+        if self._finalized:
+            return None
+        delta = _rt._DeltaBuilder()
+        self._route(self._track(self._as_vllm(self.parser.feed(text))), delta)
+        if finished:
+            self._finish(delta)
+        return delta.build()
 
     def feed_ids(self, token_ids: Sequence[int], text: str, *, finished: bool):
         """`feed` for a delta given as token ids (the text path where there are none)."""
@@ -136,7 +156,7 @@ class _CompiledStream(_rt._ResponseStream):
         delta = _rt._DeltaBuilder()
         # one id as an int: the token tables' inline path (a list takes the general one)
         ids = token_ids[0] if len(token_ids) == 1 else list(token_ids)
-        self._route(self._track(self.parser.feed_tokens(ids)), delta)
+        self._route(self._track(self._as_vllm(self.parser.feed_tokens(ids))), delta)
         if finished:
             self._finish(delta)
         return delta.build()
@@ -145,7 +165,8 @@ class _CompiledStream(_rt._ResponseStream):
         self._finalized = True
         if len(self.parser.input_text) > self._prefix_end:
             events = self.parser.feed(self._closer_rest())
-            self._route(events + self.parser.finalize()[1], delta)
+            held, self._held = self._held, []
+            self._route(held + events + self.parser.finalize()[1], delta)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from vllm.parser import response_template as _rt
 
-_DELIMITED = ("region_open", "region_close", "region_malformed")
+DELIMITED = ("region_open", "region_close", "region_malformed")
 _CLOSING = ("region_close", "region_malformed")
 CONTINUATION_CHECK = 16  # ids compared to take a call as continuing the previous one
 
@@ -49,7 +49,7 @@ def edge_split(template: Any, events: list[dict], length: int) -> tuple[list[dic
     out, what it still holds): the split falls at the first delimiter event that ends at `length` and can
     grow, or at the zero-width close that vLLM reports together with it (an open closes the region before)."""
     for i, ev in enumerate(events):
-        if ev["type"] in _DELIMITED and ev["end"] == length and can_grow(template, ev):
+        if ev["type"] in DELIMITED and ev["end"] == length and can_grow(template, ev):
             if ev["type"] == "region_open" and i and events[i - 1]["type"] in _CLOSING \
                     and events[i - 1]["start"] == events[i - 1]["end"] == ev["start"]:
                 i -= 1
@@ -132,7 +132,7 @@ class ReasoningEndTracker:
     def _take(self, events: list[dict]) -> None:
         handed, self.held = edge_split(self.template, self.held + events, self.parser.input_length)
         for ev in handed:
-            if ev["type"] in _DELIMITED:
+            if ev["type"] in DELIMITED:
                 self.last = ev
                 if self.closed is None and ev["type"] in _CLOSING and ev["field"] == _rt.THINKING_FIELD:
                     self.closed = ev
