@@ -170,24 +170,26 @@ def save_dir(directory, template: Any, *, vocab_hash: bytes | str | None = None,
     return compile_dir(directory, vocab_hash=vocab_hash, tokenizer=tokenizer, tokens=tokens)
 
 
-def compile_dir(directory, *, vocab_hash: bytes | str | None = None, tokenizer=None, tokens: bool = True) -> Path:
+def compile_dir(directory, *, vocab_hash: bytes | str | None = None, tokenizer=None, tokens: bool = True,
+                template: Any = None, name: str = TABLES_NAME) -> Path:
     """Compile the response_template of `directory`/tokenizer_config.json into `directory`/response_template.cpt.
 
     With `tokens` (the default), the file also holds the token tables for `tokenizer` (a `tokenizers.Tokenizer`
     or a transformers tokenizer) or, when none is passed, for the directory's tokenizer.json (skipped, with a
-    warning, when chatparse cannot derive that tokenizer's token bytes)."""
+    warning, when chatparse cannot derive that tokenizer's token bytes). `template` and `name`: another
+    template than the config's (a variant a server derives from it) into another file of the directory."""
     from .compiled import compile_template
     from .compiler.writer import save
 
-    compiled = compile_template(_config_template(directory))
+    compiled = compile_template(_config_template(directory) if template is None else template)
     binding, sha = _bind_dir(compiled, directory, tokenizer) if tokens else (None, None)
-    out = Path(directory) / TABLES_NAME
+    out = Path(directory) / name
     save(compiled, out, vocab_hash=vocab_hash, tokens=binding if binding is not None else False,
          tokenizer_sha256=sha)
     return out
 
 
-def load_dir(directory, *, tokenizer=None) -> CompiledTemplate:
+def load_dir(directory, *, tokenizer=None, template: Any = None, name: str = TABLES_NAME) -> CompiledTemplate:
     """The compiled response template of a tokenizer directory, from its tables when they match.
 
     When the tables file is missing, unreadable, corrupted, or was compiled for a different template, the
@@ -198,15 +200,17 @@ def load_dir(directory, *, tokenizer=None) -> CompiledTemplate:
     `chatparse.runtime.tokens.token_binding`) - if `tokenizer` is given, only when the section's vocabulary
     hash is that tokenizer's (computing it derives the tokenizer's vocabulary); if not, only when the
     directory's tokenizer.json is still the one the section was built from. Otherwise, when there is a
-    tokenizer (given, or a tokenizer.json beside the tables), the token tables are rebuilt with a warning."""
+    tokenizer (given, or a tokenizer.json beside the tables), the token tables are rebuilt with a warning.
+    `template` and `name`: as for `compile_dir`."""
     from .compiler.validate import load_template
     from .runtime.loader import load, template_hash
 
     directory = Path(directory)
-    template = _config_template(directory)
+    if template is None:
+        template = _config_template(directory)
     spec = load_template(template)
     want = template_hash(spec)
-    tables = directory / TABLES_NAME
+    tables = directory / name
     why = None
     if not tables.exists():
         why = f"{tables} does not exist"
@@ -229,7 +233,7 @@ def load_dir(directory, *, tokenizer=None) -> CompiledTemplate:
                 ct = CompiledTemplate(spec, raw)
                 return _load_tokens(ct, directory, tables, tokenizer)
     logger.warning("chatparse: %s; recompiling response_template from %s (run `chatparse compile %s` to "
-                   "refresh the tables)", why, CONFIG_NAME, directory)
+                   "refresh the tables)", why, CONFIG_NAME if name == TABLES_NAME else "the template", directory)
     from .compiled import compile_template
 
     compiled = compile_template(template)
@@ -419,6 +423,9 @@ def register(subparsers) -> None:
     )
     p.add_argument("directory", metavar="DIR", help="tokenizer directory (holds tokenizer_config.json)")
     p.add_argument("--check", action="store_true", help="verify instead of writing; exit status 1 if stale")
+    p.add_argument("--vllm", action="store_true",
+                   help="write the tables of the template as vLLM 0.33.0 serves it through chatparse's plugin "
+                        "(response_template.vllm.cpt), which the plugin loads instead of compiling")
     p.set_defaults(func=main_compile)
 
 
@@ -435,7 +442,12 @@ def main_compile(args) -> int:
         print(("ok: " if ok else "stale: ") + msg, file=sys.stdout if ok else sys.stderr)
         return 0 if ok else 1
     try:
-        out = compile_dir(args.directory)
+        if getattr(args, "vllm", False):
+            from .integrations.vllm_template import compile_serving_dir
+
+            out = compile_serving_dir(args.directory)
+        else:
+            out = compile_dir(args.directory)
     except (OSError, ValueError, TypeError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

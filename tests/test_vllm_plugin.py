@@ -217,3 +217,59 @@ def test_reasoning_content_templates_are_served(tokenizer):
     b = _parser(plugin.NAME, tokenizer, template).parse(text, _request())
     assert a == b and a[0] == "\nplan"
 
+
+
+def test_serving_variant_is_vllms_streaming_template():
+    """`serving_variant` (no vLLM import: what `chatparse compile DIR --vllm` compiles) is the template vLLM's
+    adapter parses with, for every bundled template vLLM serves once the reasoning field is renamed."""
+    from chatparse.integrations.vllm_template import serving_variant
+
+    load_response_template = plugin._rt.load_response_template
+
+    served = 0
+    for name in templates.names():
+        template = templates.get(name)
+        try:
+            theirs = plugin._rt._serving_template(None, plugin.serving_template(template))
+        except (TypeError, ValueError):
+            continue
+        ours = load_response_template(serving_variant(template))
+        assert compile_template(ours).spec == compile_template(theirs).spec, name
+        served += 1
+    assert served >= 8
+
+
+def test_plugin_loads_the_serving_tables_beside_the_tokenizer(tmp_path, caplog):
+    """``chatparse compile DIR --vllm`` writes response_template.vllm.cpt; a parser for a tokenizer loaded
+    from DIR takes its tables and token tables from it (no compile, no bind), and parses as one that
+    compiled them; a stale file (another template) is not used, with a warning."""
+    import json
+    import subprocess
+    import sys
+
+    tok = trained_tokenizer()
+    tok.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["response_template"] = templates.get("qwen3")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    run = subprocess.run([sys.executable, "-c", "import sys; from chatparse.cli import main; sys.exit(main())",
+                          "compile", str(tmp_path), "--vllm"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "response_template.vllm.cpt").is_file()
+    loaded = PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    parser = _parser(plugin.NAME, loaded, None)
+    assert "tokens" in parser._compiled.raw_tables  # from the file: a compiled template carries none
+    reference = _parser(plugin.NAME, tokenizer=trained_tokenizer(), template=templates.get("qwen3"))
+    prompt, output = OUTPUTS["qwen3"][0]
+    ids = loaded.encode(output, add_special_tokens=False)
+    pids = loaded.encode(prompt, add_special_tokens=False)
+    deltas = [(_decode(loaded, [i]), [i]) for i in ids]
+    assert _stream(parser, _request(), pids, deltas) == _stream(reference, _request(), pids, deltas)
+    # another template in the config: the file is stale, not used
+    config["response_template"] = templates.get("hermes")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    other = PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    with caplog.at_level("WARNING", logger="chatparse"):
+        stale = _parser(plugin.NAME, other, None)
+    assert "template hash mismatch" in caplog.text
+    assert "tokens" not in stale._compiled.raw_tables

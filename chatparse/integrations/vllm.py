@@ -12,8 +12,10 @@ serves any checkpoint whose tokenizer config holds a ``response_template``, thro
 `DeltaMessage`s and tool-call ids are vLLM's code; what it replaces is the parser underneath (vLLM's copy of
 the interpreter, `vllm.parser.chat_parsing.ResponseParser`) with chatparse's compiled one in the serving
 dialect (``dialect="vllm"``: the same events), fed token ids through the token tables where the ids are
-there. The tables are compiled once per model (a ``response_template.cpt`` beside the tokenizer is used when
-its hash matches).
+there. The tables are built once per model and process, or loaded: vLLM parses with a variant of the
+checkpoint's template (every field optional, an implicit content field added; `vllm_template.serving_variant`),
+whose tables ``chatparse compile DIR --vllm`` writes beside the tokenizer (``response_template.vllm.cpt``,
+token tables included); the plugin loads that file when its template hash and tokenizer.json match.
 
 vLLM serves the fields ``thinking``, ``content`` and ``tool_calls`` and refuses any other at startup. The
 format's own name for reasoning is ``reasoning_content`` (chatparse's bundled templates use it): the plugin
@@ -25,6 +27,7 @@ that other versions may not have, and `register` refuses other versions with a m
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -37,29 +40,15 @@ from vllm.tool_parsers import ToolParserManager
 import chatparse
 from chatparse.compiled import compile_template
 from chatparse.integrations import vllm_reasoning as _reasoning
+from chatparse.integrations.vllm_template import SERVING_TABLES_NAME, serving_template
+from chatparse.runtime.token_binding import token_binding
+from chatparse.template_objects import is_template_object, to_template_dict
 
 __all__ = ["CompiledResponseTemplateParser", "ChatparseReasoningParser", "ChatparseToolParser", "register",
            "serving_template"]
 
 TESTED_VLLM = ("0.33.0",)
 NAME = "chatparse"
-REASONING_ALIASES = ("reasoning_content",)  # served as vLLM's `thinking`
-
-
-def serving_template(template: dict | None) -> dict | None:
-    """`template` with its reasoning field under the name vLLM serves (``reasoning_content`` -> ``thinking``),
-    else unchanged; None stays None."""
-    if not isinstance(template, dict) or not isinstance(template.get("fields"), dict):
-        return template
-    fields = template["fields"]
-    alias = next((a for a in REASONING_ALIASES if a in fields), None)
-    if alias is None or _rt.THINKING_FIELD in fields:
-        return template
-    out = dict(template)
-    out["fields"] = {(_rt.THINKING_FIELD if k == alias else k): v for k, v in fields.items()}
-    if isinstance(out.get("defaults"), dict) and alias in out["defaults"]:
-        out["defaults"] = {(_rt.THINKING_FIELD if k == alias else k): v for k, v in out["defaults"].items()}
-    return out
 
 
 def _resolved(tokenizer: Any, template: dict | None) -> dict | None:
@@ -76,20 +65,44 @@ _bindings_lock = threading.Lock()
 def _binding(tokenizer: Any, loaded: Any):
     """(compiled template, token binding or None) for vLLM's loaded streaming template `loaded` and this
     tokenizer, built once per (tokenizer, template). The binding is None where chatparse cannot bind the
-    tokenizer (then the text path runs)."""
+    tokenizer (then the text path runs).
+
+    Where the tokenizer was loaded from a local directory that holds ``response_template.vllm.cpt`` (written by
+    ``chatparse compile DIR --vllm``) for this very template and tokenizer, its tables and token tables are
+    loaded instead of compiled (`chatparse.tokenizer_dir.load_dir` checks the template hash and the
+    tokenizer.json it was built from, and compiles with a warning where either differs)."""
     compiled = compile_template(loaded)
     key = (id(tokenizer), id(compiled))
     with _bindings_lock:
         hit = _bindings.get(key)
     if hit is not None and hit[0] is tokenizer:
-        return compiled, hit[1]
-    try:
-        binding = chatparse.bind(compiled, _hf_tokenizer(tokenizer))
-    except (TypeError, ValueError, AttributeError):
-        binding = None
+        return hit[1], hit[2]
+    hf = _hf_tokenizer(tokenizer)
+    served, binding = compiled, None
+    directory = _local_dir(hf)
+    if directory is not None:
+        from chatparse import tokenizer_dir
+
+        template = to_template_dict(loaded) if is_template_object(loaded) else loaded
+        loaded_ct = tokenizer_dir.load_dir(directory, template=template, name=SERVING_TABLES_NAME)
+        if "tokens" in loaded_ct.raw_tables or getattr(loaded_ct, "_token_binding", None) is not None:
+            served, binding = loaded_ct, token_binding(loaded_ct)
+    if binding is None:
+        try:
+            binding = chatparse.bind(compiled, hf)
+        except (TypeError, ValueError, AttributeError):
+            binding = None
     with _bindings_lock:
-        _bindings[key] = (tokenizer, binding)
-    return compiled, binding
+        _bindings[key] = (tokenizer, served, binding)
+    return served, binding
+
+
+def _local_dir(hf: Any) -> str | None:
+    """The local directory a transformers tokenizer was loaded from, when it holds the plugin's tables file."""
+    path = getattr(hf, "name_or_path", None)
+    if isinstance(path, str) and path and os.path.isfile(os.path.join(path, SERVING_TABLES_NAME)):
+        return path
+    return None
 
 
 def _hf_tokenizer(tokenizer: Any) -> Any:

@@ -1,0 +1,63 @@
+"""The template vLLM 0.33.0 serves, derived from a checkpoint's response template without importing vLLM.
+
+vLLM's adapter (`vllm.parser.response_template`) does not parse with the tokenizer config's template as it
+is: it parses with its streaming form (`_streaming_template`): every field optional, and an implicit
+``content`` field added when every field has an open delimiter. The plugin also serves the format's own name
+for reasoning, ``reasoning_content``, under vLLM's name, ``thinking`` (`serving_template`). `serving_variant`
+is both steps, as a template dict, so that ``chatparse compile DIR --vllm`` can write the variant's tables
+(``response_template.vllm.cpt``) beside the tokenizer where vLLM is not installed, and the plugin loads
+them instead of compiling at start-up (`chatparse.integrations.vllm`). tests/test_vllm_plugin.py checks the
+variant against vLLM's own `_streaming_template` for every bundled template vLLM serves.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+THINKING_FIELD = "thinking"  # vLLM's name for the reasoning field
+CONTENT_FIELD = "content"
+REASONING_ALIASES = ("reasoning_content",)  # served as `thinking`
+SERVING_TABLES_NAME = "response_template.vllm.cpt"
+
+
+def serving_template(template: dict | None) -> dict | None:
+    """`template` with its reasoning field under the name vLLM serves (``reasoning_content`` -> ``thinking``),
+    else unchanged; None stays None."""
+    if not isinstance(template, dict) or not isinstance(template.get("fields"), dict):
+        return template
+    fields = template["fields"]
+    alias = next((a for a in REASONING_ALIASES if a in fields), None)
+    if alias is None or THINKING_FIELD in fields:
+        return template
+    out = dict(template)
+    out["fields"] = {(THINKING_FIELD if k == alias else k): v for k, v in fields.items()}
+    if isinstance(out.get("defaults"), dict) and alias in out["defaults"]:
+        out["defaults"] = {(THINKING_FIELD if k == alias else k): v for k, v in out["defaults"].items()}
+    return out
+
+
+def serving_variant(template: dict) -> dict:
+    """The template vLLM's adapter parses with when serving `template` through the plugin: the reasoning
+    field renamed (`serving_template`), then vLLM's streaming form (every field optional; an implicit
+    ``content`` field added when every field has an open delimiter). A new dict; `template` is unchanged."""
+    if not isinstance(template, dict) or not isinstance(template.get("fields"), dict):
+        raise TypeError("serving_variant takes a response template dict with a 'fields' object")
+    out = copy.deepcopy(serving_template(template))
+    fields = out["fields"]
+    if CONTENT_FIELD not in fields and all(
+            isinstance(f, dict) and ("open" in f or "open_pattern" in f) for f in fields.values()):
+        fields[CONTENT_FIELD] = {}
+    for field in fields.values():
+        field["optional"] = True
+    return out
+
+
+def compile_serving_dir(directory, *, tokenizer=None):
+    """Write the tables of `directory`'s template as vLLM serves it (`serving_variant`) to
+    `directory`/response_template.vllm.cpt, with token tables for the directory's tokenizer.json (or
+    `tokenizer`); returns the path."""
+    from chatparse import tokenizer_dir
+
+    variant = serving_variant(tokenizer_dir._config_template(directory))
+    return tokenizer_dir.compile_dir(directory, tokenizer=tokenizer, template=variant, name=SERVING_TABLES_NAME)
