@@ -1,0 +1,134 @@
+"""Real grammar engines for chatparse's grammar export (issue #18): a byte-level BPE tokenizer trained on the
+format corpus, llguidance matchers, and the sampler the soundness checks use.
+
+Shared by tests/test_grammar.py, bench/grammar_soundness.py and bench/grammar_bench.py. Needs `tokenizers`,
+`llguidance` (and `xgrammar` for the structural tags); callers skip when they are missing.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from functools import lru_cache
+from typing import Any
+
+EOS = "<|grammar_eos|>"
+
+
+def corpus_texts() -> list[str]:
+    from tests.corpus_cases import load
+
+    corpus, why = load()
+    if corpus is None:
+        raise RuntimeError(why)
+    out = []
+    for case in corpus.cases:
+        out.append(case.prefix or "")
+        out.append(case.output or "")
+    return out
+
+
+@lru_cache(maxsize=None)
+def tokenizer_json(vocab_size: int = 4096) -> str:
+    """A byte-level BPE trained on the corpus' prompts and outputs (delimiters are plain text: no added
+    tokens but the EOS), as tokenizer.json text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(corpus_texts() * 2, trainer)
+    return tok.to_str()
+
+
+@lru_cache(maxsize=None)
+def hf_tokenizer(vocab_size: int = 4096):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(tokenizer_json(vocab_size))
+
+
+@lru_cache(maxsize=None)
+def ll_tokenizer(vocab_size: int = 4096):
+    import llguidance
+
+    tok = hf_tokenizer(vocab_size)
+    return llguidance.LLTokenizer(tokenizer_json(vocab_size), eos_token=tok.token_to_id(EOS))
+
+
+def ll_matcher(grammar_text: str, vocab_size: int = 4096):
+    import llguidance
+
+    m = llguidance.LLMatcher(ll_tokenizer(vocab_size), llguidance.LLMatcher.grammar_from_lark(grammar_text),
+                             log_level=1)
+    if m.is_error():
+        raise ValueError(m.get_error())
+    return m
+
+
+def encode(text: str, vocab_size: int = 4096) -> list[int]:
+    return hf_tokenizer(vocab_size).encode(text).ids
+
+
+def accepts(grammar_text: str, text: str, vocab_size: int = 4096) -> tuple[bool, str]:
+    """Feed `text` token by token, then EOS: (accepted, why not)."""
+    m = ll_matcher(grammar_text, vocab_size)
+    ids = encode(text, vocab_size)
+    for i, t in enumerate(ids):
+        if not m.consume_token(t):
+            tok = hf_tokenizer(vocab_size)
+            done = tok.decode(ids[:i])
+            return False, f"token {i} {tok.decode([t])!r} refused after {done[-80:]!r}: {m.get_error()}"
+    eos = hf_tokenizer(vocab_size).token_to_id(EOS)
+    if not m.is_accepting():
+        return False, "not accepting at the end"
+    if not m.consume_token(eos):
+        return False, f"EOS refused: {m.get_error()}"
+    return True, ""
+
+
+def sample(grammar_text: str, rng: random.Random, *, max_tokens: int = 400, end_bias: float = 0.0,
+           vocab_size: int = 4096) -> tuple[str, bool]:
+    """One generation under the grammar's token mask: uniform over the allowed tokens; from `end_bias` on,
+    EOS is taken whenever allowed with growing probability. Returns (text, ended with EOS)."""
+    import llguidance.numpy  # noqa: F401
+    import numpy as np
+    from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
+
+    tok = hf_tokenizer(vocab_size)
+    n = tok.get_vocab_size()
+    eos = tok.token_to_id(EOS)
+    m = ll_matcher(grammar_text, vocab_size)
+    mask = allocate_token_bitmask(1, ll_tokenizer(vocab_size).vocab_size)
+    out: list[int] = []
+    for step in range(max_tokens):
+        fill_next_token_bitmask(m, mask, 0)
+        bits = np.unpackbits(mask[0].view(np.uint8), bitorder="little")[:n]
+        allowed = np.nonzero(bits)[0]
+        if len(allowed) == 0:
+            raise AssertionError(f"no token allowed after {tok.decode(out)!r}: {m.get_error()}")
+        p_end = min(1.0, step / max_tokens * 2 + end_bias)
+        if bits[eos] and (len(allowed) == 1 or rng.random() < p_end):
+            return tok.decode(out), True
+        choices = allowed[allowed != eos]
+        t = int(choices[rng.randrange(len(choices))])
+        if not m.consume_token(t):
+            raise AssertionError(f"matcher refused its own allowed token {t}: {m.get_error()}")
+        out.append(t)
+    return tok.decode(out), False
+
+
+def tools_from_calls(calls: list[dict] | None) -> list[dict]:
+    """A tool list from an output's own calls: their names, and a permissive schema for arguments."""
+    names = []
+    for c in calls or []:
+        name = (c.get("function") or {}).get("name")
+        if isinstance(name, str) and name not in names:
+            names.append(name)
+    return [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in names]
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False)

@@ -1,0 +1,565 @@
+r"""Export a response template as a constrained-decoding grammar (issue #18).
+
+`export(template, tools, tool_choice=..., format="lark")` returns an `ExportedGrammar`: the grammar text and
+what in it is an over-approximation. The language is the outputs that parse under the template, in the
+parser's own terms (see the reference `ResponseParser`): mode 0 is "no explicit region open" (text goes to
+the implicit field, or nowhere), and watches every field's opener and the implicit field's closer; inside an
+explicit field only that field's closer is watched. So an output is a sequence of *segments*: text that holds
+no match of anything the current mode watches, then one delimiter, which decides the next mode.
+
+* a text region's segment is one lexeme ``(text & ~(.*W.*)) D`` (llguidance's ``&``/``~`` operators), W the
+  union of the mode's watched delimiters: the text between two delimiters holds no delimiter, as the
+  parser's leftmost-first scan requires;
+* a structured region (``json``, ``xml-inline``) is its body grammar between optional whitespace: a tool
+  call's JSON through ``%json`` with the tool's schema (names from the tool list, arguments per schema, the
+  envelope the field's ``transform`` reads), xml-inline parameters per their schema types;
+* tool names written by an opener (``(?P<name>..)``) become one opener per tool with the name substituted;
+* a closer's trailing lookahead ``(?=Y)`` is exact: that closer's lexeme is joined to the next segment,
+  which must begin with Y;
+* ``tool_choice``: "none" offers no tool-call opener (text still cannot hold one: the parser would open it),
+  "required" (or a named tool) runs the grammar in two copies, before and after the first call, and only
+  the second may end.
+
+Over-approximations are listed in `ExportedGrammar.approximated` (field, which delimiter or body, how).
+``format="structural_tag"`` is in `chatparse.compiler.structural_tag`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+from . import regex_lark as rl
+
+ANY = "(?s:.*)"
+WS_RX = "[ \\t\\n\\r]+"  # what json.loads skips around a value
+WS_OPT = "[ \\t\\n\\r]*"
+# What json.loads turns into a non-string (a string-typed xml-inline value must not be one of these).
+_JSON_NUMBER = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_JSON_NONSTRING = ("[ \\t\\n\\r]*(?:" + _JSON_NUMBER + "|true|false|null|NaN|-?Infinity|\\[(?s:.*)\\]|\\{(?s:.*)\\})"
+                   "[ \\t\\n\\r]*")
+_PERMISSIVE_ARGS = {"type": "object"}
+# A parameter name the schema does not list (additionalProperties): an identifier, a subset of what
+# tag patterns allow, so that a lazy key group cannot run past its end tag.
+_ANY_KEY = "[A-Za-z_][A-Za-z0-9_.\\-]*"
+
+
+@dataclass
+class ExportedGrammar:
+    """A grammar for the outputs that parse under a template: ``text`` in ``format``.
+
+    ``approximated`` lists the over-approximations (``{"field", "where", "pattern", "how"}``); an empty list
+    means the grammar is exact for the template's delimiters. ``start_field`` is the region the output
+    starts in (from the prompt prefix)."""
+
+    text: str
+    format: str
+    approximated: list = field(default_factory=list)
+    start_field: str | None = None
+
+    @property
+    def exact(self) -> bool:
+        return not self.approximated
+
+    def as_dict(self) -> dict:
+        return {"format": self.format, "grammar": self.text, "exact": self.exact,
+                "approximated": self.approximated, "start_field": self.start_field}
+
+    def __str__(self) -> str:
+        return self.text
+
+
+# ----------------------------------------------------------------------------------------------- tools
+
+
+@dataclass
+class Tool:
+    name: str | None  # None: any name (no tool list)
+    parameters: dict
+
+
+def normalize_tools(tools) -> list[Tool] | None:
+    if tools is None:
+        return None
+    out = []
+    for tool in tools:
+        if callable(tool) and not isinstance(tool, dict):
+            from ..response_parser import _tool_schemas
+
+            tool = _tool_schemas([tool])[0]
+        fn = tool.get("function", tool) if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise ValueError(f"a tool must be {{'type': 'function', 'function': {{'name': ...}}}}, got {tool!r}")
+        params = fn.get("parameters")
+        out.append(Tool(fn["name"], params if isinstance(params, dict) else {"type": "object", "properties": {}}))
+    return out
+
+
+def choose(tools: list[Tool] | None, tool_choice) -> tuple[list[Tool], bool]:
+    """(tools a call may use, whether at least one call is required)."""
+    if tool_choice in (None, "auto"):
+        return (tools if tools is not None else [Tool(None, _PERMISSIVE_ARGS)]), False
+    if tool_choice == "none":
+        return [], False
+    if tool_choice == "required":
+        t = tools if tools is not None else [Tool(None, _PERMISSIVE_ARGS)]
+        if not t:
+            raise ValueError('tool_choice="required" needs at least one tool')
+        return t, True
+    name = tool_choice
+    if isinstance(tool_choice, dict):
+        name = (tool_choice.get("function") or tool_choice).get("name")
+    if not isinstance(name, str):
+        raise ValueError(f"tool_choice must be 'none', 'auto', 'required', a tool name or "
+                         f"{{'type': 'function', 'function': {{'name': ...}}}}, got {tool_choice!r}")
+    chosen = [t for t in (tools or []) if t.name == name]
+    if not chosen:
+        raise ValueError(f"tool_choice names {name!r}, which is not in the tool list")
+    return chosen, True
+
+
+# ------------------------------------------------------------------------------------- call envelopes
+
+
+def _placeholder(value: Any) -> str | None:
+    if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
+        return value[1:-1]
+    return None
+
+
+@dataclass
+class Envelope:
+    """Where a tool call's name and arguments live, from the field's transform."""
+
+    name_group: str | None = None  # the opener's named group that writes the name
+    name_path: tuple | None = None  # path in the (item of the) body
+    args_path: tuple | None = None  # () = the whole body / item
+    other_paths: list = field(default_factory=list)  # further body paths the transform reads
+    each: bool = False  # the body is a list of calls (transform_each)
+
+
+def envelope(f: dict) -> Envelope | None:
+    t = f.get("transform")
+    fn = t.get("function") if isinstance(t, dict) else None
+    env = Envelope(each=bool(f.get("transform_each")))
+    paths: list = []
+
+    def body_path(p: str) -> tuple | None:
+        parts = tuple(p.split("."))
+        if env.each:
+            return parts
+        if parts[0] == "content":
+            return parts[1:]
+        return None
+
+    if _placeholder(fn) is not None:  # "function": "{content}" (or a path): {"name", "arguments"} object
+        base = body_path(_placeholder(fn))
+        if base is None:
+            return None
+        env.name_path, env.args_path = base + ("name",), base + ("arguments",)
+    elif isinstance(fn, dict):
+        n, a = _placeholder(fn.get("name")), _placeholder(fn.get("arguments"))
+        if n is None or a is None:
+            return None
+        if body_path(n) is not None:
+            env.name_path = body_path(n)
+        else:
+            env.name_group = n
+        env.args_path = body_path(a)
+        if env.args_path is None:
+            return None
+    else:
+        return None
+
+    def walk(v):
+        if isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        else:
+            p = _placeholder(v)
+            if p is not None:
+                paths.append(p)
+
+    walk(t)
+    for p in paths:
+        bp = body_path(p)
+        if bp is not None and bp not in (env.name_path, env.args_path) and bp:
+            env.other_paths.append(bp)
+    return env
+
+
+def _nest(paths: dict) -> dict:
+    """{path tuple: schema} -> one object schema holding them (every path required)."""
+    if () in paths:
+        return paths[()]
+    props: dict = {}
+    order: list = []
+    for path, schema in paths.items():
+        head = path[0]
+        if head not in props:
+            order.append(head)
+            props[head] = {}
+        props[head][path[1:]] = schema
+    schemas = {k: _nest(props[k]) for k in order}
+    if 1 < len(order) <= 3:  # llguidance fixes the order of properties: offer every order
+        return {"anyOf": [{"type": "object", "properties": {k: schemas[k] for k in perm}, "required": list(perm)}
+                          for perm in itertools.permutations(order)]}
+    return {"type": "object", "properties": schemas, "required": order}
+
+
+def call_schema(env: Envelope, tool: Tool) -> dict:
+    """The JSON schema of a call's body (or of one item of a list body) for `tool`."""
+    paths: dict = {}
+    if env.name_path is not None:
+        paths[env.name_path] = {"type": "string"} if tool.name is None else {"const": tool.name}
+    for p in env.other_paths:
+        paths[p] = {}
+    paths[env.args_path] = tool.parameters
+    return _nest(paths)
+
+
+# ------------------------------------------------------------------------------------------ exporter
+
+
+class _Lark:
+    def __init__(self, spec: dict, tools: list[Tool], required: bool, allow_calls: bool):
+        self.spec = spec
+        self.fields = spec["fields"]
+        self.implicit = spec["implicit"]
+        self.tools = tools
+        self.required = required
+        self.allow_calls = allow_calls
+        self.approx: list[dict] = []
+        self.terms: dict[str, str] = {}
+        self.rules: dict[str, str] = {}
+        self.conv_cache: dict = {}
+        self.n = 0
+
+    # -- helpers
+    def note(self, fname: str, where: str, pattern: str, how: str, kind: str = "superset") -> None:
+        item = {"field": fname, "where": where, "pattern": pattern, "how": how, "kind": kind}
+        if item not in self.approx:
+            self.approx.append(item)
+
+    def term(self, prefix: str, body: str) -> str:
+        for k, v in self.terms.items():
+            if v == body:
+                return k
+        self.n += 1
+        name = f"{prefix}_{self.n}"
+        self.terms[name] = body
+        return name
+
+    def delim(self, f: dict, kind: str, subst: dict | None = None) -> rl.Converted:
+        d = f[kind]
+        key = (f["name"], kind, json.dumps(subst, sort_keys=True))
+        if key in self.conv_cache:
+            return self.conv_cache[key]
+        if "literals" in d:
+            c = rl.Converted([rl.Variant(rl._alt([rl.literal(s) for s in d["literals"]]))])
+        else:
+            c = rl.convert(d["pattern"], subst=subst)
+            for how in c.approximations:
+                self.note(f["name"], f"{kind}_pattern", d["pattern"], how)
+        self.conv_cache[key] = c
+        return c
+
+    def is_tool_field(self, f: dict) -> bool:
+        return f["name"] == "tool_calls"
+
+    def watched(self, mode: int) -> list:
+        """(field, kind) pairs the parser watches in `mode` (0, or 1 + field index)."""
+        if mode == 0:
+            out = [(f, "open") for f in self.fields if f["open"] is not None]
+            for f in self.fields:
+                if f["name"] == self.implicit and f["close"] is not None:
+                    out.append((f, "close"))
+            return out
+        f = self.fields[mode - 1]
+        return [(f, "close")] if f["close"] is not None else []
+
+    def exclusion(self, f: dict, kind: str) -> list[str]:
+        """What text in a mode watching this delimiter must not hold.
+
+        A closer's trailing lookahead is exact (see `after_close`). An opener's is not kept: the engines'
+        lexers are greedy and do not backtrack, so text must stop where the opener begins. The text may
+        not hold the opener without its lookahead; when the opener can match the empty string, it may not
+        hold the lookahead's first character at all (both a subset of what the parser allows)."""
+        out = []
+        for v in self.delim(f, kind).variants:
+            if v.at_end:
+                continue
+            if not v.lookahead or kind == "close":
+                out.append(v.regex + (f"(?:{v.lookahead})" if v.lookahead else ""))
+                continue
+            if regex.fullmatch(rl.to_python(v.regex), ""):
+                first = _first_chars(v.lookahead)
+                out.append(v.regex + first)
+                self.note(f["name"], "open", _src(f[kind]),
+                          f"text before it may not hold {first} (the opener can be empty and its lookahead "
+                          "begins with that): a subset", kind="subset")
+            else:
+                out.append(v.regex)
+                self.note(f["name"], "open", _src(f[kind]),
+                          "text may not hold the opener even where its lookahead fails: a subset", kind="subset")
+        return out
+
+    def notx(self, mode: int, extra: list | None = None) -> str:
+        parts = [p for f, k in self.watched(mode) for p in self.exclusion(f, k)] + list(extra or [])
+        parts = [p for p in parts if p]
+        if not parts:
+            return self.term("TEXT", f"/{ANY}/")
+        return self.term("TEXT", f"/{ANY}/ & ~/{ANY}{rl._alt(parts)}{ANY}/")
+
+    # -- mode 0 transitions: (terminal body, continuation rule or None for "output ends", makes a call)
+    def transitions0(self, s: str) -> list:
+        x0 = self.notx(0)
+        out = []
+        for fi, f in enumerate(self.fields):
+            if f["open"] is None:
+                continue
+            if self.is_tool_field(f):
+                if not self.allow_calls:
+                    continue
+                for ti, tool in enumerate(self.tools):
+                    env = envelope(f) if f["content"] in ("json", "xml-inline") else None
+                    subst = {env.name_group: tool.name} if env and env.name_group and tool.name else None
+                    for v in self.delim(f, "open", subst).variants:
+                        self._open_lookahead(f, v)
+                        cont = self.body_rule(fi, f, tool, ti, "d")
+                        out.append((f"{x0} /{v.regex}/", None if v.at_end else cont, True))
+                continue
+            for v in self.delim(f, "open").variants:
+                self._open_lookahead(f, v)
+                out.append((f"{x0} /{v.regex}/", None if v.at_end else self.mode_rule(fi + 1, s), False))
+        for f in self.fields:
+            if f["name"] == self.implicit and f["close"] is not None:
+                for v in self.delim(f, "close").variants:
+                    if v.lookahead:
+                        self.note(f["name"], "close", _src(f["close"]), "trailing lookahead dropped (a superset)")
+                    out.append((f"{x0} /{v.regex}/", None if v.at_end else self.mode_rule(0, s), False))
+        return out
+
+    def _open_lookahead(self, f: dict, v: rl.Variant) -> None:
+        if v.lookahead:
+            self.note(f["name"], "open", _src(f["open"]),
+                      "trailing lookahead dropped: the body that follows is constrained by its own grammar, "
+                      "which the lookahead is not checked against")
+
+    def after_close(self, s: str, v: rl.Variant, prefix: str) -> list:
+        """Alternatives after a closer variant whose lexeme is `prefix` (terminal expression)."""
+        if v.at_end:
+            return [self.term("END", prefix)] if s == "d" else []
+        if not v.lookahead:
+            return [f"{self.term('SEG', prefix)} {self.mode_rule(0, s)}"]
+        alts = []
+        for body, cont, call in self.transitions0(s):
+            s2 = "d" if call else s
+            t = self.term("SEG", f"{prefix} ({self.term('SEG', body)} & /{v.lookahead}{ANY}/)")
+            if cont is None:
+                if s2 == "d":
+                    alts.append(t)
+            else:
+                alts.append(f"{t} {cont if not call else cont}")
+        return alts
+
+    # -- rules
+    def mode_rule(self, mode: int, s: str) -> str:
+        name = f"m{mode}_{s}"
+        if name in self.rules:
+            return name
+        self.rules[name] = ""  # reserve (recursion)
+        alts = []
+        if mode == 0:
+            for body, cont, call in self.transitions0(s):
+                t = self.term("SEG", body)
+                if cont is None:
+                    if call or s == "d":
+                        alts.append(t)
+                else:
+                    alts.append(f"{t} {cont}")
+            if s == "d":
+                alts.append(self.notx(0))
+        else:
+            f = self.fields[mode - 1]
+            if f["content"] not in ("text", None):
+                self.note(f["name"], "body", f["content"],
+                          f"content {f['content']!r} outside tool calls is read as any text without its closer")
+            x = self.notx(mode)
+            if f["close"] is not None:
+                for v in self.delim(f, "close").variants:
+                    alts.extend(self.after_close(s, v, f"{x} /{v.regex}/"))
+            if s == "d":
+                alts.append(x)
+        self.rules[name] = " | ".join(alts) if alts else '""'
+        return name
+
+    def body_rule(self, fi: int, f: dict, tool: Tool, ti: int, s: str) -> str:
+        name = f"call{fi}_{ti}_{s}"
+        if name in self.rules:
+            return name
+        self.rules[name] = ""
+        ws = self.term("WS", f"/{WS_RX}/")
+        env = envelope(f)
+        if f["content"] == "json":
+            if env is None:
+                self.note(f["name"], "body", json.dumps(f.get("transform")),
+                          "transform not understood: the body is any JSON value")
+                schema: dict = {}
+            elif env.each:
+                items = {"anyOf": [call_schema(env, t) for t in self.tools]} if len(self.tools) > 1 else \
+                    call_schema(env, self.tools[0])
+                schema = {"type": "array", "items": items}
+                if self.required:
+                    schema["minItems"] = 1
+            else:
+                schema = call_schema(env, tool)
+            if f["content_args"].get("unquoted_keys") or f["content_args"].get("string_delims"):
+                self.note(f["name"], "body", json.dumps(f["content_args"]),
+                          "unquoted keys / custom string delimiters are not generated: the body is strict JSON, "
+                          "which the parser also reads")
+            body = f"%json {json.dumps(schema)}"
+        elif f["content"] == "xml-inline":
+            body = self.xml_body(fi, f, tool, ti)
+            self.rules[name] = f"{body} {self.close_tail(f, s, lead=WS_OPT)}".strip()
+            return name
+        else:
+            body = self.notx(fi + 1)
+        self.rules[name] = f"{ws}? {body} {ws}? {self.close_tail(f, s)}".strip()
+        return name
+
+    def close_tail(self, f: dict, s: str, lead: str = "") -> str:
+        """A structured body's closer and what follows it; optional (the end of the output closes it too)."""
+        closes = []
+        if f["close"] is not None:
+            self.note(f["name"], "body", _src(f["close"]),
+                      "a string inside the body may spell the closer, which would cut the body there")
+            for v in self.delim(f, "close").variants:
+                closes.extend(self.after_close(s, v, f"/{lead}{v.regex}/"))
+        return f"({' | '.join(closes)})?" if closes else ""
+
+    def xml_body(self, fi: int, f: dict, tool: Tool, ti: int) -> str:
+        args = f["content_args"]
+        tag = args["tag_pattern"]
+        vp = args.get("value_parser")
+        as_json = isinstance(vp, dict) and vp.get("name") == "json"
+        closer = self.delim(f, "close").union() if f["close"] is not None else ""
+        ws = self.term("WS", f"/{WS_RX}/")
+        props = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
+        props = props if isinstance(props, dict) else {}
+        required = tool.parameters.get("required") or [] if isinstance(tool.parameters, dict) else []
+        additional = tool.parameters.get("additionalProperties", True) if isinstance(tool.parameters, dict) \
+            else True
+
+        def param(key: str | None, schema: Any) -> str:
+            c = rl.convert(tag, subst={"key": key if key is not None else ("rx", _ANY_KEY)}, split=("value",))
+            for how in c.approximations:
+                self.note(f["name"], "tag_pattern", tag, how)
+            rx = c.variants[0].regex
+            if len(c.variants) != 1 or rx.count(rl.SPLIT_MARK) != 1:
+                raise ValueError(f"Field '{f['name']}': tag_pattern {tag!r}: the value group must appear once, "
+                                 "outside alternatives")
+            before, after = rx.split(rl.SPLIT_MARK)
+            if key is None:
+                before = before  # the key group's own pattern (converted), any key it allows
+            types = _types(schema)
+            text_like = not types or "string" in types
+            if text_like:
+                excl = [after] + ([closer] if closer else [])
+                val = f"/{ANY}/ & ~/{ANY}{rl._alt(excl)}{ANY}/"
+                if as_json and types:
+                    val = f"({val}) & ~/{_JSON_NONSTRING}/"
+                return self.term("PARAM", f"/{WS_OPT}{before}/ ({val}) /{after}/")
+            pb, pa = self.term("PB", f"/{WS_OPT}{before}/"), self.term("PA", f"/{after}/")
+            return f"{pb} {ws}? %json {json.dumps(schema)} {ws}? {pa}"
+
+        # Whitespace between parameters is part of each parameter's lexeme: a separate whitespace lexeme
+        # next to a closer that begins with whitespace would make the engines' greedy lexers commit to the
+        # closer on the first "<".
+        parts = []
+        for key, schema in props.items():
+            p = param(key, schema)
+            parts.append(p if key in required else f"({p})?")
+        if additional is not False and (not props or additional):
+            parts.append(f"({param(None, {})})*")
+        return " ".join(parts) if parts else '""'
+
+    def build(self, start_mode: int) -> str:
+        s0 = "n" if self.required else "d"
+        start = self.mode_rule(start_mode, s0)
+        lines = ["%llguidance {}", f"start: {start}"]
+        for name, body in self.rules.items():
+            lines.append(f"{name}: {body}")
+        for name, body in self.terms.items():
+            lines.append(f"{name}: {body}")
+        return "\n".join(lines) + "\n"
+
+
+def _types(schema: Any) -> tuple:
+    if not isinstance(schema, dict):
+        return ()
+    t = schema.get("type")
+    out = [t] if isinstance(t, str) else list(t) if isinstance(t, list) else []
+    for k in ("anyOf", "oneOf"):
+        for c in schema.get(k) or []:
+            out.extend(_types(c))
+    if "enum" in schema and not out:
+        out.extend({"string" if isinstance(e, str) else "other" for e in schema["enum"]})
+    return tuple(out)
+
+
+def _first_chars(lookahead: str) -> str:
+    """A character class of the (ASCII) characters a match of `lookahead` can begin with."""
+    py = regex.compile(rl.to_python(lookahead), regex.DOTALL)
+    chars = [c for c in map(chr, range(1, 128)) if py.match(c, partial=True)]
+    return "[" + "".join(rl.escape_char(ord(c)) if c.isalnum() else f"\\x{{{ord(c):x}}}" for c in chars) + "]"
+
+
+def _src(d: dict) -> str:
+    return d["pattern"] if "pattern" in d else json.dumps(d["literals"])
+
+
+def start_mode(compiled, prefix) -> int:
+    """The mode the output starts in after `prefix` (the prompt): the explicit field it left open, or 0."""
+    if not prefix:
+        return 0
+    from ..response_parser import ResponseParser
+
+    parser = ResponseParser(compiled, prefix=prefix)
+    open_field = None
+    for e in parser.initial_events:
+        if e["type"] == "region_open":
+            open_field = e["field"]
+        elif e["type"] == "region_close":
+            open_field = None
+    names = [f["name"] for f in compiled.spec["fields"]]
+    if open_field is None or open_field == compiled.spec["implicit"]:
+        return 0
+    return names.index(open_field) + 1
+
+
+def export(compiled, tools=None, *, tool_choice="auto", format="lark", prefix=None) -> ExportedGrammar:
+    """See `CompiledTemplate.grammar`."""
+    spec = compiled.spec
+    chosen, required = choose(normalize_tools(tools), tool_choice)
+    has_tool_field = any(f["name"] == "tool_calls" for f in spec["fields"])
+    if required and not has_tool_field:
+        raise ValueError(f"tool_choice={tool_choice!r}: the template has no tool_calls field")
+    mode = start_mode(compiled, prefix)
+    start_field = spec["fields"][mode - 1]["name"] if mode else None
+    if format == "lark":
+        g = _Lark(spec, chosen, required, allow_calls=bool(chosen))
+        text = g.build(mode)
+        return ExportedGrammar(text, "lark", g.approx, start_field)
+    if format == "structural_tag":
+        from .structural_tag import export_structural_tag
+
+        return export_structural_tag(spec, chosen, required, mode, start_field)
+    raise ValueError(f"format must be 'lark' or 'structural_tag', got {format!r}")

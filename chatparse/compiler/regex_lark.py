@@ -1,0 +1,263 @@
+r"""Delimiter regexes (Python `regex` syntax, DOTALL) rewritten for grammar engines' regex syntax.
+
+The grammar export (`chatparse.compiler.grammar`) needs each delimiter as a regex the engine understands:
+llguidance's (the Rust `regex` crate's syntax: ``\x{..}`` code points, no lookarounds, no backreferences).
+Patterns are parsed with CPython's own parser like `regex_ast` does; character sets are resolved to code-point
+ranges with `charsets` (the reference's Unicode semantics), so a set is printed as its exact ranges.
+
+What a grammar cannot say is rewritten and *reported* (`Converted.approximations`):
+
+* a trailing positive lookahead ``(?=Y)`` is kept apart as the variant's ``lookahead`` (the grammar places it
+  on what follows, which is exact), one variant per alternative that ends in one;
+* ``\Z`` / ``$`` at the end make the variant ``at_end`` (the output must end there: exact);
+* a lookbehind, a lookahead elsewhere, ``^``, a word boundary become the empty string (a superset), a
+  backreference a copy of its group's pattern (a superset); each is named in ``approximations``.
+
+Named groups can be *substituted*: ``subst={"name": "get_weather"}`` replaces group ``name`` by that literal
+(how a tool name is written into an opener), and a group listed in ``split`` is replaced by a marker, so the
+caller can cut a tag pattern around its ``value`` group.
+"""
+
+from __future__ import annotations
+
+import re
+import re._constants as C
+import re._parser as sre_parse
+from dataclasses import dataclass, field
+
+from .charsets import MAX_CP, class_ranges, complement, literal_ranges
+
+SPLIT_MARK = "\x00SPLIT\x00"
+
+_CATEGORY = {
+    C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_SPACE: r"\s",
+    C.CATEGORY_NOT_SPACE: r"\S", C.CATEGORY_WORD: r"\w", C.CATEGORY_NOT_WORD: r"\W",
+}
+_NAMED_GROUP = re.compile(r"(?<!\\)\(\?P<(\w+)>")
+_PLAIN = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_=:;,'\"!@%&<>`~ ")
+
+
+@dataclass
+class Variant:
+    """One way a delimiter can match: `regex` (engine syntax), then `lookahead` (engine syntax or None) must
+    follow it, or the output must end right after it when `at_end`."""
+
+    regex: str
+    lookahead: str | None = None
+    at_end: bool = False
+
+
+@dataclass
+class Converted:
+    variants: list[Variant]
+    approximations: list[str] = field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        return not self.approximations
+
+    def union(self) -> str:
+        """All variants as one regex, lookaheads consumed (what a match can span, for exclusions)."""
+        parts = [v.regex + (f"(?:{v.lookahead})" if v.lookahead else "") for v in self.variants
+                 if not v.at_end]
+        return _alt(parts) if parts else ""
+
+
+def to_python(rx: str) -> str:
+    """An engine-syntax regex in Python `regex` syntax (``\\x{..}`` -> ``\\U........``)."""
+    return re.sub(r"\\x\{([0-9a-f]+)\}", lambda m: "\\U%08x" % int(m.group(1), 16), rx)
+
+
+def escape_char(cp: int) -> str:
+    ch = chr(cp)
+    if ch in _PLAIN:
+        return ch
+    return f"\\x{{{cp:x}}}"
+
+
+def literal(text: str) -> str:
+    return "".join(escape_char(ord(c)) for c in text)
+
+
+def _no_surrogates(ranges) -> list:
+    out = []
+    for a, b in ranges:
+        if a < 0xD800 <= b or a <= 0xDFFF < b or 0xD800 <= a <= b <= 0xDFFF:
+            if a < 0xD800:
+                out.append((a, 0xD7FF))
+            if b > 0xDFFF:
+                out.append((0xE000, b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def ranges_regex(ranges) -> str:
+    ranges = list(ranges)
+    if ranges == [(0, MAX_CP)]:
+        return "(?s:.)"
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return escape_char(ranges[0][0])
+    comp = _no_surrogates(complement(tuple(ranges)))
+    if len(comp) < len(ranges) and comp:
+        return "[^" + "".join(_range(a, b) for a, b in comp) + "]"
+    return "[" + "".join(_range(a, b) for a, b in _no_surrogates(ranges)) + "]"
+
+
+def _range(a: int, b: int) -> str:
+    if a == b:
+        return f"\\x{{{a:x}}}"
+    return f"\\x{{{a:x}}}-\\x{{{b:x}}}"
+
+
+def _alt(parts: list[str]) -> str:
+    parts = list(dict.fromkeys(parts))
+    if len(parts) == 1:
+        return parts[0]
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _unique_group_names(pattern: str) -> str:
+    names = _NAMED_GROUP.findall(pattern)
+    if len(names) == len(set(names)):
+        return pattern
+    counter = iter(range(1, len(names) + 1))
+    return _NAMED_GROUP.sub(lambda m: f"(?P<{m.group(1)}__{next(counter)}>", pattern)
+
+
+def convert(pattern: str, *, subst: dict | None = None, split: tuple = ()) -> Converted:
+    """`pattern` (DOTALL) as engine-syntax variants. Raises ValueError for what cannot be converted."""
+    try:
+        parsed = sre_parse.parse(_unique_group_names(pattern), re.DOTALL)
+    except re.error as e:
+        raise ValueError(f"pattern {pattern!r}: {e}") from e
+    conv = _Conv(parsed.state, subst or {}, split)
+    variants = conv.seq(list(parsed), parsed.state.flags, tail=True)
+    return Converted(variants=_merge(variants), approximations=conv.approx)
+
+
+def _merge(variants: list[Variant]) -> list[Variant]:
+    by_key: dict = {}
+    for v in variants:
+        by_key.setdefault((v.lookahead, v.at_end), []).append(v.regex)
+    return [Variant(_alt(rxs), la, end) for (la, end), rxs in by_key.items()]
+
+
+class _Conv:
+    def __init__(self, state, subst: dict, split: tuple):
+        self.names = {gid: name.split("__")[0] for name, gid in state.groupdict.items()}
+        self.subst = subst
+        self.split = split
+        self.approx: list[str] = []
+        self.groups: dict = {}
+
+    def note(self, what: str) -> None:
+        if what not in self.approx:
+            self.approx.append(what)
+
+    def seq(self, items, flags, tail: bool) -> list[Variant]:
+        """Variants of a concatenation: only its last item may end in a lookahead or at the end."""
+        prefix = ""
+        for i, (op, av) in enumerate(items):
+            last = tail and i == len(items) - 1
+            vs = self.node(op, av, flags, last)
+            if last:
+                return [Variant(prefix + v.regex, v.lookahead, v.at_end) for v in vs]
+            prefix += self.plain(vs)
+        return [Variant(prefix)]
+
+    def plain(self, vs: list[Variant]) -> str:
+        """Variants in a non-final position (never carry a lookahead)."""
+        return _alt([v.regex for v in vs])
+
+    def sub(self, p, flags) -> str:
+        return self.plain(self.seq(list(p), flags, tail=False))
+
+    def node(self, op, av, flags, tail: bool) -> list[Variant]:
+        ic = bool(flags & re.IGNORECASE)
+        if op is C.LITERAL:
+            return [Variant(ranges_regex(literal_ranges(av, ic)))]
+        if op is C.NOT_LITERAL:
+            return [Variant(ranges_regex(complement(literal_ranges(av, ic))))]
+        if op is C.ANY:
+            return [Variant("(?s:.)" if flags & re.DOTALL else "[^\\n]")]
+        if op is C.IN:
+            return [Variant(ranges_regex(class_ranges(_in_source(av), re.IGNORECASE if ic else 0)))]
+        if op is C.BRANCH:
+            out = []
+            for b in av[1]:
+                out.extend(self.seq(list(b), flags, tail))
+            return _merge(out)
+        if op is C.SUBPATTERN:
+            gid, add, dele, p = av
+            name = self.names.get(gid)
+            if name is not None and name in self.split:
+                return [Variant(SPLIT_MARK)]
+            if name is not None and name in self.subst:
+                value = self.subst[name]
+                if isinstance(value, tuple):  # ("regex", engine-syntax regex)
+                    return [Variant(f"(?:{value[1]})")]
+                return [Variant(literal(value))]
+            vs = self.seq(list(p), (flags | add) & ~dele, tail)
+            if gid is not None:
+                self.groups[gid] = self.plain(vs)
+            return vs
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, p = av
+            if op is C.POSSESSIVE_REPEAT:
+                self.note("possessive quantifier read as greedy (a superset)")
+            inner = self.sub(p, flags)
+            hi = None if hi >= C.MAXREPEAT else hi
+            if (lo, hi) == (0, None):
+                q = "*"
+            elif (lo, hi) == (1, None):
+                q = "+"
+            elif (lo, hi) == (0, 1):
+                q = "?"
+            else:
+                q = "{%d,%s}" % (lo, "" if hi is None else hi)
+            return [Variant(f"(?:{inner}){q}")]
+        if op is C.ATOMIC_GROUP:
+            self.note("atomic group read as a plain group (a superset)")
+            return self.seq(list(av), flags, tail)
+        if op is C.AT:
+            if av is C.AT_END_STRING and tail:
+                return [Variant("", at_end=True)]
+            if av is C.AT_END and tail and not flags & re.MULTILINE:
+                return [Variant("", at_end=True), Variant("\\n", at_end=True)]
+            self.note(f"assertion {av} dropped (a superset)")
+            return [Variant("")]
+        if op in (C.ASSERT, C.ASSERT_NOT):
+            direction, p = av
+            if op is C.ASSERT and direction > 0 and tail:
+                return [Variant("", lookahead=self.sub(p, flags))]
+            kind = "lookbehind" if direction < 0 else "lookahead"
+            neg = "negative " if op is C.ASSERT_NOT else ""
+            self.note(f"{neg}{kind} dropped (a superset)")
+            return [Variant("")]
+        if op is C.GROUPREF:
+            self.note("backreference read as a copy of its group's pattern (a superset)")
+            return [Variant(self.groups.get(av, "(?s:.)*"))]
+        if op is C.GROUPREF_EXISTS:
+            gid, yes, no = av
+            self.note("conditional group read as either branch (a superset)")
+            out = self.seq(list(yes), flags, tail) + (self.seq(list(no), flags, tail) if no else [Variant("")])
+            return _merge(out)
+        raise ValueError(f"unsupported regex construct {op}")
+
+
+def _in_source(items) -> str:
+    parts = []
+    negate = ""
+    for op, av in items:
+        if op is C.NEGATE:
+            negate = "^"
+        elif op is C.LITERAL:
+            parts.append(f"\\U{av:08x}")
+        elif op is C.RANGE:
+            parts.append(f"\\U{av[0]:08x}-\\U{av[1]:08x}")
+        elif op is C.CATEGORY and av in _CATEGORY:
+            parts.append(_CATEGORY[av])
+        else:
+            raise ValueError(f"unsupported character-class item {op} {av}")
+    return "[" + negate + "".join(parts) + "]"
