@@ -186,14 +186,8 @@ class _Columns:
         self._add_general(message)
 
     def _add_general(self, message) -> None:
-        if type(message) is not dict:  # not a message a template makes; kept whole rather than dropped
-            self.role.append(None)
-            self.reasoning.append(None)
-            self.content.append(None)
-            self.extra.append(_EXTRA_JSON({"message": message}))
-            self.error.append(None)
-            self.calls_valid.append(False)
-            self.offsets.append(self.offsets[-1])
+        if type(message) is not dict:  # never from a parser; reported, not guessed at
+            self.fail(TypeError(f"the parser returned a {type(message).__name__}, not a message dict"))
             return
         extra = None
         texts = []
@@ -456,9 +450,6 @@ def to_messages(parsed, *, column_prefix: str = "") -> list:
             out.append(cols["error"][i])
             continue
         extra = json.loads(cols["extra"][i]) if cols["extra"][i] is not None else {}
-        if "message" in extra and len(extra) == 1 and all(cols[k][i] is None for k in (*_TEXT_KEYS, "tool_calls")):
-            out.append(extra["message"])
-            continue
         msg: dict = {}
         for k in (*_TEXT_KEYS, "tool_calls"):
             v = cols[k][i]

@@ -340,7 +340,7 @@ def _same_columns(out, columns) -> None:
 def test_ray_data_is_parse_batch(big_rows):
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'chatparse[ray]')")
     pytest.importorskip("ray.data", reason="ray.data is not installed (pip install 'ray[data]')")
-    from chatparse.integrations.ray import ParseBatches
+    from chatparse.integrations.ray import ParseBatches, parse_dataset
 
     table, columns = big_rows
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -352,6 +352,9 @@ def test_ray_data_is_parse_batch(big_rows):
                                                                                         prefix_column="prompt"),
                                 batch_format="pyarrow", batch_size=5000, concurrency=2)
         out = pa.concat_tables(ray.get(parsed.to_arrow_refs())).sort_by("id")
+        # parse_dataset: the same call, made for you
+        few = parse_dataset(ray.data.from_arrow(table.slice(0, 3000)), "qwen3", prefix_column="prompt", concurrency=1)
+        few = pa.concat_tables(ray.get(few.to_arrow_refs())).sort_by("id")
         # the README's example, in the same local cluster (it does not start one itself)
         code, expected_out = _readme_example("## Parsing datasets")
         printed = io.StringIO()
@@ -363,6 +366,7 @@ def test_ray_data_is_parse_batch(big_rows):
     assert out.column_names == ["id", "prompt", "text", *MESSAGE_SCHEMA.names]
     assert out.column("id").to_pylist() == list(range(BIG))
     _same_columns(out, columns)
+    _same_columns(few, columns.slice(0, 3000))
 
 
 def _readme_example(heading: str) -> tuple[str, str]:
