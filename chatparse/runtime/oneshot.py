@@ -71,7 +71,7 @@ class WholeTextScanner(Scanner):
         self.push(text)
         self.budget, self.deadline = _limits(len(text))
         plan = plan_for(tables)
-        self.watched = {id(mode): entry[4] for mode, entry in zip(tables.modes, plan.modes)}
+        self.watched = {id(mode): entry.watched for mode, entry in zip(tables.modes, plan.modes)}
 
     def decide(self, eos: bool):
         mode = self.mode
@@ -120,7 +120,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     output = fresh_output(tables)
     current, opened, captures = implicit, False, {}
     budget, deadline = _limits(n)
-    modes = plan.ascii_modes if text.isascii() else plan.modes
+    modes = plan.ascii_mode_tuples if text.isascii() else plan.mode_tuples  # (`ModePlan`s, as plain tuples)
     first_re, start0, wide, single, watched, keyed = modes[0]
     mi = pos = scan = 0
     stalled = False
@@ -230,7 +230,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
 
 
 def _decide_at(watched: list, text: str, p: int):
-    """The delimiter starting at `p` among a mode's `watched` patterns (`oneshot_plan.Plan`):
+    """The delimiter starting at `p` among a mode's `watched` patterns (`oneshot_plan.Watched`):
     ``(p, end, pattern index, match or None)``, or None. Literal patterns are decided by ``str.startswith``,
     others by `regex` after their literal-prefix test (with a timeout where they could backtrack badly and
     no bound keeps the call short: `_Fallback` to the automaton when it runs out); among matches, the
@@ -256,7 +256,7 @@ def _decide_at(watched: list, text: str, p: int):
 
 
 def _match_at(rx, risky, text: str, p: int):
-    """`rx`'s match at `p` or None, with the care its `risky` (`oneshot_plan.Plan`) asks for."""
+    """`rx`'s match at `p` or None, with the care its `risky` (`oneshot_plan.Risk`) asks for."""
     if type(risky) is WindowTwin:
         # the call may stop right after the (k+1)-th c (`stops_within`): only that span needs to be ASCII
         stop = risky.test.match(text, p, p + BOUNDED_SPAN)

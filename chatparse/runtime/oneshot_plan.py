@@ -11,6 +11,7 @@ alternatives (runtime/re_compat.py). runtime/oneshot.py runs the parse.
 from __future__ import annotations
 
 import re
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 from .backtrack import backtracking_risk, match_bound, span_test
 from .literals import literal_pieces, literal_prefixes, top_alternatives
@@ -20,21 +21,63 @@ from .tables import _prefilter, whitespace_closure
 
 LEAN_PREFILTER_DEPTH = 8  # characters the one-shot prefilters look ahead (streaming uses 3)
 
+#: How a watched pattern's `regex` calls are made (`oneshot._match_at`): False, a plain ``rx.match``; True, with
+#: a timeout (the pattern can backtrack badly); a `backtrack.span_test` pattern, no timeout where the span that
+#: test bounds is short (else with a timeout); a `WindowTwin`, its `re` twin where that span is ASCII. Kept as
+#: these plain values (not a class) because the hot path tests ``risky is False`` / ``if risky`` per candidate.
+Risk = Union[bool, "re.Pattern", "WindowTwin"]
+
+
+# Two records are read once per candidate start on the hot path, so they stay plain tuples (CPython unpacks an
+# exact tuple in one specialised step and a NamedTuple, a tuple subclass, through its iterator: about twice the
+# time, +1-4% on a short one-shot parse). Their layouts, in order:
+#: One pattern a mode watches, as `oneshot._decide_at` tries it at a candidate start: ``(pi, rx, risky, rank,
+#: pieces, prefixes)``: the pattern index; its compiled `regex`; its `Risk`; its tie rank ((0 for an open, 1 for
+#: a close; the field's name): the reference's order for equal-length matches at one start); the literal strings
+#: the pattern is (`literals.literal_pieces`) or None; when it is not a literal, the literals every match starts
+#: with (`literals.literal_prefixes`) or None.
+Watched = tuple
+#: `_keyed`'s entry for a literal the candidate search finds, the one pattern that can match there: ``(pi, rx,
+#: risky, read)``: the pattern index; the compiled pattern (or its `re` twin) to run at the literal, None when
+#: the literal is the match; its `Risk`; its capture reader (match -> named groups), None for a literal.
+Keyed = tuple
+
+
+class ModePlan(NamedTuple):
+    """How the lean path finds and decides delimiters in one mode (`Plan.modes` / `Plan.ascii_modes`)."""
+
+    finder: Any  # the candidate search (``.search(text, i)``): a `re` alternation, a prefilter or `_NOWHERE`
+    start0: bool  # offset 0 is a candidate of its own (`^` may hold there)
+    wide: Optional["WideFinder"]  # whitespace-led mode: its candidate finder (and automaton), else None
+    # the one literal every match starts with (a str; the lean path then reads `finder` only for a wide mode),
+    # or a (literal, pattern index, length) triple when that literal is the mode's only delimiter, or None
+    single: Union[None, str, tuple]
+    watched: list  # of `Watched` tuples
+    keyed: Optional[dict]  # `_keyed`'s table (literal -> `Keyed` tuple) or None
+
+
+class LeanPlan(NamedTuple):
+    """The rest `oneshot._parse_lean` reads of a template."""
+
+    usable: bool  # every mode has a prefilter (else the lean path is not used)
+    stores: list  # per field: its store (`parser.stores_for`)
+    implicit: Optional[int]  # the implicit field's index
+    opens: list  # per pattern: whether it opens its field
+    pat_field: list  # per pattern: its field's index
+    read_captures: list  # per pattern: its capture reader
+
+
 class Plan:
     """What the lean path needs of a template, computed once per loaded tables (`plan_for`).
 
-    ``modes[m]``: (candidate regex; whether offset 0 is a candidate of its own; a `WideFinder` if the mode is
-    whitespace-led, else None; the one literal every match in the mode starts with, as a (literal, pattern
-    index, length) triple when that literal is the mode's only delimiter, or None; the watched patterns as
-    ``(pattern index, compiled regex, risky, rank, literal pieces or None, literal prefixes or None)``;
-    `_keyed`'s table or None). ``ascii_modes``: the same with `_keyed`'s table for ASCII text. risky is
-    False, True (`regex` calls get a timeout) or a `backtrack.span_test` (no timeout where the span it
-    bounds is short); rank is (0 for an open and 1 for a close, then the field's name): the reference's tie
-    order for matches of equal length at one start. ``lean``: the rest `oneshot._parse_lean` reads, in the
-    order it unpacks them (usable; the fields' stores; the implicit field; per pattern: whether it opens, its
-    field, its capture reader)."""
+    ``modes[m]``: the `ModePlan` of mode m; ``ascii_modes``: the same with `_keyed`'s table for ASCII text.
+    ``lean``: the `LeanPlan`. ``captures``: per pattern, its capture reader (match -> named groups).
 
-    __slots__ = ("usable", "modes", "ascii_modes", "captures", "lean")
+    ``mode_tuples`` / ``ascii_mode_tuples``: the same `ModePlan`s as plain tuples, which `oneshot._parse_lean`
+    unpacks at every delimiter (an exact tuple unpacks in half the time of a NamedTuple; see `Watched`).
+    `Watched` and `Keyed` records are plain tuples for the same reason."""
+
+    __slots__ = ("usable", "modes", "ascii_modes", "mode_tuples", "ascii_mode_tuples", "captures", "lean")
 
     def __init__(self, tables):
         risky = [backtracking_risk(p.source) and _bounded(p.source) for p in tables.patterns]
@@ -49,13 +92,13 @@ class Plan:
                 pat = tables.patterns[pi]
                 rank = (0 if pat.kind == "open" else 1, names[pat.field])
                 pieces = literal_pieces(pat.source)
-                watched.append((pi, pat.rx, risky[pi], rank, pieces,
+                watched.append((pi, pat.rx, risky[pi], rank, pieces,  # a `Watched`
                                 literal_prefixes(pat.source) if pieces is None else None))
             # Candidates: when every match starts with one of a few literals, exactly where one occurs (one
             # literal: `str.find`; several: a `re` alternation of them, which scans faster than several finds);
             # else the deeper prefilter; whitespace-led modes use their `WideFinder`.
             finder = single = keyed = ascii_keyed = None  # (the lean path reads `finder` only if `single` is None)
-            starts = [w[4] if w[4] is not None else w[5] for w in watched]
+            starts = [pieces if pieces is not None else prefixes for _, _, _, _, pieces, prefixes in watched]
             # offset 0 is a candidate of its own (`^` may hold there) unless every match starts with a literal,
             # which the search finds at offset 0 as anywhere else
             start0 = bool(mode.start0) and not (watched and all(starts))
@@ -65,9 +108,10 @@ class Plan:
                 starts = list(dict.fromkeys(x for st in starts for x in st))
                 if len(starts) == 1:
                     single = starts[0]
-                    if len(watched) == 1 and watched[0][4] == (single,):
+                    pi, _, _, _, pieces, _ = watched[0]
+                    if len(watched) == 1 and pieces == (single,):
                         # the mode's one delimiter is this literal: where it occurs, it is the delimiter
-                        single = (single, watched[0][0], len(single))
+                        single = (single, pi, len(single))
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
                     if not mode.wchars:
@@ -75,10 +119,13 @@ class Plan:
             else:
                 finder = _deep_prefilter(tables, mode)
             wide = WideFinder(tables, mode) if mode.wchars else None
-            self.modes.append((finder, start0, wide, single, watched, keyed))
-            self.ascii_modes.append((finder, start0, wide, single, watched, ascii_keyed))
-        self.lean = (self.usable, stores_for(tables), tables.implicit, [p.kind == "open" for p in tables.patterns],
-                     [p.field for p in tables.patterns], self.captures)
+            self.modes.append(ModePlan(finder, start0, wide, single, watched, keyed))
+            self.ascii_modes.append(ModePlan(finder, start0, wide, single, watched, ascii_keyed))
+        self.mode_tuples = [tuple(m) for m in self.modes]
+        self.ascii_mode_tuples = [tuple(m) for m in self.ascii_modes]
+        self.lean = LeanPlan(self.usable, stores_for(tables), tables.implicit,
+                             [p.kind == "open" for p in tables.patterns], [p.field for p in tables.patterns],
+                             self.captures)
 
 
 class _Nowhere:
@@ -100,8 +147,8 @@ def _bounded(source: str):
 
 def _keyed(watched: list, patterns: list, readers: list) -> tuple:
     """For a mode whose every delimiter match starts with one of a few literals: two tables, literal ->
-    (pattern index, compiled pattern and risk or None, None for a pattern that is that literal, capture
-    reader), when no literal is a prefix of another and no two patterns share one; (None, None) otherwise.
+    `Keyed` (pattern index; compiled pattern, risk and capture reader, or None for a pattern that is that
+    literal), when no literal is a prefix of another and no two patterns share one; (None, None) otherwise.
 
     Then the literal the candidate search found at an offset is the only one there, so at most one pattern
     can match there, and of it only the top-level alternative that starts with that literal: a literal

@@ -46,6 +46,15 @@ from .token_tables import attempt_record
 
 __all__ = ["TokenStreams", "StepEvents"]
 
+# The kinds of `_Rows` rows (``info[row][0]``), see `_Rows`: plain module-level strings (not an Enum), so the
+# hot paths pay no attribute lookup.
+ROW_QUIET = "Q"  # Q(m): quiet in mode m, its region open (the parser's fast state)
+ROW_NONE = "NONE"  # the stream needs the character engine for its next token
+ROW_PENDING = "P"  # P(m, S, held): undecided, match-free attempts holding `held`
+ROW_HELD = "H"  # H(m, S, held, hb): the decoder holds the bytes of a character split across tokens
+ROW_MATCH = "M"  # M(m, records, held): attempts that recorded a match the core must wait on
+ROW_FRESH = "F"  # F(m, prefix, held): a stream whose parser has been fed nothing yet
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Many streams
@@ -103,7 +112,7 @@ class _Rows:
         for m in range(tt.n_modes):
             first[m * V:(m + 1) * V][base[m] == 1] = m * V
         self.next = first  # entries are row offsets (row * V): a gather gives the next offsets
-        self.info: list = [("Q", m, (), "", b"") for m in range(tt.n_modes)] + [("NONE", -1, (), "", b"")]
+        self.info: list = [(ROW_QUIET, m, (), "", b"") for m in range(tt.n_modes)] + [(ROW_NONE, -1, (), "", b"")]
         self.keys: dict = {}
         self.n_held = 0  # H rows made so far
         self.n_fresh = 0  # F rows made so far
@@ -131,22 +140,22 @@ class _Rows:
 
     def pending_row(self, mode: int, S: tuple, held: str) -> int:
         """The row of P(mode, S, held), created on first use (NONE when there are too many)."""
-        return self._row(("P", mode, S, held, b""))
+        return self._row((ROW_PENDING, mode, S, held, b""))
 
     def held_row(self, mode: int, S: tuple, held: str, hb: bytes) -> int:
         """The row of H(mode, S, held, hb), created on first use (NONE when there are too many). Its
         transitions are learned; until then every token from it goes to Python."""
-        return self._row(("H", mode, S, held, hb))
+        return self._row((ROW_HELD, mode, S, held, hb))
 
     def fresh_row(self, mode: int, prefix: str, held: str) -> int:
         """The row of F(mode, prefix, held), created on first use (NONE when there are too many)."""
-        return self._row(("F", mode, prefix, held, b""))
+        return self._row((ROW_FRESH, mode, prefix, held, b""))
 
     def match_row(self, mode: int, held: str, records: tuple) -> int:
         """The row of M(mode, held, records), created on first use (NONE when there are too many): the parser's
         core holds `held` with the attempts `records` (`attempt_record`), a match among them that it must
         wait on (qwen3's ``\\n</think>\\n\\n``, where more whitespace could follow)."""
-        return self._row(("M", mode, records, held, b""))
+        return self._row((ROW_MATCH, mode, records, held, b""))
 
     def _row(self, info: tuple) -> int:
         """The row whose `info` this is, created on first use; NONE when there are too many rows (or H rows, or
@@ -163,8 +172,8 @@ class _Rows:
             r = self.keys.get(info)
             if r is not None:
                 return r
-            is_held = kind == "H"
-            is_fresh = kind == "F"
+            is_held = kind == ROW_HELD
+            is_fresh = kind == ROW_FRESH
             if (len(self.info) >= self.MAX_ROWS or is_held and self.n_held >= self.MAX_HELD_ROWS
                     or is_fresh and self.n_fresh >= self.MAX_FRESH_ROWS):
                 return self.none
@@ -173,7 +182,7 @@ class _Rows:
             r = len(self.info)
             V = self.V
             row = self._store[r * V:(r + 1) * V]
-            if kind == "P":
+            if kind == ROW_PENDING:
                 kill = np.array(self.tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
                 inert = self.tt.flat[mode * V:(mode + 1) * V].astype(bool)
                 row[:] = np.where(inert & kill[self.first_cls], mode * V, -1)
@@ -282,7 +291,7 @@ class StepEvents(Sequence):
             new = int(self._new[b]) // V
             if new != old:  # the old row's held text and the token's text, less what the new row holds
                 kind, _, _, held, hb = info[old]
-                if kind == "F":  # (to another F row: none)
+                if kind == ROW_FRESH:  # (to another F row: none)
                     return [dict(e) for e in o._R.fresh_events.get((old, i), ())]
                 if hb or text is None:
                     text = utf_8_decode(hb + o._tok_bytes[i], "replace", False)[0]
@@ -338,7 +347,7 @@ class TokenStreams:
         rows = [self._start_row(p) for p in self.parsers]
         # Streams whose parser has been fed nothing: their F row when the parser's deferred tokens begin (at
         # `_since`), replayed by `_replay_fresh`; None once the parser has run.
-        self._frow = [r if self._R.info[r][0] == "F" else None for r in rows]
+        self._frow = [r if self._R.info[r][0] == ROW_FRESH else None for r in rows]
         # Streams whose parser has run on exactly the text of this F row and handed out nothing (so that the
         # transitions of F rows are all learned by the first streams, not one more per generation of streams)
         self._fseen: list = [None] * n
@@ -469,7 +478,7 @@ class TokenStreams:
             i = int(ids[b])
             prev = int(old[b]) // V
             fresh = self._fseen[b] if self._since[b] == r else None  # (else tables took it on since)
-            if info[prev][0] == "F":
+            if info[prev][0] == ROW_FRESH:
                 fresh = prev
             if prev >= p_first:
                 known = self._without_parser(prev, i)
@@ -512,7 +521,7 @@ class TokenStreams:
         ``"</"`` and ``"think"`` after ``"\\n"`` before ``\\s*</think>``, and split emoji after a space."""
         R = self._R
         kind, m, S, held, hb = R.info[row]
-        if kind == "M" or kind == "F":  # a match waited on, a parser not run yet: only the parser goes on
+        if kind == ROW_MATCH or kind == ROW_FRESH:  # a match waited on, a parser not run yet: only the parser goes on
             return None
         text = self._tok_text[i]
         if text is not None and not hb:
@@ -554,13 +563,13 @@ class TokenStreams:
         if prev < self._nm:
             if text:
                 self._learn(prev, i, text, nr)
-            elif text is None and info[nr][0] == "H":
+            elif text is None and info[nr][0] == ROW_HELD:
                 self._learn_split(prev, i, nr)
         elif prev > self._none:
             kind = info[prev][0]
-            if kind == "H":
+            if kind == ROW_HELD:
                 self._learn_held(prev, i, nr)
-            elif (pure_hold and text and kind in "PM" and info[nr][0] == "M"
+            elif (pure_hold and text and (kind == ROW_PENDING or kind == ROW_MATCH) and info[nr][0] == ROW_MATCH
                   and info[nr][3] == info[prev][3] + text):
                 self._R.learn(prev, i, nr)
 
@@ -583,7 +592,7 @@ class TokenStreams:
                 return None
             R.learn(prev, i, to)
             return to
-        if (R.info[nr][0] in "QP" and len(R.fresh_events) < R.MAX_FRESH_EVENTS
+        if (R.info[nr][0] in (ROW_QUIET, ROW_PENDING) and len(R.fresh_events) < R.MAX_FRESH_EVENTS
                 and all(e["type"] != "region_close" for e in events)):
             R.fresh_events[(prev, i)] = [dict(e) for e in events]
             R.learn(prev, i, nr)
@@ -599,7 +608,7 @@ class TokenStreams:
         eff = self._tt.transition(mode, (), text)
         if eff is None:
             return
-        if kind == "Q" if not eff else (kind == "P" and held == text[len(text) - len(held):] and tuple(
+        if kind == ROW_QUIET if not eff else (kind == ROW_PENDING and held == text[len(text) - len(held):] and tuple(
                 (len(text) - off, st) for _, off, st in eff) == S):
             self._R.learn(mode, i, nr)
 
@@ -629,7 +638,7 @@ class TokenStreams:
         data = hb + self._tok_bytes[i]
         text, k = utf_8_decode(data, "replace", False)
         if k == 0:
-            if self._R.info[nr] == ("H", m, S, held, data):
+            if self._R.info[nr] == (ROW_HELD, m, S, held, data):
                 self._R.learn(row, i, nr)
         elif (nr == m and k == len(data) and text
               and self._tt.transition(m, tuple([st for _, st in S]), text) == ()):
@@ -672,13 +681,13 @@ class TokenStreams:
         self._frow[b] = None
         text = info[row][3]
         at = s0
-        while at < r and info[row][0] == "F":
+        while at < r and info[row][0] == ROW_FRESH:
             for i in self._buf[at:min(r, at + 16), b].tolist():  # (F rows hold a few tokens: read a few ids)
                 at += 1
                 if i >= 0:
                     text = info[row][3] + self._tok_text[i]  # (F transitions are learned for such tokens only)
                     row = int(nxt[row * V + i]) // V
-                    if info[row][0] != "F":
+                    if info[row][0] != ROW_FRESH:
                         break
         if text:
             self.parsers[b]._feed_text(text)  # (its decoder stays clean: these tokens' texts are complete)
@@ -692,22 +701,22 @@ class TokenStreams:
         if text:
             p._tail.append(text)  # the core gets it with the parser's other deferred text, on its next sync
         kind, m, S, held, _ = self._R.info[row]
-        if kind == "NONE":  # only inactive steps (id -1, no text) were deferred: the parser is up to date
+        if kind == ROW_NONE:  # only inactive steps (id -1, no text) were deferred: the parser is up to date
             return
-        if kind == "M":  # the core takes the held text with its attempts when it next runs
+        if kind == ROW_MATCH:  # the core takes the held text with its attempts when it next runs
             p._hold_at_end(held, S)
             return
         p._mheld = None
         p._mode = m
         p._lazy_ok = True
-        if kind == "Q":
+        if kind == ROW_QUIET:
             p._pend = None
             p._tab = p._fast[m]
             p._lrow = self._tt.lazy_row(m, ())
             return
         p._pend = (S, held) if S else None
         p._tab = p._never
-        p._lrow = self._tt.lazy_row(m, S) if kind == "P" else None
+        p._lrow = self._tt.lazy_row(m, S) if kind == ROW_PENDING else None
 
     def _catch_up_all(self, r: int) -> None:
         """`_catch_up` for every open stream at once (one gather of the texts of the whole buffer). Each stream's
@@ -745,7 +754,7 @@ class TokenStreams:
         rows = None
         for b in streams:
             self._since[b] = self._replay_fresh(b, self._since[b], r)
-            if self._R.info[self._row_now(b)][0] == "F":
+            if self._R.info[self._row_now(b)][0] == ROW_FRESH:
                 if rows is None:
                     rows = self._rowoff.copy()
                 rows[b] = self._row_of(self.parsers[b]) * self._size
