@@ -337,9 +337,21 @@ def _same_columns(out, columns) -> None:
             assert a == b, f"row {i}"
 
 
-def test_ray_data_is_parse_batch(big_rows):
+@pytest.fixture(scope="module")
+def ray_module():
+    """ray, or a skip saying why (before `big_rows` is built: these fixtures come first in the tests)."""
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'chatparse[ray]')")
     pytest.importorskip("ray.data", reason="ray.data is not installed (pip install 'ray[data]')")
+    return ray
+
+
+@pytest.fixture(scope="module")
+def datasets_module():
+    return pytest.importorskip("datasets", reason="datasets is not installed (pip install 'chatparse[datasets]')")
+
+
+def test_ray_data_is_parse_batch(ray_module, big_rows):
+    ray = ray_module
     from chatparse.integrations.ray import ParseBatches, parse_dataset
 
     table, columns = big_rows
@@ -378,8 +390,8 @@ def _readme_example(heading: str) -> tuple[str, str]:
     return m.group(1), m.group(2)
 
 
-def test_datasets_map_is_parse_batch(big_rows):
-    datasets = pytest.importorskip("datasets", reason="datasets is not installed (pip install 'chatparse[datasets]')")
+def test_datasets_map_is_parse_batch(datasets_module, big_rows):
+    datasets = datasets_module
     from chatparse.integrations.ray import ParseBatches
 
     table, columns = big_rows
