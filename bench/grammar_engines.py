@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -89,11 +90,42 @@ def accepts(grammar_text: str, text: str, vocab_size: int = 4096) -> tuple[bool,
     return True, ""
 
 
+_META = re.compile(r"(?:\\.|[^\\()\[\]?*+{}|^$.])+")
+
+
+def hint_pieces(template: dict, tools: list | None) -> list[str]:
+    """The template's literal pieces (delimiter literals, the literal runs of its delimiter and tag patterns),
+    the tools' names and parameter names, and JSON punctuation: what `sample` tries to write whole, so that
+    a uniform sampler reaches structure (a tool call) within a few hundred tokens."""
+    pieces: list[str] = ['{"', '"', '":', '": ', ', "', '}', '}}', ']', '[', '[{', '{', ',', ' ', '\n', '0', '1',
+                         'true', '"name"', '"arguments"', '"parameters"', 'name', 'arguments', '</']
+
+    def walk(v):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k in ("open", "close"):
+                    pieces.extend([x] if isinstance(x, str) else x)
+                elif k in ("open_pattern", "close_pattern", "tag_pattern"):
+                    for run in _META.findall(x):
+                        pieces.append(re.sub(r"\\(.)", r"\1", run))
+                else:
+                    walk(x)
+
+    walk(template.get("fields", {}))
+    for t in tools or []:
+        fn = t.get("function", t)
+        pieces.append(fn["name"])
+        pieces.extend((fn.get("parameters") or {}).get("properties") or {})
+    return [p for p in dict.fromkeys(pieces) if p]
+
+
 def sample(grammar_text: str, rng: random.Random, *, max_tokens: int = 400, end_bias: float = 0.0,
+           pieces: list[str] | None = None, piece_rate: float = 0.3,
            vocab_size: int = 4096) -> tuple[str, bool]:
-    """One generation under the grammar's token mask: uniform over the allowed tokens; from `end_bias` on,
-    EOS is taken whenever allowed with growing probability. Returns (text, ended with EOS)."""
-    import llguidance.numpy  # noqa: F401
+    """One generation under the grammar's token mask: uniform over the allowed tokens; with `piece_rate`,
+    one of `pieces` is tokenized and as many of its tokens as the matcher accepts are taken (each one an
+    allowed token). EOS, when allowed, is taken with a probability that grows with the length (plus
+    `end_bias`). Returns (text, ended with EOS)."""
     import numpy as np
     from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
 
@@ -102,14 +134,21 @@ def sample(grammar_text: str, rng: random.Random, *, max_tokens: int = 400, end_
     eos = tok.token_to_id(EOS)
     m = ll_matcher(grammar_text, vocab_size)
     mask = allocate_token_bitmask(1, ll_tokenizer(vocab_size).vocab_size)
+    encoded = [tok.encode(p).ids for p in pieces or []]
     out: list[int] = []
-    for step in range(max_tokens):
+    while len(out) < max_tokens:
+        if encoded and rng.random() < piece_rate:
+            ids = encoded[rng.randrange(len(encoded))][: max_tokens - len(out)]
+            k = m.try_consume_tokens(ids)
+            if k > 0:
+                out.extend(ids[:k])
+                continue
         fill_next_token_bitmask(m, mask, 0)
         bits = np.unpackbits(mask[0].view(np.uint8), bitorder="little")[:n]
         allowed = np.nonzero(bits)[0]
         if len(allowed) == 0:
             raise AssertionError(f"no token allowed after {tok.decode(out)!r}: {m.get_error()}")
-        p_end = min(1.0, step / max_tokens * 2 + end_bias)
+        p_end = min(1.0, len(out) / max_tokens + end_bias)
         if bits[eos] and (len(allowed) == 1 or rng.random() < p_end):
             return tok.decode(out), True
         choices = allowed[allowed != eos]

@@ -51,6 +51,16 @@ class CompiledTemplate(RuntimeTemplate):
             raise ValueError(f"parse_batch got {len(prefixes)} prefixes for {len(texts)} texts")
         return [self.parse(t, prefix=p, tools=tools) for t, p in zip(texts, prefixes)]
 
+    def grammar(self, tools=None, *, tool_choice="auto", format="lark", prefix=None):
+        """This template's outputs as a constrained-decoding grammar (`chatparse.compiler.grammar.export`):
+        ``format="lark"`` (llguidance) or ``"structural_tag"`` (xgrammar, as vLLM passes it); tool calls
+        limited to ``tools`` and their JSON Schemas, ``tool_choice`` "none"/"auto"/"required"/a tool name;
+        ``prefix`` (the prompt) sets the region the output starts in. Returns an `ExportedGrammar`
+        (``.text``, ``.approximated``)."""
+        from .compiler.grammar import export
+
+        return export(self, tools, tool_choice=tool_choice, format=format, prefix=prefix)
+
     def __reduce__(self):
         """Pickle through the table format (small, no code objects, validated on load)."""
         from .compiler.writer import compiled_reduce

@@ -34,6 +34,7 @@ from typing import Any
 import regex
 
 from . import regex_lark as rl
+from . import schema_guard as sg
 
 ANY = "(?s:.*)"
 WS_RX = "[ \\t\\n\\r]+"  # what json.loads skips around a value
@@ -209,9 +210,10 @@ def _nest(paths: dict) -> dict:
         props[head][path[1:]] = schema
     schemas = {k: _nest(props[k]) for k in order}
     if 1 < len(order) <= 3:  # llguidance fixes the order of properties: offer every order
-        return {"anyOf": [{"type": "object", "properties": {k: schemas[k] for k in perm}, "required": list(perm)}
+        return {"anyOf": [{"type": "object", "properties": {k: schemas[k] for k in perm}, "required": list(perm),
+                           "additionalProperties": False}
                           for perm in itertools.permutations(order)]}
-    return {"type": "object", "properties": schemas, "required": order}
+    return {"type": "object", "properties": schemas, "required": order, "additionalProperties": False}
 
 
 def call_schema(env: Envelope, tool: Tool) -> dict:
@@ -425,6 +427,7 @@ class _Lark:
                 self.note(f["name"], "body", json.dumps(f["content_args"]),
                           "unquoted keys / custom string delimiters are not generated: the body is strict JSON, "
                           "which the parser also reads")
+            schema = self.guarded(f, schema, self.close_cores(f))
             body = f"%json {json.dumps(schema)}"
         elif f["content"] == "xml-inline":
             body = self.xml_body(fi, f, tool, ti)
@@ -435,12 +438,39 @@ class _Lark:
         self.rules[name] = f"{ws}? {body} {ws}? {self.close_tail(f, s)}".strip()
         return name
 
+    def close_cores(self, f: dict) -> list[str]:
+        d = f["close"]
+        if d is None:
+            return []
+        cores = sg.literal_cores(d.get("pattern"), d.get("literals"))
+        if cores is None:
+            self.note(f["name"], "body", _src(d), "no literal found in the closer: strings in the body are not "
+                      "kept from spelling it")
+            return []
+        return cores
+
+    def guarded(self, f: dict, schema: Any, cores: list[str]) -> Any:
+        """`schema` whose strings (and open keys) cannot spell any of `cores` (see `schema_guard`)."""
+        if not cores:
+            return schema
+        pieces = sg.fit(cores)
+        if pieces != cores:
+            self.note(f["name"], "body", json.dumps(cores), f"strings in the body may not hold {pieces!r} "
+                      "(pieces of what the closer must contain): a subset", kind="subset")
+        out, notes = sg.guard(schema, sg.avoid_regex(pieces))
+        for n in notes:
+            self.note(f["name"], "body", "", n)
+        if any(not c.strip() for c in pieces):
+            # the closer can match between JSON tokens (e.g. a newline): no newlines there
+            out["x-guidance"] = {"whitespace_pattern": "[ \\t]+"}
+            self.note(f["name"], "body", json.dumps(pieces), "JSON whitespace is limited to spaces and tabs "
+                      "(the closer can begin in it): a subset", kind="subset")
+        return out
+
     def close_tail(self, f: dict, s: str, lead: str = "") -> str:
         """A structured body's closer and what follows it; optional (the end of the output closes it too)."""
         closes = []
         if f["close"] is not None:
-            self.note(f["name"], "body", _src(f["close"]),
-                      "a string inside the body may spell the closer, which would cut the body there")
             for v in self.delim(f, "close").variants:
                 closes.extend(self.after_close(s, v, f"/{lead}{v.regex}/"))
         return f"({' | '.join(closes)})?" if closes else ""
@@ -478,7 +508,9 @@ class _Lark:
                     val = f"({val}) & ~/{_JSON_NONSTRING}/"
                 return self.term("PARAM", f"/{WS_OPT}{before}/ ({val}) /{after}/")
             pb, pa = self.term("PB", f"/{WS_OPT}{before}/"), self.term("PA", f"/{after}/")
-            return f"{pb} {ws}? %json {json.dumps(schema)} {ws}? {pa}"
+            after_src = tag.split("(?P<value>.*?)")
+            cores = self.close_cores(f) + (sg.literal_cores(after_src[1], None) or [] if len(after_src) == 2 else [])
+            return f"{pb} {ws}? %json {json.dumps(self.guarded(f, schema, cores))} {ws}? {pa}"
 
         # Whitespace between parameters is part of each parameter's lexeme: a separate whitespace lexeme
         # next to a closer that begins with whitespace would make the engines' greedy lexers commit to the
