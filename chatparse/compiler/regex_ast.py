@@ -17,9 +17,10 @@ AST nodes are tuples:
 A pattern is *exact* when its AST says everything about where a match starts and ends (leftmost-first, lazy
 and greedy quantifiers included): the tables then decide it alone. Anything else - lookarounds (other than a
 trailing positive lookahead), backreferences, word boundaries, atomic groups, possessive quantifiers,
-conditionals, ``$``/``\\Z`` before the end, MULTILINE - makes it *regex-decided*: the AST is then a
-superset approximation (assertions become empty, a trailing lookahead is consumed, a backreference becomes a
-copy of its group) used only to know where a match could start and when it can no longer grow; the exact
+conditionals, ``$``/``\\Z`` before the end, MULTILINE, a counted repetition too large to expand
+(`COUNT_LIMIT`) - makes it *regex-decided*: the AST is then a superset approximation (assertions become
+empty, a trailing lookahead is consumed, a backreference becomes a copy of its group, ``x{m,n}`` becomes
+``x+`` or ``x*``) used only to know where a match could start and when it can no longer grow; the exact
 match is taken from `regex` on that short span, with `history` characters before it and `horizon`
 characters after the approximation's last possible end.
 """
@@ -34,6 +35,10 @@ from dataclasses import dataclass, field
 from .charsets import MAX_CP, class_ranges, complement, literal_ranges
 
 ALL = ((0, MAX_CP),)
+
+# A counted repetition whose expansion would exceed this many NFA states (body states times the larger
+# count) is not expanded: see `_node`. Small counts ({1,2}, {3}, x{0,8}) stay exact.
+COUNT_LIMIT = 64
 
 _CATEGORY_SOURCE = {
     C.CATEGORY_DIGIT: r"\d",
@@ -71,6 +76,19 @@ class Analysis:
         self.history = max(self.history, history)
         if self.horizon is not None:
             self.horizon = None if horizon is None else max(self.horizon, horizon)
+
+
+def _size(node) -> int:
+    """About how many NFA states `node` expands to (`nfa.build_nfa`), counted repeats expanded."""
+    kind = node[0]
+    if kind == "set":
+        return 1
+    if kind in ("seq", "alt"):
+        return sum(_size(c) for c in node[1]) + (kind == "alt")
+    if kind == "rep":
+        _, lo, hi, _, body = node
+        return _size(body) * max(lo, hi or 0, 1) + 1
+    return 1
 
 
 def literal_ast(literals: list[str]) -> tuple:
@@ -173,7 +191,16 @@ def _node(op, av, flags: int, an: Analysis, tail: bool) -> tuple:
         lo, hi, p = av
         if op is C.POSSESSIVE_REPEAT:
             an.need_regex("possessive quantifier")
-        return ("rep", lo, None if hi >= C.MAXREPEAT else hi, op is not C.MIN_REPEAT, _convert(p, flags, an, False))
+        body = _convert(p, flags, an, False)
+        hi = None if hi >= C.MAXREPEAT else hi
+        if _size(body) * max(lo, hi or 0) > COUNT_LIMIT:
+            # Expanded, x{2000} is 2000 automaton states, and text such as "aaaa..." keeps an attempt alive
+            # in each of them at once. The tables step the superset x+ (x* when lo == 0) instead, and `regex`
+            # decides the real match on the attempt's short span (the runtime bounds that span by the
+            # pattern's maximum width, `runtime/tables.py` `_max_width`).
+            an.need_regex("large counted repetition")
+            return ("rep", min(lo, 1), None, True, body)
+        return ("rep", lo, hi, op is not C.MIN_REPEAT, body)
     if op is C.ATOMIC_GROUP:
         an.need_regex("atomic group")
         return _convert(av, flags, an, tail)

@@ -163,14 +163,17 @@ class Scanner:
         n = self.end - base
         can_start = mode.can_start
         guards = mode.guards
+        cap = mode.cap
         while i < n:
             if len(attempts) == 1 and attempts[0].fin < 0:
                 # One live attempt: cross whole literals and self-loops in C, then step plain characters
                 # in a tight loop until one could start an attempt, accept, decide or kill this one.
                 a = attempts[0]
                 st = a.state
-                while i < n:
-                    if jump[st] is not None or loop[st] is not None:
+                # (with a cap, only up to the character that brings it to its cap: the loop below decides it)
+                lim = n if cap is None else min(n, a.start + cap - 1 - base)
+                while i < lim:
+                    if cap is None and (jump[st] is not None or loop[st] is not None):
                         i, st = mode.cross(text, i, n, st)
                         if i >= n:
                             break
@@ -187,6 +190,7 @@ class Scanner:
             pos = base + i
             nxt = pos + 1
             purge = False
+            promoted = None
             for a in attempts:
                 if a.fin < 0:
                     st = trans[a.state * ncls + cls]
@@ -201,6 +205,16 @@ class Scanner:
                             record(a, hit, nxt)
                         if term[st]:
                             a.fin = nxt
+                        elif cap is not None and nxt - a.start >= cap:
+                            # no match from a.start can reach further (`Mode.cap`): decided; its followers
+                            # were merged only for sharing its state, and live on from it
+                            a.fin = nxt
+                            if a.ends is None:
+                                purge = True
+                            if a.followers:
+                                if promoted is None:
+                                    promoted = []
+                                promoted.append(_promote(a))
             st = mode.start0 if pos == 0 else startN
             if guards is not None and st == startN and guards[cls] is not None and not _viable(guards[cls], text, i):
                 st = 0  # every pattern an attempt here could match needs a lookbehind that fails
@@ -228,6 +242,9 @@ class Scanner:
                                 a.fin = nxt
                         attempts.append(a)
             i += 1
+            if promoted is not None:
+                attempts += promoted
+                attempts.sort(key=_start)
             if purge:
                 self._drop_dead()
             if not attempts or attempts[0].fin >= 0:
@@ -252,6 +269,7 @@ class Scanner:
         get one (the earlier one had none either), so it is dropped at once. Elsewhere `regex` decides at
         each attempt's own start (lookarounds), so followers are kept and inherit the pattern candidates."""
         exact = self.mode.exact
+        ordered = self.mode.cap is not None  # followers kept in start order (`_promote` takes the first)
         attempts = self.attempts
         kept: list = []
         seen: dict = {}
@@ -262,11 +280,15 @@ class Scanner:
                     if a.ends is not None or a.followers or not exact:
                         if f.followers is None:
                             f.followers = []
+                        fl = f.followers
+                        unsorted = ordered and fl and fl[-1].start > a.start
                         if a.ends is not None or not exact:
-                            f.followers.append(a)
+                            fl.append(a)
                         if a.followers:
-                            f.followers += a.followers
+                            fl += a.followers
                             a.followers = None
+                        if unsorted:
+                            fl.sort(key=_start)
                     if exact and a.ends is not None:
                         break
                     continue
@@ -338,6 +360,22 @@ class Scanner:
                 if not p.exact and (p.horizon < 0 or self.end < a.fin + p.horizon):
                     return WAIT
         return pick_winner(t, self.mode, self.text, self.base, a.start, a.ends)
+
+
+def _promote(a: Attempt) -> Attempt:
+    """The first follower of `a`, which is decided by its cap and not by its state, as a live attempt in `a`'s
+    state leading the other followers, with the pattern candidates `a` recorded (`regex` decides those at the
+    follower's own start)."""
+    rest = a.followers
+    a.followers = None
+    f = rest.pop(0)
+    f.state = a.state
+    f.followers = rest or None
+    if a.ends:
+        ends = f.ends = f.ends or {}
+        for k, e in a.ends.items():
+            ends.setdefault(k, e)
+    return f
 
 
 def _viable(guards: tuple, text: str, i: int) -> bool:

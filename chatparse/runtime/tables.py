@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
+import re._constants as _C
+import re._parser as sre_parse
 from array import array
 
 import numpy as np
@@ -28,7 +30,7 @@ class Mode:
 
     __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes",
                  "anchor_re", "anchor_char", "wchars", "wdeep_re", "jump", "loop", "can_start", "exact", "guards",
-                 "tmat", "facts")
+                 "tmat", "facts", "cap")
 
     def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list,
                  facts: "ClassFacts | None" = None):
@@ -61,9 +63,17 @@ class Mode:
         self.eot = eot.astype(np.int64).tolist()
         self.term = term.astype(bool).tolist()
         # acc[s] is None (no match ends in s) or a tuple of (local pattern index, characters back from here).
-        self.acc = [
-            tuple((p, int(code)) for p, code in enumerate(row) if code >= 0) or None for row in acc.tolist()
-        ]
+        # (from the accepting cells alone: a dense row per state is quadratic in the fields of a large template)
+        self.acc = [None] * n_states
+        rows, cols = np.nonzero(acc >= 0)
+        if rows.size:
+            codes = acc[rows, cols].tolist()
+            bounds = np.flatnonzero(np.diff(rows)) + 1
+            cols_l = cols.tolist()
+            starts = [0] + bounds.tolist()
+            ends = bounds.tolist() + [len(cols_l)]
+            for r, a, b in zip(rows[starts].tolist(), starts, ends):
+                self.acc[r] = tuple(zip(cols_l[a:b], [int(c) for c in codes[a:b]]))
         _check_first(raw["first"], where)
         self.first_re = _prefilter(self, class_sources)
         self.anchor_re, self.wchars, self.wdeep_re, self.anchor_char = _anchors(self, class_sources)
@@ -72,6 +82,7 @@ class Mode:
         self.can_start = [True] * n_classes if nullable else (trans[self.startN] != 0).tolist()
         self.exact = False  # every watched pattern decided by the tables alone (set by `Tables`)
         self.guards = None  # per class: lookbehinds one of which an attempt's start must satisfy (`lead_assert`)
+        self.cap = None  # characters after which an attempt is decided whatever its state (`Tables`, `_max_width`)
 
     def cross(self, text: str, i: int, n: int, st: int) -> tuple[int, int]:
         """For a lone attempt in state `st` at offset `i` (< `n`): cross whole literals (`jump`) and runs that
@@ -451,6 +462,10 @@ class Tables:
         for mode in self.modes:
             mode.exact = all(self.patterns[pi].exact for pi in mode.patterns)
             mode.guards = start_guards(mode, [self.patterns[pi].source for pi in mode.patterns])
+            if not mode.exact:
+                widths = [_max_width(self.patterns[pi].source) for pi in mode.patterns]
+                if None not in widths:
+                    mode.cap = max(widths + [1]) + 1
         if len(self.modes) != len(self.fields) + 1:
             raise ValueError("tables: expected one mode per field plus the outside mode")
         self.history = max([p.history for p in self.patterns] + [1])
@@ -514,3 +529,59 @@ def _class_map(starts: np.ndarray, ids: np.ndarray, n_classes: int):
     if n_classes <= 256:
         return full.astype(np.uint8).tobytes()
     return array("H", full.astype(np.uint16).tobytes())
+
+
+def _max_width(source: str) -> int | None:
+    """The most characters a match of `source` can span, lookaheads counted as if consumed; None when
+    unbounded or when the pattern can look at the end of the text (``$``, ``\\Z``: its attempt must live
+    until the end-of-text step).
+
+    A regex-decided pattern's tables step a superset (a large ``x{m,n}`` as ``x+``, `compiler/regex_ast.py`),
+    whose attempts can live on long after any real match could have ended; a mode whose patterns all have a
+    width decides an attempt once it has read that many characters and one more (`Mode.cap`, `Scanner`), so
+    text is not held longer than a match could span. Results are the same either way (`regex` decides)."""
+    try:
+        parsed = sre_parse.parse(source, re.DOTALL)
+    except (re.error, RecursionError, OverflowError):  # (`regex`-only syntax such as a repeated group name)
+        return None
+    groups: dict = {}
+    return _width_of(parsed, groups)
+
+
+
+def _width_of(items, groups: dict) -> int | None:
+    total = 0
+    for op, av in items:
+        if op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN):
+            w = 1
+        elif op is _C.BRANCH:
+            ws = [_width_of(b, groups) for b in av[1]]
+            w = None if None in ws else max(ws, default=0)
+        elif op is _C.SUBPATTERN:
+            w = _width_of(av[3], groups)
+            if av[0] is not None:
+                groups[av[0]] = w
+        elif op is _C.ATOMIC_GROUP:
+            w = _width_of(av, groups)
+        elif op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _C.POSSESSIVE_REPEAT):
+            lo, hi, sub = av
+            inner = _width_of(sub, groups)
+            w = None if inner is None or hi >= _C.MAXREPEAT else inner * hi
+        elif op is _C.AT:
+            if av in (_C.AT_END, _C.AT_END_STRING):
+                return None
+            w = 0
+        elif op in (_C.ASSERT, _C.ASSERT_NOT):
+            w = _width_of(av[1], groups) if av[0] > 0 else 0
+        elif op is _C.GROUPREF:
+            w = groups.get(av)
+        elif op is _C.GROUPREF_EXISTS:
+            ys = _width_of(av[1], groups)
+            no = _width_of(av[2], groups) if av[2] else 0
+            w = None if ys is None or no is None else max(ys, no)
+        else:
+            return None
+        if w is None:
+            return None
+        total += w
+    return total

@@ -23,12 +23,15 @@ region in one step. Any other token runs through the character engine for that t
 
 from __future__ import annotations
 
+from codecs import utf_8_decode
+
 from .dialect import resolve
 from .parser import StreamParser
 from .scanner import Scanner
 from .token_binding import TokenBinding, token_binding
 from .token_decode import _Decoder, _ids_list, _out_of_range
-from .token_tables import attempt_of, undecided
+from .token_tables import (ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET, attempt_of, attempt_record,
+                           undecided)
 
 __all__ = ["TokenParser"]
 
@@ -148,7 +151,7 @@ class TokenParser:
     # still be wrapped (a test spy, a debugger); `test_hot_objects_keep_every_attribute_in_slots` checks that no
     # attribute of a running parser lands there.
     __slots__ = ("_b", "_bytes_kind", "_core", "_cut", "_dec", "_delims", "_dirty", "_fast", "_fdirty", "_first_re",
-                 "_fname", "_history", "_hold_pure", "_lazy_ok", "_lrow", "_mheld", "_mode", "_mode_index", "_names",
+                 "_fname", "_history", "hold_pure", "_lazy_ok", "_lrow", "_mheld", "_mode", "_mode_index", "_names",
                  "_never", "_opening", "_pbase", "_pend", "_records", "_sink", "_size", "_spans_on", "_tab", "_tail",
                  "_tail_append", "_tok_text", "_tt", "dialect", "initial_events", "__dict__")
 
@@ -207,7 +210,7 @@ class TokenParser:
         self._lrow = None  # cached lazy transitions from the current state (see `_refresh`), or None
         self._fname = None
         self._fdirty = False
-        self._hold_pure = False  # the last `_feed_known` was a pure "H" outcome (read by `TokenStreams`)
+        self.hold_pure = False  # the last `_feed_known` was a pure "H" outcome (`TokenStreams` reads and clears it)
         self._mheld = None  # (held text, attempt records) for the core at the end of `_tail` (`_hold_at_end`)
         self._refresh()
 
@@ -335,7 +338,7 @@ class TokenParser:
             self._fdirty = self._dirty[f]
         attempts = sc.attempts
         if attempts:
-            if not undecided(attempts) or sc.pos != attempts[0].start:
+            if not undecided(attempts, sc.mode) or sc.pos != attempts[0].start:
                 return
             end = sc.end
             S = tuple([(end - a.start, a.state) for a in attempts])
@@ -575,7 +578,7 @@ class TokenParser:
             if plain is not None:
                 core.feed_plain(plain)
             events = core.feed_held(new, [attempt_of(r, at) for r in out[1]])
-            self._hold_pure = out[2]
+            self.hold_pure = out[2]
         self._refresh()
         return events
 
@@ -655,6 +658,104 @@ class TokenParser:
             m = self._mode
             self._tab = self._fast[m]
         return events
+
+    # -- what `TokenStreams` reads and sets ---------------------------------------------------------------------
+    # `TokenStreams` keeps each stream's state as a row of shared tables and runs the stream's parser only where
+    # the tables do not know the next token. These methods are all it uses of a parser besides `feed_tokens`,
+    # `finalize`, `initial_events` and `hold_pure`: a state read as a row key (`row_key`, `fresh_start`,
+    # `deferrable`), and the text and state of tokens the tables took without the parser (`adopt`,
+    # `decode_deferred`, `feed_decoded`). Row keys are `_Rows.info` tuples (``(kind, mode, ...)``, kinds
+    # `token_tables.ROW_*`).
+
+    def deferrable(self) -> bool:
+        """Whether tokens can be taken without this parser from its state: the decoder holds nothing and the
+        core is usable and not stalled."""
+        core = self._core
+        return self._dec.clean() and not core.stalled and core.usable
+
+    def fresh_start(self):
+        """For a parser fed nothing since it was created: ``(mode, cut prefix)``, what its state is a function of
+        (streams with the same one share an F row), or None where its tokens cannot be deferred (spans on, or
+        not `deferrable`)."""
+        if self._spans_on or not self.deferrable():
+            return None
+        return self._mode, self._cut
+
+    def row_key(self):
+        """This parser's state as a row key: its mode (an int) when quiet with its fast table (the Q row of
+        that mode); ``(ROW_PENDING, mode, attempts, held text, b"")`` with undecided match-free attempts;
+        ``(ROW_HELD, mode, attempts, held text, held bytes)`` while a byte-level decoder holds part of a
+        character; ``(ROW_MATCH, mode, attempt records, held text, b"")`` when the core holds attempts with a
+        match it must wait on (`attempt_record`); None where only the parser can take the next token."""
+        if self._tab is not self._never:
+            return self._mode
+        dec = self._dec
+        if not self._lazy_ok:
+            return None if self._tail else self._match_key()
+        if self._sink or self._opening or dec.run:
+            return None
+        if dec.held:  # the decoder holds part of a character
+            if not self._bytes_kind:
+                return None
+            S, held = self._pend if self._pend is not None else ((), "")
+            return ROW_HELD, self._mode, S, held, dec.held
+        if self._pend is None:
+            return None if self._tail else self._match_key()
+        S, held = self._pend
+        return ROW_PENDING, self._mode, S, held, b""
+
+    def _match_key(self):
+        """`row_key`'s M key when the core holds attempts with a match it must wait on (nothing deferred),
+        else None."""
+        core = self._core
+        sc = core.scanner
+        att = sc.attempts
+        if (not att or sc.scan != sc.end or att[0].start != sc.pos or self._sink or self._opening or self._spans_on
+                or sc.pos < core.prompt_end or core.stalled or core.failed is not None or core.finished
+                or not self._dec.clean()):
+            return None
+        pos = sc.pos
+        return ROW_MATCH, self._mode, tuple([attempt_record(a, pos) for a in att]), sc.text[pos - sc.base:], b""
+
+    def decode_deferred(self, data: bytes) -> str:
+        """The text of the bytes `data` of tokens taken without this parser (byte-level vocabularies), as its
+        decoder's own ``feed`` gives it: the bytes it held first; an incomplete character at the end is held
+        again (an H row)."""
+        dec = self._dec
+        if dec.held:
+            data = dec.held + data
+        text, k = utf_8_decode(data, "replace", False)
+        dec.held = data[k:]
+        return text
+
+    def adopt(self, text: str, key: tuple) -> None:
+        """Take `text`, the decoded text of tokens `TokenStreams` took without this parser (their events were
+        handed out), and the state its row `key` (`row_key`'s form, or a Q or NONE row's) describes. The core
+        gets the text with the parser's other deferred text when it next runs."""
+        if text:
+            self._tail.append(text)
+        kind, m, S, held, _ = key
+        if kind == ROW_NONE:  # only inactive steps (id -1, no text) were deferred: the parser is up to date
+            return
+        if kind == ROW_MATCH:  # the core takes the held text with its attempts when it next runs
+            self._hold_at_end(held, S)
+            return
+        self._mheld = None
+        self._mode = m
+        self._lazy_ok = True
+        if kind == ROW_QUIET:
+            self._pend = None
+            self._tab = self._fast[m]
+            self._lrow = self._tt.lazy_row(m, ())
+            return
+        self._pend = (S, held) if S else None
+        self._tab = self._never
+        self._lrow = self._tt.lazy_row(m, S) if kind == ROW_PENDING else None
+
+    def feed_decoded(self, text: str) -> list[dict]:
+        """The events of `text`, decoded from tokens whose texts are complete on their own while the decoder
+        holds nothing (`TokenStreams` replaying a fresh stream's tokens)."""
+        return self._feed_text(text)
 
     # -- spans -------------------------------------------------------------------------------------------------
     def _span(self, s: int, e: int) -> dict | None:

@@ -28,6 +28,16 @@ from .token_decode import clean_up_tokenization, decode_run
 
 __all__ = ["VocabBase", "LoadedVocab", "TokenTablesBase", "TOKEN_SKIP", "TOKEN_TEXT", "TOKEN_BYTE"]
 
+# The kinds of `TokenStreams`' rows (``_Rows.info[row][0]``; a `TokenParser`'s state as a row key,
+# `TokenParser.row_key`), see `token_streams._Rows`: plain module-level strings (not an Enum), so the hot paths
+# pay no attribute lookup.
+ROW_QUIET = "Q"  # Q(m): quiet in mode m, its region open (the parser's fast state)
+ROW_NONE = "NONE"  # the stream needs the character engine for its next token
+ROW_PENDING = "P"  # P(m, S, held): undecided, match-free attempts holding `held`
+ROW_HELD = "H"  # H(m, S, held, hb): the decoder holds the bytes of a character split across tokens
+ROW_MATCH = "M"  # M(m, records, held): attempts that recorded a match the core must wait on
+ROW_FRESH = "F"  # F(m, prefix, held): a stream whose parser has been fed nothing yet
+
 
 # Per-token flags of the token section of a table file (FORMAT.md section 8).
 TOKEN_SKIP = 1  # dropped before decoding (no token for the id, or a skipped special token)
@@ -237,7 +247,7 @@ def _whole_delimiter(tables, mode: int, text: str):
     return pi, caps
 
 
-def undecided(attempts: list) -> bool:
+def undecided(attempts: list, mode=None) -> bool:
     """True when every attempt in `attempts` (a scanner's) is undecided and match-free, followers included.
 
     Then the attempts themselves - without their followers (`Scanner._merge`) - are all the lazy token paths
@@ -246,7 +256,11 @@ def undecided(attempts: list) -> bool:
     a match recorded it cannot outlive its leader (`Scanner._drop` brings a follower back only with a match
     of its own or a pattern candidate its leader recorded; a token that records one is not lazy). The core
     parser, fed the same text later, keeps its own followers. So the lazy state keeps the attempts alone,
-    which also keeps it as small as the scanner's (a run of spaces is one attempt)."""
+    which also keeps it as small as the scanner's (a run of spaces is one attempt). Not in a `mode` with a cap
+    (`Mode.cap`): there a follower outlives a leader that reaches its cap, and the cap counts from each
+    attempt's own start, which the lazy state does not keep."""
+    if mode is not None and mode.cap is not None and attempts:
+        return False
     for a in attempts:
         if a.fin >= 0 or a.ends is not None:
             return False
@@ -366,7 +380,7 @@ class TokenTablesBase:
                 d = sc.decide(False)
             except _Bail:
                 d = True
-            if d is None and sc.scan == sc.end and undecided(sc.attempts):
+            if d is None and sc.scan == sc.end and undecided(sc.attempts, sc.mode):
                 ident = {id(a): k for k, a in enumerate(old)}
                 eff = tuple((ident[id(a)], -1, a.state) if id(a) in ident else (-1, a.start - 1 - n, a.state)
                             for a in sc.attempts)
