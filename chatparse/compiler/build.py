@@ -27,6 +27,12 @@ from .regex_ast import PatternError, analyse, literal_ast
 
 FORMAT_VERSION = 1
 
+# Size limits, so that a hostile or accidental template is refused at once with a ValueError saying what was
+# exceeded instead of compiling for minutes (see also nfa.MAX_NFA_STATES per delimiter and
+# dfa.MAX_DFA_STATES per parser mode). 1,000 fields compile in about 1.5 s.
+MAX_FIELDS = 2048
+MAX_PATTERN_LENGTH = 8192  # characters of one delimiter's regex source (literals: their escaped alternation)
+
 
 def delimiter_source(delim: dict) -> str:
     """The regex the reference compiles for a delimiter: the pattern, or the literals longest-first."""
@@ -39,6 +45,9 @@ def build_tables(spec: dict) -> dict:
     """Compile the normalized template `spec`. Raises ValueError naming the field and key on refusal."""
     fields = spec["fields"]
     implicit = spec["implicit"]
+    if len(fields) > MAX_FIELDS:
+        raise ValueError(f"response_template has {len(fields)} fields, more than the limit of {MAX_FIELDS} "
+                         "(chatparse.compiler.build.MAX_FIELDS); merge fields that never occur together")
     patterns: list[dict] = []
     analyses = []
     for fi, f in enumerate(fields):
@@ -47,6 +56,12 @@ def build_tables(spec: dict) -> dict:
             if delim is None:
                 continue
             key = kind if "literals" in delim else f"{kind}_pattern"
+            size = len(delimiter_source(delim))
+            if size > MAX_PATTERN_LENGTH:
+                raise ValueError(f"Field '{f['name']}': {key}: the delimiter's regex is {size} characters long, "
+                                 f"more than the limit of {MAX_PATTERN_LENGTH} "
+                                 "(chatparse.compiler.build.MAX_PATTERN_LENGTH); use a shorter pattern or fewer "
+                                 "literals")
             if "literals" in delim:
                 an = analyse_literals(delim["literals"])
             else:
@@ -94,13 +109,18 @@ def build_tables(spec: dict) -> dict:
     for pi, p in enumerate(patterns):
         if p["kind"] == "open" or (p["kind"] == "close" and fields[p["field"]]["name"] == implicit):
             mode_watch[0].append(pi)
-    for fi, f in enumerate(fields):
-        mode_watch.append([pi for pi, p in enumerate(patterns)
-                           if p["field"] == fi and p["kind"] == "close" and f["name"] != implicit])
+    closes: dict = {}  # field -> its close pattern (one pass: a per-field scan is quadratic in the fields)
+    for pi, p in enumerate(patterns):
+        if p["kind"] == "close" and fields[p["field"]]["name"] != implicit:
+            closes.setdefault(p["field"], []).append(pi)
+    for fi in range(len(fields)):
+        mode_watch.append(closes.get(fi, []))
 
     modes = []
     for mi, watch in enumerate(mode_watch):
-        what = ", ".join(f"Field '{fields[patterns[i]['field']]['name']}' {patterns[i]['key']}" for i in watch)
+        what = ", ".join(f"Field '{fields[patterns[i]['field']]['name']}' {patterns[i]['key']}" for i in watch[:8])
+        if len(watch) > 8:
+            what += f" and {len(watch) - 8} more delimiters watched at once"
         dfa = build_mode_dfa([nfas[i] for i in watch], [patterns[i]["exact"] for i in watch], membership, what)
         modes.append({
             "patterns": watch,

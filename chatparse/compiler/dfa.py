@@ -111,7 +111,10 @@ def build_mode_dfa(nfas: list[NFA], pruned: list[bool], membership: np.ndarray, 
     """
     n_classes = membership.shape[0]
     member_rows = [membership[k].tolist() for k in range(n_classes)]
-    dead = tuple(() for _ in nfas)
+    # A state's key holds only the patterns with live threads, as ((pattern, threads), ...) in pattern order:
+    # the work per state is then in the live patterns, not in every pattern the mode watches (outside any
+    # region that is every field's open, so a dense key made a template of many fields quadratic).
+    dead: tuple = ()
     ids = {dead: 0}
     states = [dead]
 
@@ -119,18 +122,20 @@ def build_mode_dfa(nfas: list[NFA], pruned: list[bool], membership: np.ndarray, 
         sid = ids.get(key)
         if sid is None:
             if len(states) >= MAX_DFA_STATES:
-                raise ValueError(f"{what}: delimiter automaton exceeds {MAX_DFA_STATES} states; "
-                                 "simplify the patterns (fewer overlapping wildcards or bounded repeats)")
+                raise ValueError(f"{what}: delimiter automaton exceeds {MAX_DFA_STATES} states of its DFA (the limit "
+                                 "per parser mode, chatparse.compiler.dfa.MAX_DFA_STATES); simplify the patterns (fewer overlapping wildcards or bounded "
+                                 "repeats) or split them across fewer fields watched at once")
             sid = ids[key] = len(states)
             states.append(key)
         return sid
 
     def initial(ctx0: bool) -> int:
         key = []
-        for nfa, pr in zip(nfas, pruned):
+        for p, (nfa, pr) in enumerate(zip(nfas, pruned)):
             out: list = []
             _closure(nfa, [nfa.start], ctx0, False, pr, out, set())
-            key.append(tuple(out))
+            if out:
+                key.append((p, tuple(out)))
         return intern(tuple(key))
 
     start0, startN = initial(True), initial(False)
@@ -143,19 +148,22 @@ def build_mode_dfa(nfas: list[NFA], pruned: list[bool], membership: np.ndarray, 
         row = []
         for k in range(n_classes):
             nk = []
-            for p, (nfa, threads) in enumerate(zip(nfas, key)):
-                if not threads:
-                    nk.append(())
-                    continue
+            member_k = member_rows[k]
+            for p, threads in key:
                 mk = (p, threads, k)
                 r = memo.get(mk)
                 if r is None:
-                    r = memo[mk] = _step(nfa, threads, member_rows[k], pruned[p])
-                nk.append(r)
-            row.append(intern(tuple(nk)) if any(nk) else 0)
+                    r = memo[mk] = _step(nfas[p], threads, member_k, pruned[p])
+                if r:
+                    nk.append((p, r))
+            row.append(intern(tuple(nk)) if nk else 0)
         trans_rows.append(row)
-        ek = tuple(_step_eot(nfa, threads, pr) if threads else () for nfa, threads, pr in zip(nfas, key, pruned))
-        eot_col.append(intern(ek) if any(ek) else 0)
+        ek = []
+        for p, threads in key:
+            r = _step_eot(nfas[p], threads, pruned[p])
+            if r:
+                ek.append((p, r))
+        eot_col.append(intern(tuple(ek)) if ek else 0)
         i += 1
 
     n = len(states)
@@ -163,9 +171,10 @@ def build_mode_dfa(nfas: list[NFA], pruned: list[bool], membership: np.ndarray, 
     term = np.zeros(n, dtype=bool)
     for sid, key in enumerate(states):
         live = False
-        for p, (nfa, threads) in enumerate(zip(nfas, key)):
+        for p, threads in key:
+            nfa = nfas[p]
             acc[sid, p] = _accept(nfa, threads)
-            if any(nfa.kind[t] in (CHAR, EOT) for t in threads):
+            if not live and any(nfa.kind[t] in (CHAR, EOT) for t in threads):
                 live = True
         term[sid] = not live
     return ModeDFA(

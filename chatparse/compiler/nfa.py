@@ -23,8 +23,9 @@ class NFA:
 
     def add(self, kind: int, arg=None, nxt=None) -> int:
         if len(self.kind) >= MAX_NFA_STATES:
-            raise ValueError(f"pattern too large: more than {MAX_NFA_STATES} automaton states "
-                             "(bounded repeats are expanded; use smaller bounds)")
+            raise ValueError(f"pattern too large: more than {MAX_NFA_STATES} NFA states (the limit per delimiter, "
+                             "chatparse.compiler.nfa.MAX_NFA_STATES); counted repeats of up to "
+                             "regex_ast.COUNT_LIMIT states are expanded: use fewer alternatives or smaller bounds")
         self.kind.append(kind)
         self.arg.append(arg)
         self.nxt.append(list(nxt or []))
