@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import random
 import re
+
+import regex
 from functools import lru_cache
 from typing import Any
 
@@ -93,7 +95,7 @@ def accepts(grammar_text: str, text: str, vocab_size: int = 4096) -> tuple[bool,
 _META = re.compile(r"(?:\\.|[^\\()\[\]?*+{}|^$.])+")
 
 
-def hint_pieces(template: dict, tools: list | None) -> list[str]:
+def hint_pieces(template: dict, tools: list | None, examples: list[str] = ()) -> list[str]:
     """The template's literal pieces (delimiter literals, the literal runs of its delimiter and tag patterns),
     the tools' names and parameter names, and JSON punctuation: what `sample` tries to write whole, so that
     a uniform sampler reaches structure (a tool call) within a few hundred tokens."""
@@ -112,6 +114,22 @@ def hint_pieces(template: dict, tools: list | None) -> list[str]:
                     walk(x)
 
     walk(template.get("fields", {}))
+    names = [t.get("function", t)["name"] for t in tools or []]
+    keys = [k for t in tools or [] for k in ((t.get("function", t).get("parameters") or {}).get("properties") or {})]
+    # whole delimiters as the corpus writes them, with the tools' names (and parameter names) put in
+    for fd in template.get("fields", {}).values():
+        pats = [fd.get(k) for k in ("open_pattern", "close_pattern") if fd.get(k)]
+        pats += [(fd.get("content_args") or {}).get("tag_pattern")] if fd.get("content") == "xml-inline" else []
+        for pat in filter(None, pats):
+            rx = regex.compile(pat, regex.DOTALL)
+            for text in examples:
+                for m in rx.finditer(text):
+                    piece = m.group(0)
+                    for group, subs in (("name", names), ("key", keys)):
+                        if group in rx.groupindex and m.group(group) is not None and subs:
+                            a, b = m.start(group) - m.start(), m.end(group) - m.start()
+                            piece = piece[:a] + subs[len(pieces) % len(subs)] + piece[b:]
+                    pieces.append(piece)
     for t in tools or []:
         fn = t.get("function", t)
         pieces.append(fn["name"])

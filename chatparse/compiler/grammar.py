@@ -196,8 +196,9 @@ def envelope(f: dict) -> Envelope | None:
     return env
 
 
-def _nest(paths: dict) -> dict:
-    """{path tuple: schema} -> one object schema holding them (every path required)."""
+def _nest(paths: dict, first_ok=None) -> dict:
+    """{path tuple: schema} -> one object schema holding them (every path required). `first_ok(key)` says
+    which keys may come first at the top (an opener's lookahead may require one)."""
     if () in paths:
         return paths[()]
     props: dict = {}
@@ -210,13 +211,15 @@ def _nest(paths: dict) -> dict:
         props[head][path[1:]] = schema
     schemas = {k: _nest(props[k]) for k in order}
     if 1 < len(order) <= 3:  # llguidance fixes the order of properties: offer every order
-        return {"anyOf": [{"type": "object", "properties": {k: schemas[k] for k in perm}, "required": list(perm),
-                           "additionalProperties": False}
-                          for perm in itertools.permutations(order)]}
+        perms = [p for p in itertools.permutations(order) if first_ok is None or first_ok(p[0])]
+        perms = perms or [tuple(order)]
+        alts = [{"type": "object", "properties": {k: schemas[k] for k in perm}, "required": list(perm),
+                 "additionalProperties": False} for perm in perms]
+        return alts[0] if len(alts) == 1 else {"anyOf": alts}
     return {"type": "object", "properties": schemas, "required": order, "additionalProperties": False}
 
 
-def call_schema(env: Envelope, tool: Tool) -> dict:
+def call_schema(env: Envelope, tool: Tool, first_ok=None) -> dict:
     """The JSON schema of a call's body (or of one item of a list body) for `tool`."""
     paths: dict = {}
     if env.name_path is not None:
@@ -224,7 +227,7 @@ def call_schema(env: Envelope, tool: Tool) -> dict:
     for p in env.other_paths:
         paths[p] = {}
     paths[env.args_path] = tool.parameters
-    return _nest(paths)
+    return _nest(paths, first_ok)
 
 
 # ------------------------------------------------------------------------------------------ exporter
@@ -333,21 +336,31 @@ class _Lark:
                 for ti, tool in enumerate(self.tools):
                     env = envelope(f) if f["content"] in ("json", "xml-inline") else None
                     subst = {env.name_group: tool.name} if env and env.name_group and tool.name else None
-                    for v in self.delim(f, "open", subst).variants:
+                    for v in self.offered(f, self.delim(f, "open", subst).variants):
                         self._open_lookahead(f, v)
                         cont = self.body_rule(fi, f, tool, ti, "d")
-                        out.append((f"{x0} /{v.regex}/", None if v.at_end else cont, True))
+                        out.append((_seg(x0, v.regex), None if v.at_end else cont, True))
                 continue
-            for v in self.delim(f, "open").variants:
+            for v in self.offered(f, self.delim(f, "open").variants):
                 self._open_lookahead(f, v)
-                out.append((f"{x0} /{v.regex}/", None if v.at_end else self.mode_rule(fi + 1, s), False))
+                out.append((_seg(x0, v.regex), None if v.at_end else self.mode_rule(fi + 1, s), False))
         for f in self.fields:
             if f["name"] == self.implicit and f["close"] is not None:
                 for v in self.delim(f, "close").variants:
                     if v.lookahead:
                         self.note(f["name"], "close", _src(f["close"]), "trailing lookahead dropped (a superset)")
-                    out.append((f"{x0} /{v.regex}/", None if v.at_end else self.mode_rule(0, s), False))
+                    out.append((_seg(x0, v.regex), None if v.at_end else self.mode_rule(0, s), False))
         return out
+
+    def offered(self, f: dict, variants: list) -> list:
+        """An opener's variants a grammar may write: not one whose lookbehind (or other assertion) was
+        dropped, unless all were (then it is a stated superset)."""
+        exact = [v for v in variants if not v.lossy]
+        if exact and len(exact) < len(variants):
+            self.note(f["name"], "open", _src(f["open"]), "alternatives holding a lookbehind (or another "
+                      "assertion a grammar cannot check) are not offered: a subset", kind="subset")
+            return exact
+        return variants
 
     def _open_lookahead(self, f: dict, v: rl.Variant) -> None:
         if v.lookahead:
@@ -397,7 +410,7 @@ class _Lark:
             x = self.notx(mode)
             if f["close"] is not None:
                 for v in self.delim(f, "close").variants:
-                    alts.extend(self.after_close(s, v, f"{x} /{v.regex}/"))
+                    alts.extend(self.after_close(s, v, _seg(x, v.regex)))
             if s == "d":
                 alts.append(x)
         self.rules[name] = " | ".join(alts) if alts else '""'
@@ -416,13 +429,14 @@ class _Lark:
                           "transform not understood: the body is any JSON value")
                 schema: dict = {}
             elif env.each:
-                items = {"anyOf": [call_schema(env, t) for t in self.tools]} if len(self.tools) > 1 else \
-                    call_schema(env, self.tools[0])
+                first_ok = self.first_key_check(f)
+                items = {"anyOf": [call_schema(env, t, first_ok) for t in self.tools]} if len(self.tools) > 1 \
+                    else call_schema(env, self.tools[0], first_ok)
                 schema = {"type": "array", "items": items}
                 if self.required:
                     schema["minItems"] = 1
             else:
-                schema = call_schema(env, tool)
+                schema = call_schema(env, tool, self.first_key_check(f))
             if f["content_args"].get("unquoted_keys") or f["content_args"].get("string_delims"):
                 self.note(f["name"], "body", json.dumps(f["content_args"]),
                           "unquoted keys / custom string delimiters are not generated: the body is strict JSON, "
@@ -431,12 +445,31 @@ class _Lark:
             body = f"%json {json.dumps(schema)}"
         elif f["content"] == "xml-inline":
             body = self.xml_body(fi, f, tool, ti)
-            self.rules[name] = f"{body} {self.close_tail(f, s, lead=WS_OPT)}".strip()
+            tail = self.close_tail(f, s, lead=WS_OPT)
+            if tail and self.open_lookahead(f):
+                # the opener's lookahead is not checked: the end of the output right after it (where the
+                # lookahead fails) is not offered, the closer is required
+                tail = tail[:-1]
+            self.rules[name] = f"{body} {tail}".strip()
             return name
         else:
             body = self.notx(fi + 1)
         self.rules[name] = f"{ws}? {body} {ws}? {self.close_tail(f, s)}".strip()
         return name
+
+    def first_key_check(self, f: dict):
+        """A test of which key may open a JSON body, from the opener's trailing lookaheads (None: any)."""
+        las = [regex.compile(rl.to_python(v.lookahead), regex.DOTALL)
+               for v in self.delim(f, "open").variants if v.lookahead]
+        if not las:
+            return None
+
+        def ok(key: str) -> bool:
+            return all(any(la.match(p + json.dumps(key), partial=True) for p in ("{", "[{")) for la in las)
+        return ok
+
+    def open_lookahead(self, f: dict) -> bool:
+        return f["open"] is not None and any(v.lookahead for v in self.delim(f, "open").variants)
 
     def close_cores(self, f: dict) -> list[str]:
         d = f["close"]
@@ -532,6 +565,14 @@ class _Lark:
         for name, body in self.terms.items():
             lines.append(f"{name}: {body}")
         return "\n".join(lines) + "\n"
+
+
+def _seg(text_term: str, rx: str) -> str:
+    """Text, then a delimiter. The delimiter's leading ``(?:[class])*`` is left to the text (which can hold
+    it): otherwise a delimiter match ending inside that run (a newline the text's last match ends with)
+    could hide in the text, where the parser would have taken it."""
+    rx = rl.strip_lead(rx)
+    return f"{text_term} /{rx}/" if rx else text_term
 
 
 def _types(schema: Any) -> tuple:

@@ -45,6 +45,7 @@ class Variant:
     regex: str
     lookahead: str | None = None
     at_end: bool = False
+    lossy: bool = False  # an assertion in this variant was dropped (it matches more than the pattern)
 
 
 @dataclass
@@ -61,6 +62,14 @@ class Converted:
         parts = [v.regex + (f"(?:{v.lookahead})" if v.lookahead else "") for v in self.variants
                  if not v.at_end]
         return _alt(parts) if parts else ""
+
+
+_LEAD = re.compile(r"^\(\?:\[[^\]]*\]\)\*")
+
+
+def strip_lead(rx: str) -> str:
+    """`rx` without a leading ``(?:[class])*`` (what the text before a delimiter can absorb)."""
+    return _LEAD.sub("", rx, count=1)
 
 
 def to_python(rx: str) -> str:
@@ -133,14 +142,17 @@ def convert(pattern: str, *, subst: dict | None = None, split: tuple = ()) -> Co
         raise ValueError(f"pattern {pattern!r}: {e}") from e
     conv = _Conv(parsed.state, subst or {}, split)
     variants = conv.seq(list(parsed), parsed.state.flags, tail=True)
+    if conv.notes_outside_branches:
+        for v in variants:
+            v.lossy = True
     return Converted(variants=_merge(variants), approximations=conv.approx)
 
 
 def _merge(variants: list[Variant]) -> list[Variant]:
     by_key: dict = {}
     for v in variants:
-        by_key.setdefault((v.lookahead, v.at_end), []).append(v.regex)
-    return [Variant(_alt(rxs), la, end) for (la, end), rxs in by_key.items()]
+        by_key.setdefault((v.lookahead, v.at_end, v.lossy), []).append(v.regex)
+    return [Variant(_alt(rxs), la, end, lossy) for (la, end, lossy), rxs in by_key.items()]
 
 
 class _Conv:
@@ -150,8 +162,14 @@ class _Conv:
         self.split = split
         self.approx: list[str] = []
         self.groups: dict = {}
+        self.n_notes = 0
+        self.branch_depth = 0
+        self.notes_outside_branches = False
 
     def note(self, what: str) -> None:
+        self.n_notes += 1
+        if not self.branch_depth:
+            self.notes_outside_branches = True
         if what not in self.approx:
             self.approx.append(what)
 
@@ -162,12 +180,14 @@ class _Conv:
             last = tail and i == len(items) - 1
             vs = self.node(op, av, flags, last)
             if last:
-                return [Variant(prefix + v.regex, v.lookahead, v.at_end) for v in vs]
+                return [Variant(prefix + v.regex, v.lookahead, v.at_end, v.lossy) for v in vs]
             prefix += self.plain(vs)
         return [Variant(prefix)]
 
     def plain(self, vs: list[Variant]) -> str:
         """Variants in a non-final position (never carry a lookahead)."""
+        if any(v.lossy for v in vs) and self.branch_depth:
+            self.n_notes += 1  # the enclosing branch's variants become lossy
         return _alt([v.regex for v in vs])
 
     def sub(self, p, flags) -> str:
@@ -185,8 +205,15 @@ class _Conv:
             return [Variant(ranges_regex(class_ranges(_in_source(av), re.IGNORECASE if ic else 0)))]
         if op is C.BRANCH:
             out = []
+            self.branch_depth += 1
             for b in av[1]:
-                out.extend(self.seq(list(b), flags, tail))
+                before = self.n_notes
+                vs = self.seq(list(b), flags, tail)
+                if self.n_notes > before:
+                    for v in vs:
+                        v.lossy = True
+                out.extend(vs)
+            self.branch_depth -= 1
             return _merge(out)
         if op is C.SUBPATTERN:
             gid, add, dele, p = av
