@@ -42,18 +42,9 @@ import numpy as np
 from .token_binding import TokenBinding
 from .token_decode import _out_of_range
 from .token_parser import TokenParser
-from .token_tables import attempt_record
+from .token_tables import ROW_FRESH, ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET
 
 __all__ = ["TokenStreams", "StepEvents"]
-
-# The kinds of `_Rows` rows (``info[row][0]``), see `_Rows`: plain module-level strings (not an Enum), so the
-# hot paths pay no attribute lookup.
-ROW_QUIET = "Q"  # Q(m): quiet in mode m, its region open (the parser's fast state)
-ROW_NONE = "NONE"  # the stream needs the character engine for its next token
-ROW_PENDING = "P"  # P(m, S, held): undecided, match-free attempts holding `held`
-ROW_HELD = "H"  # H(m, S, held, hb): the decoder holds the bytes of a character split across tokens
-ROW_MATCH = "M"  # M(m, records, held): attempts that recorded a match the core must wait on
-ROW_FRESH = "F"  # F(m, prefix, held): a stream whose parser has been fed nothing yet
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -70,7 +61,7 @@ class _Rows:
       the bytes `hb` of a character split across tokens (after ``b" \\xf0\\x9f"``, a space and the first half
       of an emoji); M(m, records, held): the parser's core holds `held` with attempts (`attempt_record`) that
       recorded a match it must wait on (``"\\n</think>\\n\\n"``: more whitespace could follow); the core is
-      brought there when the stream's parser next runs (`TokenParser._hold_at_end`); F(m, prefix, held): a
+      brought there when the stream's parser next runs (`TokenParser.adopt`); F(m, prefix, held): a
       stream whose parser has been fed nothing yet (created after `prefix`, the prefix's text as the parser
       keeps it) and whose tokens so far hand out no event and decode to `held` (qwen3's ``"<th"``,
       ``"<think"``): its parser takes those tokens when it next runs (`TokenStreams._replay_fresh`).
@@ -197,17 +188,6 @@ class _Rows:
         """From `row`, `token` leads to row `to` (never `row` itself: see the class)."""
         if to != row:
             self.next[row * self.V + token] = to * self.V
-
-
-def _decoded(dec, data: bytes) -> str:
-    """The text a stream's decoder `dec` gives for the bytes `data` of its deferred tokens (byte-level
-    vocabularies), as its own ``feed`` would: the bytes it held first, an incomplete character at the end held
-    again (an H row)."""
-    if dec.held:
-        data = dec.held + data
-    text, k = utf_8_decode(data, "replace", False)
-    dec.held = data[k:]
-    return text
 
 
 def minus_one_needle(V: int, dtype) -> bytes:
@@ -371,40 +351,19 @@ class TokenStreams:
     def _start_row(self, p: TokenParser) -> int:
         """The row of a parser just created: F(mode, prefix, "") where its tokens can be deferred before it
         has run (see `_Rows`), else its row by its state (`_row_of`)."""
-        core = p._core
-        if p._spans_on or not p._dec.clean() or core.stalled or not core.usable:
+        fresh = p.fresh_start()
+        if fresh is None:
             return self._row_of(p)
-        return self._R.fresh_row(p._mode, p._cut, "")
+        return self._R.fresh_row(fresh[0], fresh[1], "")
 
     def _row_of(self, p: TokenParser) -> int:
-        """The row for parser `p`'s current state."""
-        if p._tab is not p._never:
-            return p._mode
-        dec = p._dec
-        if not p._lazy_ok:
-            return self._none if p._tail else self._match_row_of(p)
-        if p._sink or p._opening or dec.run:
+        """The row for parser `p`'s current state (`TokenParser.row_key`)."""
+        key = p.row_key()
+        if key is None:
             return self._none
-        if dec.held:  # the decoder holds part of a character
-            if not self._R.bytes_kind:
-                return self._none
-            S, held = p._pend if p._pend is not None else ((), "")
-            return self._R.held_row(p._mode, S, held, dec.held)
-        if p._pend is None:
-            return self._none if p._tail else self._match_row_of(p)
-        return self._R.pending_row(p._mode, *p._pend)
-
-    def _match_row_of(self, p: TokenParser) -> int:
-        """The M row for parser `p` when its core holds attempts with a match it must wait on (and nothing is
-        deferred), else NONE."""
-        core = p._core
-        sc = core.scanner
-        att = sc.attempts
-        if (not att or sc.scan != sc.end or att[0].start != sc.pos or p._sink or p._opening or p._spans_on
-                or sc.pos < core.prompt_end or core.stalled or core.failed is not None or core.finished or not p._dec.clean()):
-            return self._none
-        pos = sc.pos
-        return self._R.match_row(p._mode, sc.text[pos - sc.base:], tuple([attempt_record(a, pos) for a in att]))
+        if key.__class__ is int:  # quiet in that mode: its Q row
+            return key
+        return self._R._row(key)
 
     def _set_rows(self, rows) -> None:
         """The streams' rows from here on: `rows`, row offsets in the table's dtype (not mutated afterwards)."""
@@ -499,8 +458,8 @@ class TokenStreams:
             if b not in errors:
                 if fresh is not None:
                     self._fseen[b] = self._learn_fresh(fresh, i, nr, p, slow[b])
-                self._learn_from(prev, i, nr, p._hold_pure)
-            p._hold_pure = False
+                self._learn_from(prev, i, nr, p.hold_pure)
+            p.hold_pure = False
             nxt[b] = nr * V
         self._set_rows(nxt)
         return StepEvents(self, ids, old, nxt, slow, errors or None)
@@ -581,8 +540,7 @@ class TokenStreams:
         (whose value could depend on the parser's tools), -> `nr` where that is a Q or P row, the events kept
         for `StepEvents`; None then."""
         text = self._tok_text[i]
-        core = p._core
-        if text is None or not p._dec.clean() or core.stalled or not core.usable:
+        if text is None or not p.deferrable():
             return None
         R = self._R
         if not events:
@@ -690,33 +648,14 @@ class TokenStreams:
                     if info[row][0] != ROW_FRESH:
                         break
         if text:
-            self.parsers[b]._feed_text(text)  # (its decoder stays clean: these tokens' texts are complete)
+            self.parsers[b].feed_decoded(text)  # (its decoder stays clean: these tokens' texts are complete)
         return at
 
     def _deferred(self, p: TokenParser, data, row: int) -> None:
         """Give a stream's parser `p` its deferred tokens' texts joined (`data`: their bytes, for byte-level
-        vocabularies, which `_decoded` decodes, leaving an incomplete character's bytes in the parser's
+        vocabularies, which `TokenParser.decode_deferred` decodes, leaving an incomplete character's bytes in the parser's
         decoder for an H row) and the state of `row`."""
-        text = _decoded(p._dec, data) if self._R.bytes_kind else data
-        if text:
-            p._tail.append(text)  # the core gets it with the parser's other deferred text, on its next sync
-        kind, m, S, held, _ = self._R.info[row]
-        if kind == ROW_NONE:  # only inactive steps (id -1, no text) were deferred: the parser is up to date
-            return
-        if kind == ROW_MATCH:  # the core takes the held text with its attempts when it next runs
-            p._hold_at_end(held, S)
-            return
-        p._mheld = None
-        p._mode = m
-        p._lazy_ok = True
-        if kind == ROW_QUIET:
-            p._pend = None
-            p._tab = p._fast[m]
-            p._lrow = self._tt.lazy_row(m, ())
-            return
-        p._pend = (S, held) if S else None
-        p._tab = p._never
-        p._lrow = self._tt.lazy_row(m, S) if kind == ROW_PENDING else None
+        p.adopt(p.decode_deferred(data) if self._R.bytes_kind else data, self._R.info[row])
 
     def _catch_up_all(self, r: int) -> None:
         """`_catch_up` for every open stream at once (one gather of the texts of the whole buffer). Each stream's
