@@ -173,19 +173,46 @@ def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool =
     raw = raw_tables
     if raw.get("format", FORMAT_VERSION) != FORMAT_VERSION:
         raise ValueError(f"tables of format {raw.get('format')} cannot be written as format {FORMAT_VERSION}")
-    spec = raw["template"]
+    template_bytes, template_hash = _template_section(raw["template"])
+    tok, vocab, flags = _vocabulary(raw, vocab_hash, tokens, tokenizer_sha256)
+
+    from chatparse import __version__ as version
+
+    vbytes = version.encode("ascii")
+    if len(vbytes) > 16:
+        raise ValueError(f"chatparse version {version!r} does not fit the 16-byte header field")
+
+    arrays = _arrays(raw)
+    if tok is not None:
+        arrays += _token_arrays(tok)
+    directory = []
+    offset = 0
+    for name, arr in arrays:
+        directory.append({"name": name, "dtype": _DTYPE_CODES[arr.dtype], "shape": [int(s) for s in arr.shape],
+                          "offset": offset, "nbytes": int(arr.nbytes)})
+        offset = _align8(offset + arr.nbytes)
+    meta_bytes = _metadata(raw, version, directory, js, tok)
+    return _assemble(template_bytes, template_hash, meta_bytes, arrays, directory, offset, flags, vocab, vbytes)
+
+
+def _template_section(spec) -> tuple[bytes, bytes]:
+    """The template section's bytes (compact JSON, key order kept) and the template hash (of the canonical
+    JSON)."""
     try:
-        template_bytes = _template_json(spec).encode("utf-8")
-        template_hash = hashlib.sha256(_canonical_json(spec).encode("utf-8")).digest()
+        return (_template_json(spec).encode("utf-8"),
+                hashlib.sha256(_canonical_json(spec).encode("utf-8")).digest())
     except UnicodeEncodeError as e:
         raise ValueError("response_template contains a lone surrogate, which the table format (UTF-8) cannot "
                          "hold") from e
     except (TypeError, ValueError) as e:
         raise ValueError(f"response_template is not JSON-serializable: {e}") from e
 
+
+def _vocabulary(raw: dict, vocab_hash, tokens, tokenizer_sha256) -> tuple:
+    """``(token section dict or None, the header's 32 vocabulary-hash bytes, header flags)`` for `dumps`."""
     tok = raw.get("tokens") if tokens is None else (tokens or None)
     if tok is not None and not isinstance(tok, dict):
-        if getattr(tok, "compiled", None) is not None and tok.compiled.spec != spec:
+        if getattr(tok, "compiled", None) is not None and tok.compiled.spec != raw["template"]:
             raise ValueError("the token tables were bound to a different response template")
         tok = token_data(tok, tokenizer_sha256=tokenizer_sha256)
     if tok is not None:
@@ -208,24 +235,11 @@ def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool =
         flags |= FLAG_VOCAB_HASH
     if tok is not None:
         flags |= FLAG_TOKENS
+    return tok, vocab, flags
 
-    from chatparse import __version__ as version
 
-    vbytes = version.encode("ascii")
-    if len(vbytes) > 16:
-        raise ValueError(f"chatparse version {version!r} does not fit the 16-byte header field")
-
-    arrays = _arrays(raw)
-    if tok is not None:
-        arrays += _token_arrays(tok)
-    directory = []
-    offset = 0
-    for name, arr in arrays:
-        directory.append({"name": name, "dtype": _DTYPE_CODES[arr.dtype], "shape": [int(s) for s in arr.shape],
-                          "offset": offset, "nbytes": int(arr.nbytes)})
-        offset = _align8(offset + arr.nbytes)
-    data_length = offset
-
+def _metadata(raw: dict, version: str, directory: list, js: bool, tok) -> bytes:
+    """The metadata section (FORMAT.md): compact JSON bytes."""
     meta: dict = {
         "chatparse_version": version,
         "n_classes": int(raw["n_classes"]),
@@ -241,8 +255,12 @@ def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool =
         meta["js"] = port
     if tok is not None:
         meta["tokens"] = {k: tok["meta"][k] for k in TOKEN_META_KEYS}
-    meta_bytes = json.dumps(meta, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
+
+def _assemble(template_bytes: bytes, template_hash: bytes, meta_bytes: bytes, arrays: list, directory: list,
+              data_length: int, flags: int, vocab: bytes, vbytes: bytes) -> bytes:
+    """Header, template, metadata, padding, the arrays at their directory offsets, and the SHA-256 trailer."""
     template_offset = HEADER_SIZE
     meta_offset = template_offset + len(template_bytes)
     data_offset = _align8(meta_offset + len(meta_bytes))

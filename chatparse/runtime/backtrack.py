@@ -213,82 +213,94 @@ def _scan(source: str, a: _Analysis) -> None:
                 a.branch += 1
                 pending = ()
             i += 1
-            continue
-        if c == "(":
-            if source.startswith("(?#", i):
-                k = source.find(")", i)
-                if k < 0:
-                    raise _Risky()
-                i = k + 1
-                continue
-            if source.startswith(("(?P=", "(?(", "(?|"), i):
-                raise _Risky()  # backreference, conditional, branch reset
-            look = source.startswith(("(?=", "(?!", "(?<=", "(?<!"), i)
-            a.looks = a.looks or look
-            m = regex.match(r"\(\?[a-zA-Z\-]+\)", source[i:])
-            if m is not None:  # inline flags for the whole pattern: no group
-                i += m.end()
-                continue
-            stack.append((pending, look, []))
-            i += 1
-            if source.startswith("?", i):
-                # skip the group's head: ?: ?P<name> ?<name> ?= ?! ?<= ?<! ?> or scoped flags ?i:
-                m = regex.match(r"\?(?:P?<\w+>|<=|<!|[:=!>]|[a-zA-Z\-]+:)", source[i:])
-                if m is None:
-                    raise _Risky()
-                i += m.end()
-            continue
-        if c == ")":
+        elif c == "(":
+            i = _open_group(source, i, stack, pending, a)
+        elif c == ")":
             if not stack:
                 raise _Risky()
-            at_open, look, branches = stack.pop()
-            branches.append(pending)
-            inner = tuple(dict.fromkeys(x for b in branches for x in b))
-            lo, hi, j = _quantifier(source, i + 1)
-            if j > i + 1 and (hi is None or hi > 1):
-                raise _Risky()  # a quantified group
-            if look:
-                pending = at_open
-            elif lo == 0:
-                pending = tuple(dict.fromkeys(at_open + inner))
-            else:
-                pending = inner
-            i = j
-            continue
-        # an atom: its extent, and the one character it stands for (None: a class or several)
-        if c == "\\":
-            k, char, zero = _escape_end(source, i)
-            if zero:
-                a.looks = a.looks or source[i + 1] not in "A"  # \Z \z \b \B \G \K read around the match
-                i = k
-                continue
-            atom = source[i:k]
-        elif c == "[":
-            k = _class_end(source, i)
-            atom, char = source[i:k], None
-        elif c in "^$":
-            a.looks = a.looks or c == "$"
-            i += 1
-            continue
+            pending, i = _close_group(source, i, stack.pop(), pending)
         else:
-            k = i + 1
-            atom, char = c, (None if c == "." else c)
-        lo, hi, j = _quantifier(source, k)
-        if char is None:
-            a.classes.append(atom)
-        else:
-            a.literals.append((char, hi, a.branch))
-        if lo >= 1 and char is not None and pending and not any(_in_class(char, p) for p, _ in pending):
-            pending = ()  # a separator: no open run can take this character, and it must come
-        if hi is None:
-            chain = 1 + max((length for _, length in pending), default=0)
-            if chain > 1:
-                a.risky = True
-                a.degree = max(a.degree, chain)
-            pending = ((atom, chain),)
-        i = j
+            pending, i = _atom(source, i, pending, a)
     if stack:
         raise _Risky()
+
+
+def _open_group(source: str, i: int, stack: list, pending: tuple, a: _Analysis) -> int:
+    """`_scan` at the ``(`` at `i`: a comment or inline flags are skipped, a group is pushed on `stack` (with
+    `pending` at its opening); returns where the scan goes on."""
+    if source.startswith("(?#", i):
+        k = source.find(")", i)
+        if k < 0:
+            raise _Risky()
+        return k + 1
+    if source.startswith(("(?P=", "(?(", "(?|"), i):
+        raise _Risky()  # backreference, conditional, branch reset
+    look = source.startswith(("(?=", "(?!", "(?<=", "(?<!"), i)
+    a.looks = a.looks or look
+    m = regex.match(r"\(\?[a-zA-Z\-]+\)", source[i:])
+    if m is not None:  # inline flags for the whole pattern: no group
+        return i + m.end()
+    stack.append((pending, look, []))
+    i += 1
+    if source.startswith("?", i):
+        # skip the group's head: ?: ?P<name> ?<name> ?= ?! ?<= ?<! ?> or scoped flags ?i:
+        m = regex.match(r"\?(?:P?<\w+>|<=|<!|[:=!>]|[a-zA-Z\-]+:)", source[i:])
+        if m is None:
+            raise _Risky()
+        i += m.end()
+    return i
+
+
+def _close_group(source: str, i: int, group: tuple, pending: tuple) -> tuple[tuple, int]:
+    """`_scan` at the ``)`` at `i` closing `group` (popped from the stack; `pending` at the end of its last
+    branch): ``(pending after it, where the scan goes on)``."""
+    at_open, look, branches = group
+    branches.append(pending)
+    inner = tuple(dict.fromkeys(x for b in branches for x in b))
+    lo, hi, j = _quantifier(source, i + 1)
+    if j > i + 1 and (hi is None or hi > 1):
+        raise _Risky()  # a quantified group
+    if look:
+        return at_open, j
+    if lo == 0:
+        return tuple(dict.fromkeys(at_open + inner)), j
+    return inner, j
+
+
+def _atom(source: str, i: int, pending: tuple, a: _Analysis) -> tuple[tuple, int]:
+    """`_scan` at the atom at `i` (an escape, a class, an anchor, a character) and its quantifier: ``(pending
+    after it, where the scan goes on)``."""
+    c = source[i]
+    # the atom's extent, and the one character it stands for (None: a class or several)
+    if c == "\\":
+        k, char, zero = _escape_end(source, i)
+        if zero:
+            a.looks = a.looks or source[i + 1] not in "A"  # \Z \z \b \B \G \K read around the match
+            return pending, k
+        atom = source[i:k]
+    elif c == "[":
+        k = _class_end(source, i)
+        atom, char = source[i:k], None
+    elif c in "^$":
+        a.looks = a.looks or c == "$"
+        return pending, i + 1
+    else:
+        k = i + 1
+        atom, char = c, (None if c == "." else c)
+    lo, hi, j = _quantifier(source, k)
+    if char is None:
+        a.classes.append(atom)
+    else:
+        a.literals.append((char, hi, a.branch))
+    if lo >= 1 and char is not None and pending and not any(_in_class(char, p) for p, _ in pending):
+        pending = ()  # a separator: no open run can take this character, and it must come
+    if hi is None:
+        chain = 1 + max((length for _, length in pending), default=0)
+        if chain > 1:
+            a.risky = True
+            a.degree = max(a.degree, chain)
+        pending = ((atom, chain),)
+    return pending, j
 
 
 def _in_class(char: str, atom: str) -> bool:

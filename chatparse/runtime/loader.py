@@ -150,6 +150,33 @@ def _loads(data) -> dict:
     view = memoryview(data)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
+    h = _header(view)
+    spec = _template_section(view, h)
+    meta, arrays, patterns, modes, n_classes, (starts, ids) = _metadata(view, h, spec)
+    raw = {
+        "format": FORMAT_VERSION,
+        "template": spec,
+        "class_starts": starts,
+        "class_ids": ids,
+        "n_classes": n_classes,
+        "patterns": patterns,
+        "modes": modes,
+        "header": {
+            "format_version": h["version"],
+            "chatparse_version": h["chatparse_version"],
+            "template_sha256": h["t_hash"].hex(),
+            "vocab_sha256": h["v_hash"].hex() if h["flags"] & FLAG_VOCAB_HASH else None,
+        },
+    }
+    if "js" in meta:
+        raw["js"] = _js_section(meta["js"], patterns, spec)
+    if "tokens" in meta:
+        raw["tokens"] = _token_section(meta["tokens"], arrays, modes, h["v_hash"])
+    return raw
+
+
+def _header(view: memoryview) -> dict:
+    """The header's fields, checked: size, magic, version, sizes and offsets, the SHA-256 trailer, flags."""
     n = len(view)
     if n < HEADER_SIZE + TRAILER_SIZE:
         _fail(f"{n} bytes is too short to be a table file (truncated?)")
@@ -179,30 +206,38 @@ def _loads(data) -> dict:
         _fail("non-zero padding before the data section")
     if not flags & FLAG_VOCAB_HASH and any(v_hash):
         _fail("vocabulary hash present but its flag is clear")
-    version_str = _version_field(v_raw)
+    return {"version": version, "t_off": t_off, "t_len": t_len, "m_off": m_off, "m_len": m_len, "d_off": d_off,
+            "d_len": d_len, "flags": flags, "t_hash": t_hash, "v_hash": v_hash,
+            "chatparse_version": _version_field(v_raw)}
 
-    template_bytes = bytes(view[t_off:t_off + t_len])
+
+def _template_section(view: memoryview, h: dict) -> dict:
+    """The template section: compact JSON hashing to the header's template hash, a normalized template."""
+    template_bytes = bytes(view[h["t_off"]:h["t_off"] + h["t_len"]])
     spec = _json(template_bytes, "template")
     if json.dumps(spec, separators=(",", ":"), ensure_ascii=False).encode("utf-8") != template_bytes:
         _fail("template section is not in the format's compact JSON form")
-    if hashlib.sha256(canonical_json(spec).encode("utf-8")).digest() != t_hash:
+    if hashlib.sha256(canonical_json(spec).encode("utf-8")).digest() != h["t_hash"]:
         _fail("template hash does not match the template section")
     _check_template(spec)
+    return spec
 
-    meta = _json(bytes(view[m_off:m_off + m_len]), "metadata")
+
+def _metadata(view: memoryview, h: dict, spec: dict) -> tuple:
+    """The metadata section and what it describes: ``(meta, arrays, patterns, modes, n_classes, class map)``."""
+    meta = _json(bytes(view[h["m_off"]:h["m_off"] + h["m_len"]]), "metadata")
     if not isinstance(meta, dict):
         _fail("metadata is not a JSON object")
     _keys(meta, {"chatparse_version", "n_classes", "patterns", "modes", "arrays"}, {"js", "tokens"}, "metadata")
-    if ("tokens" in meta) != bool(flags & FLAG_TOKENS):
+    if ("tokens" in meta) != bool(h["flags"] & FLAG_TOKENS):
         _fail("the token-section flag and the metadata's 'tokens' entry disagree")
-    if meta["chatparse_version"] != version_str:
+    if meta["chatparse_version"] != h["chatparse_version"]:
         _fail("metadata chatparse_version differs from the header's")
     n_classes = _int(meta["n_classes"], "n_classes", 1, 65535)
-    arrays = _arrays(meta["arrays"], view[d_off:d_off + d_len], d_len)
-
+    arrays = _arrays(meta["arrays"], view[h["d_off"]:h["d_off"] + h["d_len"]], h["d_len"])
     patterns = _patterns(meta["patterns"], spec)
     modes = _modes(meta["modes"], spec, patterns, arrays, n_classes)
-    starts, ids = _class_map(arrays, n_classes)
+    class_map = _class_map(arrays, n_classes)
     known = {"class_starts", "class_ids"} | {f"mode{i}.{k}" for i in range(len(modes))
                                              for k in ("trans", "eot", "acc", "term")}
     if "tokens" in meta:
@@ -210,26 +245,7 @@ def _loads(data) -> dict:
     extra = set(arrays) - known
     if extra:
         _fail(f"unknown arrays {sorted(extra)}")
-    raw = {
-        "format": FORMAT_VERSION,
-        "template": spec,
-        "class_starts": starts,
-        "class_ids": ids,
-        "n_classes": n_classes,
-        "patterns": patterns,
-        "modes": modes,
-        "header": {
-            "format_version": version,
-            "chatparse_version": version_str,
-            "template_sha256": t_hash.hex(),
-            "vocab_sha256": v_hash.hex() if flags & FLAG_VOCAB_HASH else None,
-        },
-    }
-    if "js" in meta:
-        raw["js"] = _js_section(meta["js"], patterns, spec)
-    if "tokens" in meta:
-        raw["tokens"] = _token_section(meta["tokens"], arrays, modes, v_hash)
-    return raw
+    return meta, arrays, patterns, modes, n_classes, class_map
 
 
 def _align8(n: int) -> int:
