@@ -61,11 +61,21 @@ def ll_tokenizer(vocab_size: int = 4096):
     return llguidance.LLTokenizer(tokenizer_json(vocab_size), eos_token=tok.token_to_id(EOS))
 
 
+def ll_limits():
+    """llguidance's parser limits for chatparse's grammars: text lexemes intersected with "no delimiter"
+    make larger lexer automata than the defaults allow at some steps (the default step fuel, 200k, runs out
+    on a tool name after an opener for deepseek_v32 and step3)."""
+    import llguidance
+
+    return llguidance.LLParserLimits(step_lexer_fuel=20_000_000, max_lexer_states=2_000_000,
+                                     initial_lexer_fuel=20_000_000)
+
+
 def ll_matcher(grammar_text: str, vocab_size: int = 4096):
     import llguidance
 
     m = llguidance.LLMatcher(ll_tokenizer(vocab_size), llguidance.LLMatcher.grammar_from_lark(grammar_text),
-                             log_level=1)
+                             log_level=1, limits=ll_limits())
     if m.is_error():
         raise ValueError(m.get_error())
     return m
@@ -162,6 +172,8 @@ def sample(grammar_text: str, rng: random.Random, *, max_tokens: int = 400, end_
                 out.extend(ids[:k])
                 continue
         fill_next_token_bitmask(m, mask, 0)
+        if m.is_error():
+            raise AssertionError(f"matcher error after {tok.decode(out)!r}: {m.get_error()}")
         bits = np.unpackbits(mask[0].view(np.uint8), bitorder="little")[:n]
         allowed = np.nonzero(bits)[0]
         if len(allowed) == 0:

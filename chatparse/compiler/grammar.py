@@ -323,6 +323,30 @@ class _Lark:
             return self.term("TEXT", f"/{ANY}/")
         return self.term("TEXT", f"/{ANY}/ & ~/{ANY}{rl._alt(parts)}{ANY}/")
 
+    def partial_starts(self, mode: int) -> str | None:
+        """The non-empty beginnings of a match of something `mode` watches (see
+        `regex_lark.start_forms`), as one engine regex; None when nothing is watched."""
+        ps = []
+        for f, kind in self.watched(mode):
+            d = f[kind]
+            src = "|".join(regex.escape(x) for x in d["literals"]) if "literals" in d else d["pattern"]
+            ps.append(rl.start_forms(src)[1])
+        return rl._alt(ps) if ps else None
+
+    def seg(self, mode: int, text_term: str, rx: str) -> str:
+        """Text, then a delimiter, as one lexeme.
+
+        The delimiter's leading ``(?:[class])*`` run is left to the text (a match ending inside that run
+        could otherwise hide in the text). And the text may not end with the beginning (two characters or
+        more) of a match of something the mode watches: that match could run into (or past) the delimiter,
+        and the parser would take it first (a subset: such text is only offered where no delimiter follows;
+        a match beginning with the text's last character alone is not excluded)."""
+        rx = rl.strip_lead(rx)
+        p = self.partial_starts(mode)
+        if p is not None:
+            text_term = self.term("TEXTSEG", f"{text_term} & ~(/{ANY}/ (/{p}/ & /(?s:.){{2,}}/))")
+        return f"{text_term} /{rx}/" if rx else text_term
+
     # -- mode 0 transitions: (terminal body, continuation rule or None for "output ends", makes a call)
     def transitions0(self, s: str) -> list:
         x0 = self.notx(0)
@@ -339,17 +363,17 @@ class _Lark:
                     for v in self.offered(f, self.delim(f, "open", subst).variants):
                         self._open_lookahead(f, v)
                         cont = self.body_rule(fi, f, tool, ti, "d")
-                        out.append((_seg(x0, v.regex), None if v.at_end else cont, True))
+                        out.append((self.seg(0, x0, v.regex), None if v.at_end else cont, True))
                 continue
             for v in self.offered(f, self.delim(f, "open").variants):
                 self._open_lookahead(f, v)
-                out.append((_seg(x0, v.regex), None if v.at_end else self.mode_rule(fi + 1, s), False))
+                out.append((self.seg(0, x0, v.regex), None if v.at_end else self.mode_rule(fi + 1, s), False))
         for f in self.fields:
             if f["name"] == self.implicit and f["close"] is not None:
                 for v in self.delim(f, "close").variants:
                     if v.lookahead:
                         self.note(f["name"], "close", _src(f["close"]), "trailing lookahead dropped (a superset)")
-                    out.append((_seg(x0, v.regex), None if v.at_end else self.mode_rule(0, s), False))
+                    out.append((self.seg(0, x0, v.regex), None if v.at_end else self.mode_rule(0, s), False))
         return out
 
     def offered(self, f: dict, variants: list) -> list:
@@ -410,7 +434,7 @@ class _Lark:
             x = self.notx(mode)
             if f["close"] is not None:
                 for v in self.delim(f, "close").variants:
-                    alts.extend(self.after_close(s, v, _seg(x, v.regex)))
+                    alts.extend(self.after_close(s, v, self.seg(mode, x, v.regex)))
             if s == "d":
                 alts.append(x)
         self.rules[name] = " | ".join(alts) if alts else '""'
@@ -441,7 +465,14 @@ class _Lark:
                 self.note(f["name"], "body", json.dumps(f["content_args"]),
                           "unquoted keys / custom string delimiters are not generated: the body is strict JSON, "
                           "which the parser also reads")
-            schema = self.guarded(f, schema, self.close_cores(f))
+            cores = self.close_cores(f)
+            ca = f["content_args"]
+            if ca.get("unquoted_keys"):
+                # the dialect quotes a bare `word:` after "{" or "," - inside strings too
+                cores = cores + ["{", ","]
+            if isinstance(ca.get("string_delims"), list):
+                cores = cores + [d for pair in ca["string_delims"] for d in pair if isinstance(d, str) and d]
+            schema = self.guarded(f, schema, cores)
             body = f"%json {json.dumps(schema)}"
         elif f["content"] == "xml-inline":
             body = self.xml_body(fi, f, tool, ti)
@@ -565,14 +596,6 @@ class _Lark:
         for name, body in self.terms.items():
             lines.append(f"{name}: {body}")
         return "\n".join(lines) + "\n"
-
-
-def _seg(text_term: str, rx: str) -> str:
-    """Text, then a delimiter. The delimiter's leading ``(?:[class])*`` is left to the text (which can hold
-    it): otherwise a delimiter match ending inside that run (a newline the text's last match ends with)
-    could hide in the text, where the parser would have taken it."""
-    rx = rl.strip_lead(rx)
-    return f"{text_term} /{rx}/" if rx else text_term
 
 
 def _types(schema: Any) -> tuple:

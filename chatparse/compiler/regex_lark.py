@@ -148,6 +148,36 @@ def convert(pattern: str, *, subst: dict | None = None, split: tuple = ()) -> Co
     return Converted(variants=_merge(variants), approximations=conv.approx)
 
 
+def start_forms(pattern: str, *, subst: dict | None = None) -> tuple[str, str]:
+    """(M, P) in engine syntax for the pattern *as it can start a match*: M is the pattern without a leading
+    ``\\s*``-like run, with a trailing lookahead's text consumed and other assertions empty; P is the
+    prefixes of M (the empty string included). A match of the pattern starts at a position from which the
+    text is in ``M.*`` - and may start from one where the text (so far) is in P."""
+    parsed = sre_parse.parse(_unique_group_names(pattern), re.DOTALL)
+    conv = _Conv(parsed.state, subst or {}, ())
+    items = _strip_items(list(parsed))
+    flags = parsed.state.flags
+    return conv.full(items, flags), conv.pref(items, flags)
+
+
+def _strip_items(items: list) -> list:
+    """`items` without a leading ``x*`` run of one character class (in each alternative of a leading
+    alternation)."""
+    if not items:
+        return items
+    op, av = items[0]
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] == 0 and av[1] >= C.MAXREPEAT and len(list(av[2])) == 1 \
+            and list(av[2])[0][0] in (C.IN, C.LITERAL, C.ANY, C.NOT_LITERAL):
+        return items[1:]
+    if op is C.BRANCH and len(items) == 1:
+        return [(C.BRANCH, (av[0], [_Items(_strip_items(list(b))) for b in av[1]]))]
+    return items
+
+
+class _Items(list):
+    """A plain list standing in for a parsed subpattern."""
+
+
 def _merge(variants: list[Variant]) -> list[Variant]:
     by_key: dict = {}
     for v in variants:
@@ -183,6 +213,82 @@ class _Conv:
                 return [Variant(prefix + v.regex, v.lookahead, v.at_end, v.lossy) for v in vs]
             prefix += self.plain(vs)
         return [Variant(prefix)]
+
+    # -- (M, P) forms for `start_forms`: lookaheads consumed, other assertions empty
+    def full(self, items, flags) -> str:
+        return "".join(self.full1(op, av, flags) for op, av in items)
+
+    def full1(self, op, av, flags) -> str:
+        if op is C.BRANCH:
+            return _alt([self.full(list(b), flags) for b in av[1]])
+        if op is C.SUBPATTERN:
+            gid, add, dele, p = av
+            name = self.names.get(gid)
+            if name is not None and name in self.subst:
+                v = self.subst[name]
+                return f"(?:{v[1]})" if isinstance(v, tuple) else literal(v)
+            return "(?:" + self.full(list(p), (flags | add) & ~dele) + ")"
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, p = av
+            hi = "" if hi >= C.MAXREPEAT else hi
+            return "(?:" + self.full(list(p), flags) + "){%d,%s}" % (lo, hi)
+        if op is C.ATOMIC_GROUP:
+            return "(?:" + self.full(list(av), flags) + ")"
+        if op is C.ASSERT and av[0] > 0:
+            return "(?:" + self.full(list(av[1]), flags) + ")"
+        if op in (C.ASSERT, C.ASSERT_NOT, C.AT):
+            return ""
+        if op is C.GROUPREF:
+            return self.groups.get(av, "(?s:.)*")
+        if op is C.GROUPREF_EXISTS:
+            gid, yes, no = av
+            return _alt([self.full(list(yes), flags), self.full(list(no), flags) if no else ""])
+        return self.plain(self.node(op, av, flags, False))
+
+    def pref(self, items, flags) -> str:
+        """Prefixes (the empty one included) of `full(items)`."""
+        alts = []
+        done = ""
+        for op, av in items:
+            p1 = self.pref1(op, av, flags)
+            alts.append(done + f"(?:{p1})" if p1 else done)
+            done += self.full1(op, av, flags)
+        alts.append(done)
+        return _alt(alts) if alts else ""
+
+    def pref1(self, op, av, flags) -> str:
+        if op is C.BRANCH:
+            return _alt([self.pref(list(b), flags) for b in av[1]])
+        if op is C.SUBPATTERN:
+            gid, add, dele, p = av
+            name = self.names.get(gid)
+            if name is not None and name in self.subst:
+                v = self.subst[name]
+                if isinstance(v, tuple):
+                    return f"(?:{v[1]})?"  # a prefix of the substituted class run: approximated by it
+                lit = literal(v)
+                return _alt([""] + ["".join(escape_char(ord(c)) for c in v[:k]) for k in range(1, len(v) + 1)]) \
+                    if v else ""
+            return self.pref(list(p), (flags | add) & ~dele)
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, p = av
+            if hi == 0:
+                return ""
+            inner = self.full(list(p), flags)
+            hi2 = "" if hi >= C.MAXREPEAT else hi - 1
+            return f"(?:{inner}){{0,{hi2}}}(?:{self.pref(list(p), flags)})"
+        if op is C.ATOMIC_GROUP:
+            return self.pref(list(av), flags)
+        if op is C.ASSERT and av[0] > 0:
+            return self.pref(list(av[1]), flags)
+        if op in (C.ASSERT, C.ASSERT_NOT, C.AT):
+            return ""
+        if op is C.GROUPREF:
+            return self.groups.get(av, "(?s:.)*")
+        if op is C.GROUPREF_EXISTS:
+            gid, yes, no = av
+            return _alt([self.pref(list(yes), flags), self.pref(list(no), flags) if no else ""])
+        return "(?:" + self.plain(self.node(op, av, flags, False)) + ")?"
 
     def plain(self, vs: list[Variant]) -> str:
         """Variants in a non-final position (never carry a lookahead)."""
