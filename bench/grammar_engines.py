@@ -201,3 +201,76 @@ def tools_from_calls(calls: list[dict] | None) -> list[dict]:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------------------------------------- xgrammar
+
+
+@lru_cache(maxsize=None)
+def xg_compiler(vocab_size: int = 4096):
+    import xgrammar as xgr
+
+    tok = hf_tokenizer(vocab_size)
+    vocab = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+    info = xgr.TokenizerInfo(vocab, vocab_type=xgr.VocabType.BYTE_LEVEL, stop_token_ids=[tok.token_to_id(EOS)])
+    return xgr.GrammarCompiler(info, max_threads=1)
+
+
+def xg_matcher(structural_tag_json: str, vocab_size: int = 4096):
+    import xgrammar as xgr
+
+    return xgr.GrammarMatcher(xg_compiler(vocab_size).compile_structural_tag(structural_tag_json))
+
+
+def xg_accepts(structural_tag_json: str, text: str, vocab_size: int = 4096) -> tuple[bool, str]:
+    """Feed `text` token by token to xgrammar's matcher, then EOS."""
+    m = xg_matcher(structural_tag_json, vocab_size)
+    tok = hf_tokenizer(vocab_size)
+    ids = encode(text, vocab_size)
+    for i, t in enumerate(ids):
+        if not m.accept_token(t):
+            return False, f"token {i} {tok.decode([t])!r} refused after {tok.decode(ids[:i])[-80:]!r}"
+    if not m.accept_token(tok.token_to_id(EOS)):
+        return False, "EOS refused"
+    return True, ""
+
+
+def xg_sample(structural_tag_json: str, rng: random.Random, *, max_tokens: int = 400,
+              pieces: list[str] | None = None, piece_rate: float = 0.3, vocab_size: int = 4096):
+    """`sample` with xgrammar's matcher and token mask."""
+    import numpy as np
+    import torch
+    import xgrammar as xgr
+
+    tok = hf_tokenizer(vocab_size)
+    n = tok.get_vocab_size()
+    eos = tok.token_to_id(EOS)
+    m = xg_matcher(structural_tag_json, vocab_size)
+    bitmask = xgr.allocate_token_bitmask(1, n)
+    encoded = [tok.encode(p).ids for p in pieces or []]
+    out: list[int] = []
+    while len(out) < max_tokens:
+        if encoded and rng.random() < piece_rate:
+            ids = encoded[rng.randrange(len(encoded))][: max_tokens - len(out)]
+            k = 0
+            for t in ids:
+                if not m.accept_token(t):
+                    break
+                k += 1
+            if k:
+                out.extend(ids[:k])
+                continue
+        m.fill_next_token_bitmask(bitmask)
+        bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")[:n]
+        allowed = np.nonzero(bits)[0]
+        if len(allowed) == 0:
+            raise AssertionError(f"no token allowed after {tok.decode(out)!r}")
+        p_end = min(1.0, len(out) / max_tokens)
+        if bits[eos] and (len(allowed) == 1 or rng.random() < p_end):
+            return tok.decode(out), True
+        choices = allowed[allowed != eos]
+        t = int(choices[rng.randrange(len(choices))])
+        if not m.accept_token(t):
+            raise AssertionError(f"xgrammar refused its own allowed token {t}")
+        out.append(t)
+    return tok.decode(out), False

@@ -36,7 +36,8 @@ DEMO_OUTPUT = (
     '<tool_call>{"name": "greet_user", "arguments": {"greeting": "Hi!"}}</tool_call>'
 )
 
-_FEATURE_MODULES = ("chatparse.tokenizer_dir", "chatparse.authoring.cli", "chatparse.parse_file")
+_FEATURE_MODULES = ("chatparse.tokenizer_dir", "chatparse.authoring.cli", "chatparse.parse_file",
+                    "chatparse.grammar_cli")
 
 
 def _demo(args) -> int:
