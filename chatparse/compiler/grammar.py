@@ -565,6 +565,15 @@ class _Lark:
                 before = before  # the key group's own pattern (converted), any key it allows
             types = _types(schema)
             text_like = not types or "string" in types
+            if isinstance(schema, dict) and isinstance(schema.get("enum", schema.get("const")), (list, str)) \
+                    and all(isinstance(e, str) for e in _enum(schema)):
+                # the raw text is the value (it does not read as JSON, or reads as that string)
+                vals = [e for e in _enum(schema) if not _reads_as_other_json(e)] if as_json else _enum(schema)
+                return self.term("PARAM", f"/{WS_OPT}{before}{rl._alt([rl.literal(e) for e in vals] or ['x'])}{after}/")
+            if text_like and isinstance(schema, dict) and any(k in schema for k in (
+                    "pattern", "minLength", "maxLength", "format")):
+                self.note(f["name"], "tag_pattern", tag, f"string constraints of parameter {key!r} are not "
+                          "enforced in xml-inline text values (a superset)")
             if text_like:
                 excl = [after] + ([closer] if closer else [])
                 val = f"/{ANY}/ & ~/{ANY}{rl._alt(excl)}{ANY}/"
@@ -596,6 +605,17 @@ class _Lark:
         for name, body in self.terms.items():
             lines.append(f"{name}: {body}")
         return "\n".join(lines) + "\n"
+
+
+def _enum(schema: dict) -> list:
+    return schema["enum"] if "enum" in schema else [schema["const"]]
+
+
+def _reads_as_other_json(text: str) -> bool:
+    try:
+        return not isinstance(json.loads(text), str)
+    except ValueError:
+        return False
 
 
 def _types(schema: Any) -> tuple:

@@ -118,7 +118,7 @@ class _Tag:
         return self.text(fi + 1)
 
     def xml(self, fi, f, tool):
-        from .grammar import _ANY_KEY, _types
+        from .grammar import _ANY_KEY, _enum, _types
 
         tag = f["content_args"]["tag_pattern"]
         params = tool.parameters if isinstance(tool.parameters, dict) else {}
@@ -132,6 +132,10 @@ class _Tag:
             after_src = tag.split("(?P<value>.*?)")
             after_cores = (sg.literal_cores(after_src[1], None) or []) if len(after_src) == 2 else []
             types = _types(schema)
+            if isinstance(schema, dict) and isinstance(schema.get("enum", schema.get("const")), (list, str)) \
+                    and all(isinstance(e, str) for e in _enum(schema)):
+                return _seq(_regex("[ \\t\\n\\r]*" + before + rl._alt([rl.literal(e) for e in _enum(schema)])
+                                   + after))
             if not types or "string" in types:
                 value = {"type": "any_text", "excludes": after_cores + closer}
             else:
