@@ -327,9 +327,43 @@ class Scanner:
                             ends.setdefault(k, e)
                 back += a.followers
         if back:
+            if self.mode.cap is not None:
+                self._thin(back)
             kept += [f for f in back if f.ends is not None]
             kept.sort(key=_start)
         self.attempts[:] = kept
+
+    def _thin(self, back: list) -> None:
+        """Followers brought back by `_drop` in a capped mode (`Mode.cap`): each would ask `regex` for its
+        regex-decided pattern candidates at its own start, one call per start (a run of 9,999 'a' under
+        ``(?:a{100}){100}`` is 9,999 calls reading up to 10,000 characters each). One `search` from the first
+        start says where the first match is; the candidates before it are dropped. The search stops where no
+        call at the last start could read (`cap` + `horizon` further) and at the end of the text received,
+        where those calls stop too, so what it says about those starts is what the calls would say."""
+        back.sort(key=_start)
+        t, mode, base = self.t, self.mode, self.base
+        first, last = back[0].start, back[-1].start
+        if last == first:
+            return
+        locals_ = set()
+        for f in back:
+            if f.ends:
+                locals_.update(f.ends)
+        for local in locals_:
+            p = t.patterns[mode.patterns[local]]
+            if p.exact or p.horizon < 0:
+                continue
+            stop = min(self.end, last + mode.cap + p.horizon + 2)
+            m = p.rx.search(self.text, first - base, stop - base)
+            q = stop if m is None else m.start() + base
+            for f in back:
+                if f.start >= q:
+                    break
+                ends = f.ends
+                if ends and local in ends:
+                    del ends[local]
+                    if not ends:
+                        f.ends = None
 
     @staticmethod
     def _record(a: Attempt, hit: tuple, at: int) -> None:
