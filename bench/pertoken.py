@@ -7,7 +7,7 @@ One implementation, used by the suite (``python -m bench``, section "Per-token c
 Vocabulary: Mistral's tekken (131k byte-level tokens, about 1% of them not valid UTF-8 on their own) from the
 mistral-common wheel, converted offline by transformers' ``MistralConverter`` when mistral-common is importable
 (``pip install --no-deps mistral-common==1.13.1 && pip install tiktoken 'pydantic-extra-types[pycountry]'``) -
-the same loading as tests/test_tokens.py - else (or with CHATPARSE_BENCH_NO_TEKKEN=1) a 32k byte-level BPE
+the same loading as tests/token_support.py - else (or with CHATPARSE_BENCH_NO_TEKKEN=1) a 32k byte-level BPE
 trained at bench time with the `tokenizers` library on the benchmark's own prose, with the template's
 delimiters as special tokens. `load_tokenizer` says which was used.
 
@@ -89,7 +89,7 @@ def tekken_path() -> str | None:
 
 
 def load_tokenizer(allow_tekken: bool = True, log=None) -> Vocabulary:
-    """tekken from mistral-common when available (as tests/test_tokens.py loads it), else a byte-level BPE
+    """tekken from mistral-common when available (as tests/token_support.py loads it), else a byte-level BPE
     trained here."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     t = time.perf_counter()
@@ -105,7 +105,7 @@ def load_tokenizer(allow_tekken: bool = True, log=None) -> Vocabulary:
             ver = getattr(mistral_common, "__version__", "?")
             return Vocabulary(tok, "tekken_240911",
                               f"Mistral's tekken vocabulary ({TEKKEN_FILE} from the mistral-common {ver} wheel, "
-                              "converted offline by transformers' MistralConverter, as tests/test_tokens.py does)",
+                              "converted offline by transformers' MistralConverter, as tests/token_support.py does)",
                               True, time.perf_counter() - t)
         except Exception as e:  # noqa: BLE001 - its import chain needs tiktoken and pydantic-extra-types
             why = f"tekken unavailable ({type(e).__name__}: {e})"

@@ -43,8 +43,8 @@ from chatparse.compiler.tokens import TokenVocab, bind, vocab_for  # noqa: E402
 from chatparse.compiler.writer import dumps, save, vocab_hash  # noqa: E402
 from chatparse.runtime.loader import load, loads, vocab_digest  # noqa: E402
 from chatparse.runtime.tokens import TokenParser, binding_from_data, token_binding  # noqa: E402
-from test_tokens import (CASES, metaspace_tokenizer, mutate, split_into_bytes, tekken_tokenizer,  # noqa: E402
-                         trained_tokenizers)
+from token_support import (CASES, metaspace_tokenizer, mutate, split_into_bytes, tekken_tokenizer,  # noqa: E402
+                           trained_tokenizers)
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")

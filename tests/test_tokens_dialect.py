@@ -4,7 +4,7 @@ Claim under test: fed token ids, they give exactly the events (spans, captures, 
 errors and `input_text` that `chatparse.ResponseParser(..., dialect="vllm")` gives for the decoded text, which
 tests/test_vllm_dialect.py holds against vLLM's own copy of the interpreter. With ``spans=True`` too, the
 dialect's events also carry ``token_start``/``token_end``: the generated tokens that hold the event's span.
-Tokenizers are trained here with `tokenizers` (tests/test_tokens.py).
+Tokenizers are trained here with `tokenizers` (tests/token_support.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from chatparse.runtime.token_decode import _Decoder  # noqa: E402
 from strategies import VALUE_PIECES, compiles  # noqa: E402
 from strategies import templates as gen_templates  # noqa: E402
 from strategies import texts_for  # noqa: E402
-from test_tokens import CASES, decode, outcome, split_into_bytes, toks  # noqa: E402,F401
+from token_support import CASES, decode, outcome, split_into_bytes, toks  # noqa: E402,F401
 
 ERRORS = (ValueError, KeyError, TypeError)
 
@@ -62,7 +62,7 @@ def plain_outcome(fn):
 
 
 def step_streams(s, singles, seqs) -> None:
-    """`test_tokens.step_like_single_parsers`, comparing events with `plain`."""
+    """`test_tokens_streams.step_like_single_parsers`, comparing events with `plain`."""
     for k in range(max(map(len, seqs))):
         act = np.array([k < len(q) for q in seqs])
         ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
