@@ -19,7 +19,10 @@ EOS = "<|grammar_eos|>"
 
 
 def corpus_texts() -> list[str]:
-    from tests.corpus_cases import load
+    try:
+        from tests.corpus_cases import load
+    except ImportError:  # under pytest, tests/ is on sys.path but is not a package
+        from corpus_cases import load
 
     corpus, why = load()
     if corpus is None:

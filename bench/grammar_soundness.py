@@ -67,7 +67,10 @@ def run_family(name: str, n: int, engine: str, seed: int = 0, max_tokens: int = 
     from chatparse import compile_template, templates
 
     try:
-        from tests.corpus_cases import load
+        try:
+            from tests.corpus_cases import load
+        except ImportError:  # under pytest, tests/ is on sys.path but is not a package
+            from corpus_cases import load
 
         corpus, _ = load()
         examples = [c.output for c in corpus.cases if c.name == name] if corpus else []
