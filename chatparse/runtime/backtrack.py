@@ -2,7 +2,8 @@
 
 The one-shot path (runtime/oneshot.py) asks `regex` to match delimiter patterns at candidate starts. A
 `regex` call is linear in the text it reads unless the pattern lets the engine try many ways to split the
-same text. Calls on such patterns get a timeout (which costs about 1.5 us per call, so only they get one).
+same text. Calls on such patterns get a timeout (which costs time on every call, so only they get one: see
+bench/PERF_NOTES.md#regex-timeout).
 The ways to many splits, and how each is recognised here:
 
 * a quantified group, such as ``(?:a|aa)+`` (exponential) or ``(?:\\w+,)*``;

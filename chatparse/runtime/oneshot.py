@@ -115,8 +115,8 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
 
     Kept in one function on purpose, though long: the two candidate searches below (keyed; candidate by
     candidate) are its natural seams, but as functions called once per delimiter, with the parse's state
-    passed in and the budget passed back, they cost up to 3-6% on 4k- and 64k-character parses (smollm3,
-    qwen3_coder, gpt_oss, gemma4; the two versions A/B in one process, best of 30 interleaved rounds)."""
+    passed in and the budget passed back, they made parses measurably slower
+    (bench/PERF_NOTES.md#parse-lean)."""
     plan = plan_for(tables)
     n = len(text)
     usable, stores, implicit, opens, pat_field, read_captures = plan.lean

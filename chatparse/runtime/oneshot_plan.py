@@ -29,8 +29,8 @@ Risk = Union[bool, "re.Pattern", "WindowTwin"]
 
 
 # Two records are read once per candidate start on the hot path, so they stay plain tuples (CPython unpacks an
-# exact tuple in one specialised step and a NamedTuple, a tuple subclass, through its iterator: about twice the
-# time, +1-4% on a short one-shot parse). Their layouts, in order:
+# exact tuple in one specialised step and a NamedTuple, a tuple subclass, through its iterator: see
+# bench/PERF_NOTES.md#namedtuple-unpacking). Their layouts, in order:
 #: One pattern a mode watches, as `oneshot._decide_at` tries it at a candidate start: ``(pi, rx, risky, rank,
 #: pieces, prefixes)``: the pattern index; its compiled `regex`; its `Risk`; its tie rank ((0 for an open, 1 for
 #: a close; the field's name): the reference's order for equal-length matches at one start); the literal strings
@@ -74,7 +74,7 @@ class Plan:
     ``lean``: the `LeanPlan`. ``captures``: per pattern, its capture reader (match -> named groups).
 
     ``mode_tuples`` / ``ascii_mode_tuples``: the same `ModePlan`s as plain tuples, which `oneshot._parse_lean`
-    unpacks at every delimiter (an exact tuple unpacks in half the time of a NamedTuple; see `Watched`).
+    unpacks at every delimiter (an exact tuple unpacks faster than a NamedTuple; see `Watched`).
     `Watched` and `Keyed` records are plain tuples for the same reason."""
 
     __slots__ = ("usable", "modes", "ascii_modes", "mode_tuples", "ascii_mode_tuples", "captures", "lean")

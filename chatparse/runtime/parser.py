@@ -280,8 +280,8 @@ class StreamParser:
 
         For a caller that proved it (`chatparse.runtime.token_parser`: the text its token tables handed out
         from a state they track). In a whitespace-led mode (``\\s*</think>``) `feed` steps an attempt at
-        every whitespace run: 187 us for 5,000 characters of qwen3 reasoning, against 1.6 us for this
-        (measured). An exception leaves the parser failed, as in `feed`."""
+        every whitespace run, which this does not (see bench/PERF_NOTES.md#feed-plain). An exception leaves the
+        parser failed, as in `feed`."""
         if not self.usable:
             self._check_usable()
         if self.inputs is not None and text:

@@ -1,7 +1,7 @@
 """Which `regex` patterns the standard `re` module can run with the same meaning, and their `re` twins.
 
-The reference runs every pattern in `regex`. `re` answers a short call in less than half the time (0.26 us
-against 0.64 us for gpt-oss's tool-call open), so the runtime uses it where the two provably agree:
+The reference runs every pattern in `regex`. `re` answers a short call in less than half the time (see
+bench/PERF_NOTES.md#re-and-regex), so the runtime uses it where the two provably agree:
 
 * syntax whose meaning the two modules share (str patterns, DOTALL, version 0 of `regex`), read from the
   source by `same_in_re`; anything else keeps `regex`: inline flags, possessive quantifiers, atomic groups,

@@ -12,9 +12,10 @@ Guarantees:
   modes whose patterns are all exact, and every listed whole-delimiter token re-run through the scanner
   (its captures come from that run). A bad section raises ValueError naming the problem.
 * ``binding.parse`` / `parse_tokens` / `parse_tokens_batch` give the same message as
-  ``chatparse.parse_response`` on the decoded text (the one-shot path decodes the whole sequence and runs
-  the plain `StreamParser`); the prefix (text or ids) is required, or explicitly empty, because chat
-  templates often pre-write part of the assistant message.
+  ``chatparse.parse_response`` on the decoded text: they decode the whole sequence and feed it to a plain
+  `StreamParser` (as ``chatparse.ResponseParser`` would), where ``parse_response`` takes the one-shot path
+  of runtime/oneshot.py to the same message. The prefix (text or ids) is required, or explicitly empty,
+  because chat templates often pre-write part of the assistant message.
 * ``binding.parser(...)`` / ``binding.streams(...)`` build `TokenParser` / `TokenStreams` (imported when
   called, since those modules import this one).
 
@@ -115,7 +116,7 @@ class TokenBinding:
             return message, p.spans
         text = _decode_all(self.vocab, _ids_list(ids, self.vocab.size))
         tables = self.compiled.tables
-        core = StreamParser(tables, self.tool_params(tools), d)  # what chatparse.parse_response does
+        core = StreamParser(tables, self.tool_params(tools), d)  # (ResponseParser's core; parse_response's message)
         cut = tables.cut_prefix(prefix) if prefix else ""
         events = core.feed(cut) if cut else []
         events += core.feed(text)
@@ -238,8 +239,8 @@ _binding_lock = threading.Lock()
 def token_binding(compiled) -> "TokenBinding":
     """The `TokenBinding` of a `CompiledTemplate` that carries token tables: one loaded from a table file with
     a token section (``chatparse.tokenizer_dir.load_dir``, or ``CompiledTemplate(raw["template"], raw)`` of
-    ``loads``), or one `load_dir` bound to a tokenizer. Built once per object (20-30 ms per 100k tokens).
-    `TokenParser(compiled, ...)` calls this."""
+    ``loads``), or one `load_dir` bound to a tokenizer. Built once per object (its cost: see
+    bench/PERF_NOTES.md#token-binding). `TokenParser(compiled, ...)` calls this."""
     b = getattr(compiled, "_token_binding", None)
     if b is not None:
         return b

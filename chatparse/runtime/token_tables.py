@@ -96,7 +96,8 @@ class VocabBase:
 
 
 def _slices(s, offsets: list) -> list:
-    """``[s[offsets[i]:offsets[i + 1]] for i ...]`` (the cheapest way to cut many pieces; ~50 ns each)."""
+    """``[s[offsets[i]:offsets[i + 1]] for i ...]`` (the cheapest way found to cut many pieces: see
+    bench/PERF_NOTES.md#token-tables)."""
     return [s[a:b] for a, b in zip(offsets, offsets[1:])]
 
 
@@ -324,7 +325,7 @@ class TokenTablesBase:
         self._lock = threading.Lock()
 
     def _fast_row(self, k: int) -> list:
-        """Mode k's row of `fast` (built on first use: a few ms per 100k tokens)."""
+        """Mode k's row of `fast` (built on first use: bench/PERF_NOTES.md#token-tables)."""
         size = self.size
         dead = np.flatnonzero(self._inert[k] == 0)
         if len(dead) * 4 < size:  # mostly inert: copy the texts, blank the others
