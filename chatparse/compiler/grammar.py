@@ -345,6 +345,8 @@ class _Lark:
         p = self.partial_starts(mode)
         if p is not None:
             text_term = self.term("TEXTSEG", f"{text_term} & ~(/{ANY}/ (/{p}/ & /(?s:.){{2,}}/))")
+            self.note("*", "text", "", "text right before a delimiter may not end with the first two or more "
+                      "characters of a match of something else the region watches: a subset", kind="subset")
         return f"{text_term} /{rx}/" if rx else text_term
 
     # -- mode 0 transitions: (terminal body, continuation rule or None for "output ends", makes a call)
