@@ -245,6 +245,7 @@ class _Lark:
         self.terms: dict[str, str] = {}
         self.rules: dict[str, str] = {}
         self.conv_cache: dict = {}
+        self.partial_cache: dict = {}
         self.n = 0
 
     # -- helpers
@@ -326,12 +327,15 @@ class _Lark:
     def partial_starts(self, mode: int) -> str | None:
         """The non-empty beginnings of a match of something `mode` watches (see
         `regex_lark.start_forms`), as one engine regex; None when nothing is watched."""
+        if mode in self.partial_cache:
+            return self.partial_cache[mode]
         ps = []
         for f, kind in self.watched(mode):
             d = f[kind]
             src = "|".join(regex.escape(x) for x in d["literals"]) if "literals" in d else d["pattern"]
             ps.append(rl.start_forms(src)[1])
-        return rl._alt(ps) if ps else None
+        self.partial_cache[mode] = rl._alt(ps) if ps else None
+        return self.partial_cache[mode]
 
     def seg(self, mode: int, text_term: str, rx: str) -> str:
         """Text, then a delimiter, as one lexeme.
@@ -466,7 +470,7 @@ class _Lark:
             if f["content_args"].get("unquoted_keys") or f["content_args"].get("string_delims"):
                 self.note(f["name"], "body", json.dumps(f["content_args"]),
                           "unquoted keys / custom string delimiters are not generated: the body is strict JSON, "
-                          "which the parser also reads")
+                          "which the parser also reads", kind="subset")
             cores = self.close_cores(f)
             ca = f["content_args"]
             if ca.get("unquoted_keys"):

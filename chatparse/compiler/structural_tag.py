@@ -108,6 +108,12 @@ class _Tag:
             else:
                 schema = call_schema(env, tool, self.g.first_key_check(f))
             cores = self.g.close_cores(f)
+            ca = f["content_args"]
+            if ca.get("unquoted_keys") or ca.get("string_delims"):
+                self.g.note(f["name"], "body", json.dumps(ca), "unquoted keys / custom string delimiters are not "
+                            "generated: the body is strict JSON, which the parser also reads", kind="subset")
+                cores = cores + (["{", ","] if ca.get("unquoted_keys") else []) + [
+                    d for pair in ca.get("string_delims") or [] for d in pair if isinstance(d, str) and d]
             schema = self.g.guarded(f, schema, cores)
             xg = schema.pop("x-guidance", None)
             if xg:
