@@ -9,13 +9,18 @@ no match of anything the current mode watches, then one delimiter, which decides
 
 * a text region's segment is one lexeme ``(text & ~(.*W.*)) D`` (llguidance's ``&``/``~`` operators), W the
   union of the mode's watched delimiters: the text between two delimiters holds no delimiter, as the
-  parser's leftmost-first scan requires;
+  parser's leftmost-first scan requires; D's leading whitespace-like run is left to the text, and the text
+  may not end with the beginning of another watched match (which could run into D: the parser would take
+  it first). Engines' lexers are greedy and never backtrack, so every choice must be decidable at the
+  byte where it happens: that is why delimiters are joined to the text before them;
 * a structured region (``json``, ``xml-inline``) is its body grammar between optional whitespace: a tool
   call's JSON through ``%json`` with the tool's schema (names from the tool list, arguments per schema, the
   envelope the field's ``transform`` reads), xml-inline parameters per their schema types;
 * tool names written by an opener (``(?P<name>..)``) become one opener per tool with the name substituted;
 * a closer's trailing lookahead ``(?=Y)`` is exact: that closer's lexeme is joined to the next segment,
-  which must begin with Y;
+  which must begin with Y; an opener's is not checked (the body's grammar follows), and text may not hold
+  the opener without it; opener alternatives holding a lookbehind are not offered;
+* a JSON body's strings cannot spell the region's closer (`schema_guard`);
 * ``tool_choice``: "none" offers no tool-call opener (text still cannot hold one: the parser would open it),
   "required" (or a named tool) runs the grammar in two copies, before and after the first call, and only
   the second may end.
@@ -412,7 +417,7 @@ class _Lark:
                 if s2 == "d":
                     alts.append(t)
             else:
-                alts.append(f"{t} {cont if not call else cont}")
+                alts.append(f"{t} {cont}")
         return alts
 
     # -- rules
