@@ -337,14 +337,17 @@ class Scanner:
         """Followers brought back by `_drop` in a capped mode (`Mode.cap`): each would ask `regex` for its
         regex-decided pattern candidates at its own start, one call per start (a run of 9,999 'a' under
         ``(?:a{100}){100}`` is 9,999 calls reading up to 10,000 characters each). One `search` from the first
-        start says where the first match is; the candidates before it are dropped. The search stops where no
-        call at the last start could read (`cap` + `horizon` further) and at the end of the text received,
-        where those calls stop too, so what it says about those starts is what the calls would say."""
+        start says where the first match is; the candidates before it are dropped. No match from those starts
+        reaches past where their leader ended (`fin`; the tables step a superset), and `regex` reads at most
+        `horizon` characters further (what `_resolve` waits for), so the search stops there (and at the end of
+        the text received, where their own calls stop too): what it says about those starts is what the calls
+        would say, and it does not go on into the text after them."""
         back.sort(key=_start)
         t, mode, base = self.t, self.mode, self.base
         first, last = back[0].start, back[-1].start
         if last == first:
             return
+        fin = max([f.fin for f in back])
         locals_ = set()
         for f in back:
             if f.ends:
@@ -353,7 +356,7 @@ class Scanner:
             p = t.patterns[mode.patterns[local]]
             if p.exact or p.horizon < 0:
                 continue
-            stop = min(self.end, last + mode.cap + p.horizon + 2)
+            stop = min(self.end, fin + p.horizon + 1)
             m = p.rx.search(self.text, first - base, stop - base)
             q = stop if m is None else m.start() + base
             for f in back:
