@@ -548,6 +548,20 @@ def whole(sides: Sides, lengths, reps: int, min_s: float, budget_s: float = 30.0
 
 # -- many streams ----------------------------------------------------------------------------------------------
 
+def step_streams(binding, mat, read_events: bool, dialect=None) -> list:
+    """`TokenStreams` over the columns of `mat` (steps x streams), one `step` per row (reading every
+    stream's events with `read_events`), then `finalize_all`; the messages. What the streams rows time."""
+    s = binding.streams(mat.shape[1], prefix="", dialect=dialect)
+    step = s.step
+    if read_events:
+        for row in mat:
+            step(row).tolist()
+    else:
+        for row in mat:
+            step(row)
+    return [m for m, _ in s.finalize_all()]
+
+
 def streams(sides: Sides, B: int, steps: int, plain: bool, reps: int, ref_steps: int = 128,
             budget_s: float = 60.0, reference: bool = True, progress=None, dialects=()) -> dict:
     """B `turn` generations (one per seed, no tool call) stepped together, `steps` tokens each.
@@ -566,15 +580,7 @@ def streams(sides: Sides, B: int, steps: int, plain: bool, reps: int, ref_steps:
         progress(f"  per-token {B} streams x {steps} steps ({'plain prose' if plain else 'prose'})")
 
     def run_streams(read_events: bool, dialect=None):
-        s = b.streams(B, prefix="", dialect=dialect)
-        step = s.step
-        if read_events:
-            for k in range(steps):
-                step(mat[k]).tolist()
-        else:
-            for k in range(steps):
-                step(mat[k])
-        return [m for m, _ in s.finalize_all()]
+        return step_streams(b, mat, read_events, dialect)
 
     def run_loop():
         ps = [b.parser(prefix="") for _ in range(B)]

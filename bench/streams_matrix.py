@@ -32,7 +32,7 @@ import numpy as np
 import chatparse
 from chatparse import templates
 
-from .pertoken import load_tokenizer
+from .pertoken import load_tokenizer, step_streams
 
 OUT = pathlib.Path(__file__).resolve().parent / "results" / "STREAMS_MATRIX.md"
 TEMPLATES = ["qwen3", "gpt_oss", "hermes", "glm45"]
@@ -163,15 +163,7 @@ def cell(binding, tok, template: str, content: str, B: int, steps: int, reps: in
     want = [chatparse.parse_tokens(s, binding, prefix="") for s in seqs]
 
     def run(read: bool):
-        s = binding.streams(B, prefix="")
-        step = s.step
-        if read:
-            for k in range(steps):
-                step(mat[k]).tolist()
-        else:
-            for k in range(steps):
-                step(mat[k])
-        return [m for m, _ in s.finalize_all()]
+        return step_streams(binding, mat, read)
 
     assert run(False) == want and run(True) == want, f"{template}/{content}: TokenStreams != parse_tokens"
     out = []
