@@ -342,7 +342,21 @@ class _Lark:
         self.partial_cache[mode] = rl._alt(ps) if ps else None
         return self.partial_cache[mode]
 
-    def seg(self, mode: int, text_term: str, rx: str) -> str:
+    def closer_at_start(self, f: dict, v: rl.Variant) -> str | None:
+        """When an opener can match the empty string and the field's closer holds a lookbehind (which the
+        grammar drops), the closer could match right at the start of the body, looking back into the text
+        before the opener: that text may not end with what the lookbehind looks for (a subset)."""
+        if f["close"] is None or "pattern" not in f["close"] or not regex.fullmatch(rl.to_python(v.regex), ""):
+            return None
+        lbs = self.delim(f, "close").lookbehinds
+        if not lbs:
+            return None
+        self.note(f["name"], "open", _src(f["open"]), "text right before this opener may not end with what the "
+                  "closer's lookbehind looks for (the closer could match at the start of the body): a subset",
+                  kind="subset")
+        return rl._alt(lbs)
+
+    def seg(self, mode: int, text_term: str, rx: str, not_ending: str | None = None) -> str:
         """Text, then a delimiter, as one lexeme.
 
         The delimiter's leading ``(?:[class])*`` run is left to the text (a match ending inside that run
@@ -351,6 +365,8 @@ class _Lark:
         and the parser would take it first (a subset: such text is only offered where no delimiter follows;
         a match beginning with the text's last character alone is not excluded)."""
         rx = rl.strip_lead(rx)
+        if not_ending:
+            text_term = self.term("TEXTSEG", f"{text_term} & ~/{ANY}(?:{not_ending})/")
         p = self.partial_starts(mode)
         if p is not None:
             text_term = self.term("TEXTSEG", f"{text_term} & ~(/{ANY}/ (/{p}/ & /(?s:.){{2,}}/))")
@@ -374,7 +390,8 @@ class _Lark:
                     for v in self.offered(f, self.delim(f, "open", subst).variants):
                         self._open_lookahead(f, v)
                         cont = self.body_rule(fi, f, tool, ti, "d")
-                        out.append((self.seg(0, x0, v.regex), None if v.at_end else cont, True))
+                        out.append((self.seg(0, x0, v.regex, self.closer_at_start(f, v)),
+                                    None if v.at_end else cont, True))
                 continue
             for v in self.offered(f, self.delim(f, "open").variants):
                 self._open_lookahead(f, v)

@@ -52,6 +52,7 @@ class Variant:
 class Converted:
     variants: list[Variant]
     approximations: list[str] = field(default_factory=list)
+    lookbehinds: list[str] = field(default_factory=list)  # positive lookbehinds' patterns (engine syntax)
 
     @property
     def exact(self) -> bool:
@@ -145,7 +146,7 @@ def convert(pattern: str, *, subst: dict | None = None, split: tuple = ()) -> Co
     if conv.notes_outside_branches:
         for v in variants:
             v.lossy = True
-    return Converted(variants=_merge(variants), approximations=conv.approx)
+    return Converted(variants=_merge(variants), approximations=conv.approx, lookbehinds=conv.lookbehinds)
 
 
 def start_forms(pattern: str, *, subst: dict | None = None) -> tuple[str, str]:
@@ -193,6 +194,7 @@ class _Conv:
         self.approx: list[str] = []
         self.groups: dict = {}
         self.n_notes = 0
+        self.lookbehinds: list[str] = []
         self.branch_depth = 0
         self.notes_outside_branches = False
 
@@ -364,6 +366,8 @@ class _Conv:
             direction, p = av
             if op is C.ASSERT and direction > 0 and tail:
                 return [Variant("", lookahead=self.sub(p, flags))]
+            if op is C.ASSERT and direction < 0:
+                self.lookbehinds.append(self.sub(p, flags))
             kind = "lookbehind" if direction < 0 else "lookahead"
             neg = "negative " if op is C.ASSERT_NOT else ""
             self.note(f"{neg}{kind} dropped (a superset)")
