@@ -356,7 +356,8 @@ class _Lark:
                   kind="subset")
         return rl._alt(lbs)
 
-    def seg(self, mode: int, text_term: str, rx: str, not_ending: str | None = None) -> str:
+    def seg(self, mode: int, text_term: str, rx: str, not_ending: str | None = None,
+            follow: str | None = None) -> str:
         """Text, then a delimiter, as one lexeme.
 
         The delimiter's leading ``(?:[class])*`` run is left to the text (a match ending inside that run
@@ -372,6 +373,12 @@ class _Lark:
             text_term = self.term("TEXTSEG", f"{text_term} & ~(/{ANY}/ (/{p}/ & /(?s:.){{2,}}/))")
             self.note("*", "text", "", "text right before a delimiter may not end with the first two or more "
                       "characters of a match of something else the region watches: a subset", kind="subset")
+        if rl.SUBST_MARK in rx:
+            # a tool name put in a greedy group: the delimiter may not go on with a character the group
+            # would take (the parser would read a longer name)
+            head = rx.split(rl.SUBST_MARK)[0]
+            plain = rx.replace(rl.SUBST_MARK, "")
+            return f"{text_term} (/{plain}/ & ~/{head}(?:{follow}){ANY}/)"
         return f"{text_term} /{rx}/" if rx else text_term
 
     # -- mode 0 transitions: (terminal body, continuation rule or None for "output ends", makes a call)
@@ -387,10 +394,11 @@ class _Lark:
                 for ti, tool in enumerate(self.tools):
                     env = envelope(f) if f["content"] in ("json", "xml-inline") else None
                     subst = {env.name_group: tool.name} if env and env.name_group and tool.name else None
-                    for v in self.offered(f, self.delim(f, "open", subst).variants):
+                    conv = self.delim(f, "open", subst)
+                    for v in self.offered(f, conv.variants):
                         self._open_lookahead(f, v)
                         cont = self.body_rule(fi, f, tool, ti, "d")
-                        out.append((self.seg(0, x0, v.regex, self.closer_at_start(f, v)),
+                        out.append((self.seg(0, x0, v.regex, self.closer_at_start(f, v), conv.follow),
                                     None if v.at_end else cont, True))
                 continue
             for v in self.offered(f, self.delim(f, "open").variants):
@@ -584,7 +592,8 @@ class _Lark:
             c = rl.convert(tag, subst={"key": key if key is not None else ("rx", _ANY_KEY)}, split=("value",))
             for how in c.approximations:
                 self.note(f["name"], "tag_pattern", tag, how)
-            rx = c.variants[0].regex
+            # (a key put in a greedy group is followed by the tag's own delimiter in the bundled patterns)
+            rx = c.variants[0].regex.replace(rl.SUBST_MARK, "")
             if len(c.variants) != 1 or rx.count(rl.SPLIT_MARK) != 1:
                 raise ValueError(f"Field '{f['name']}': tag_pattern {tag!r}: the value group must appear once, "
                                  "outside alternatives")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from .charsets import MAX_CP, class_ranges, complement, literal_ranges
 
 SPLIT_MARK = "\x00SPLIT\x00"
+SUBST_MARK = "\x00SUBST\x00"  # where a substituted greedy group ends (see `grammar._Lark.seg`)
 
 _CATEGORY = {
     C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_SPACE: r"\s",
@@ -53,6 +54,7 @@ class Converted:
     variants: list[Variant]
     approximations: list[str] = field(default_factory=list)
     lookbehinds: list[str] = field(default_factory=list)  # positive lookbehinds' patterns (engine syntax)
+    follow: str | None = None  # the class a substituted greedy group runs on (its literal ends at SUBST_MARK)
 
     @property
     def exact(self) -> bool:
@@ -75,6 +77,7 @@ def strip_lead(rx: str) -> str:
 
 def to_python(rx: str) -> str:
     """An engine-syntax regex in Python `regex` syntax (``\\x{..}`` -> ``\\U........``)."""
+    rx = rx.replace(SUBST_MARK, "")
     return re.sub(r"\\x\{([0-9a-f]+)\}", lambda m: "\\U%08x" % int(m.group(1), 16), rx)
 
 
@@ -146,7 +149,9 @@ def convert(pattern: str, *, subst: dict | None = None, split: tuple = ()) -> Co
     if conv.notes_outside_branches:
         for v in variants:
             v.lossy = True
-    return Converted(variants=_merge(variants), approximations=conv.approx, lookbehinds=conv.lookbehinds)
+    follow = next(iter(conv.follow.values())) if conv.follow else None
+    return Converted(variants=_merge(variants), approximations=conv.approx, lookbehinds=conv.lookbehinds,
+                     follow=follow)
 
 
 def start_forms(pattern: str, *, subst: dict | None = None) -> tuple[str, str]:
@@ -181,9 +186,11 @@ class _Items(list):
 
 def _merge(variants: list[Variant]) -> list[Variant]:
     by_key: dict = {}
-    for v in variants:
-        by_key.setdefault((v.lookahead, v.at_end, v.lossy), []).append(v.regex)
-    return [Variant(_alt(rxs), la, end, lossy) for (la, end, lossy), rxs in by_key.items()]
+    for i, v in enumerate(variants):
+        # a variant holding a substituted group stays on its own (its end is marked)
+        key = (v.lookahead, v.at_end, v.lossy, i if SUBST_MARK in v.regex else -1)
+        by_key.setdefault(key, []).append(v.regex)
+    return [Variant(_alt(rxs), la, end, lossy) for (la, end, lossy, _), rxs in by_key.items()]
 
 
 class _Conv:
@@ -194,6 +201,7 @@ class _Conv:
         self.approx: list[str] = []
         self.groups: dict = {}
         self.n_notes = 0
+        self.follow: dict = {}
         self.lookbehinds: list[str] = []
         self.branch_depth = 0
         self.notes_outside_branches = False
@@ -332,6 +340,11 @@ class _Conv:
                 value = self.subst[name]
                 if isinstance(value, tuple):  # ("regex", engine-syntax regex)
                     return [Variant(f"(?:{value[1]})")]
+                inner = list(p)
+                if len(inner) == 1 and inner[0][0] is C.MAX_REPEAT and inner[0][1][1] >= C.MAXREPEAT:
+                    # a greedy run: the parser's capture is the literal only if the run stops right after it
+                    self.follow[name] = self.sub(inner[0][1][2], (flags | add) & ~dele)
+                    return [Variant(literal(value) + SUBST_MARK)]
                 return [Variant(literal(value))]
             vs = self.seq(list(p), (flags | add) & ~dele, tail)
             if gid is not None:

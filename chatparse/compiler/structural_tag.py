@@ -51,7 +51,7 @@ def _or(els):
 
 
 def _regex(rx: str):
-    return {"type": "regex", "pattern": xg_regex(rx)}
+    return {"type": "regex", "pattern": xg_regex(rx.replace(rl.SUBST_MARK, ""))}
 
 
 class _Tag:
@@ -134,7 +134,7 @@ class _Tag:
 
         def param(key, schema):
             c = rl.convert(tag, subst={"key": key if key is not None else ("rx", _ANY_KEY)}, split=("value",))
-            before, after = c.variants[0].regex.split(rl.SPLIT_MARK)
+            before, after = c.variants[0].regex.replace(rl.SUBST_MARK, "").split(rl.SPLIT_MARK)
             after_src = tag.split("(?P<value>.*?)")
             after_cores = (sg.literal_cores(after_src[1], None) or []) if len(after_src) == 2 else []
             types = _types(schema)
