@@ -89,6 +89,9 @@ class _Tag:
         return plain or vs
 
     def delim(self, f, kind, subst=None, lead=""):
+        if subst and self.g.delim(f, kind, subst).follow:
+            self.g.note(f["name"], kind, _src(f[kind]), "structural tag: a tool name may be followed by characters "
+                        "its group takes (the parser then reads another name): a superset")
         return _or([_regex(lead + v.regex) for v in self.variants(f, kind, subst)])
 
     def body(self, fi, f, tool):
