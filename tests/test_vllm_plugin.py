@@ -260,7 +260,9 @@ def test_plugin_loads_the_serving_tables_beside_the_tokenizer(tmp_path, caplog):
     parser = _parser(plugin.NAME, loaded, None)
     assert "tokens" in parser._compiled.raw_tables  # from the file: a compiled template carries none
     reference = _parser(plugin.NAME, tokenizer=trained_tokenizer(), template=templates.get("qwen3"))
-    prompt, output = OUTPUTS["qwen3"][0]
+    prompt = "<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n"
+    output = ('<think>\nNeed the weather.\n</think>\n\nLet me check. <tool_call>\n{"name": "get_weather", '
+              '"arguments": {"city": "Paris"}}\n</tool_call><|im_end|>')
     ids = loaded.encode(output, add_special_tokens=False)
     pids = loaded.encode(prompt, add_special_tokens=False)
     deltas = [(_decode(loaded, [i]), [i]) for i in ids]
