@@ -26,14 +26,11 @@ import re._parser as sre_parse
 from dataclasses import dataclass, field
 
 from .charsets import MAX_CP, class_ranges, complement, literal_ranges
+from .regex_ast import _in_source  # a character class as source the reference's `re` reads
 
 SPLIT_MARK = "\x00SPLIT\x00"
 SUBST_MARK = "\x00SUBST\x00"  # where a substituted greedy group ends (see `grammar._Lark.seg`)
 
-_CATEGORY = {
-    C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_SPACE: r"\s",
-    C.CATEGORY_NOT_SPACE: r"\S", C.CATEGORY_WORD: r"\w", C.CATEGORY_NOT_WORD: r"\W",
-}
 _NAMED_GROUP = re.compile(r"(?<!\\)\(\?P<(\w+)>")
 _PLAIN = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_=:;,'\"!@%&<>`~ ")
 
@@ -394,20 +391,3 @@ class _Conv:
             out = self.seq(list(yes), flags, tail) + (self.seq(list(no), flags, tail) if no else [Variant("")])
             return _merge(out)
         raise ValueError(f"unsupported regex construct {op}")
-
-
-def _in_source(items) -> str:
-    parts = []
-    negate = ""
-    for op, av in items:
-        if op is C.NEGATE:
-            negate = "^"
-        elif op is C.LITERAL:
-            parts.append(f"\\U{av:08x}")
-        elif op is C.RANGE:
-            parts.append(f"\\U{av[0]:08x}-\\U{av[1]:08x}")
-        elif op is C.CATEGORY and av in _CATEGORY:
-            parts.append(_CATEGORY[av])
-        else:
-            raise ValueError(f"unsupported character-class item {op} {av}")
-    return "[" + negate + "".join(parts) + "]"
