@@ -181,12 +181,17 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="64 streams x 512 tokens, two vocabularies")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--reps", type=int, default=None, help="timed runs per cell (default 3; --quick 1)")
+    ap.add_argument("--only-vocab", default=None, help="run only the vocabularies whose name contains this")
     args = ap.parse_args(argv)
     B, steps, reps = (64, 512, 1) if args.quick else (256, 2048, 3)
+    reps = args.reps or reps
     t_start = time.perf_counter()
     load = os.getloadavg()[0]
     rows = []
     for vname, tok in vocabularies(args.quick):
+        if args.only_vocab and args.only_vocab not in vname:
+            continue
         from transformers import PreTrainedTokenizerFast
 
         hf = PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False)
