@@ -68,9 +68,10 @@ def _binding(tokenizer: Any, loaded: Any):
     tokenizer (then the text path runs).
 
     Where the tokenizer was loaded from a local directory that holds ``response_template.vllm.cpt`` (written by
-    ``chatparse compile DIR --vllm``) for this very template and tokenizer, its tables and token tables are
-    loaded instead of compiled (`chatparse.tokenizer_dir.load_dir` checks the template hash and the
-    tokenizer.json it was built from, and compiles with a warning where either differs)."""
+    ``chatparse compile DIR --vllm``) for this very template and tokenizer, the parsers run on its tables and
+    token tables, so the vocabulary and token tables are not built (the template is still compiled once per
+    process, the cache's key; `chatparse.tokenizer_dir.load_dir` checks the template hash and the
+    tokenizer.json the file was built from, and rebuilds with a warning where either differs)."""
     compiled = compile_template(loaded)
     key = (id(tokenizer), id(compiled))
     with _bindings_lock:
