@@ -25,6 +25,7 @@ import pathlib
 import platform
 import random
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -203,7 +204,7 @@ def main(argv=None) -> None:
                 print(f"  {vname} / {tname} / {content}: {fast:.1f}M ({read:.1f}M with events)", flush=True)
     lines = ["# Many streams over vocabularies, contents and templates", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `python -m bench.streams_matrix"
-             f"{' --quick' if args.quick else ''}`, {platform.processor() or platform.machine()}, "
+             f"{''.join(' ' + a for a in (sys.argv[1:] if argv is None else argv))}`, {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} CPUs, CPython {platform.python_version()}; load average at start {load:.2f}; "
              f"{B} streams x {steps} tokens, median of {reps}; took {time.perf_counter() - t_start:.0f} s. "
              "Target (issue #21): >= 20M tokens/s with events not read in every row.", "",
