@@ -240,7 +240,7 @@ def main(argv=None) -> None:
         assert vc == oc[:len(vc)], (vc, oc[:len(vc)])
         count_rows.append((n, theirs_c, ours_c))
 
-    lines = [f"# vLLM's response-template parser vs chatparse's plugin, per delta",
+    lines = ["# vLLM's response-template parser vs chatparse's plugin, per delta",
              "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `python -m bench.vllm_plugin"
              f"{' --quick' if args.quick else ''}`, {platform.processor() or platform.machine()}, "

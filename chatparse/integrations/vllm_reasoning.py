@@ -21,7 +21,6 @@ Differences), and vLLM's per-token decode of a character split across tokens (U+
 from __future__ import annotations
 
 from collections.abc import Sequence
-from math import inf
 from typing import Any, Callable
 
 from vllm.parser import response_template as _rt

@@ -13,7 +13,6 @@ variant against vLLM's own `_streaming_template` for every bundled template vLLM
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 THINKING_FIELD = "thinking"  # vLLM's name for the reasoning field
 CONTENT_FIELD = "content"
