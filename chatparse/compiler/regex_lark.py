@@ -273,7 +273,6 @@ class _Conv:
                 v = self.subst[name]
                 if isinstance(v, tuple):
                     return f"(?:{v[1]})?"  # a prefix of the substituted class run: approximated by it
-                lit = literal(v)
                 return _alt([""] + ["".join(escape_char(ord(c)) for c in v[:k]) for k in range(1, len(v) + 1)]) \
                     if v else ""
             return self.pref(list(p), (flags | add) & ~dele)

@@ -11,7 +11,7 @@ alternatives (runtime/re_compat.py). runtime/oneshot.py runs the parse.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 from .backtrack import backtracking_risk, match_bound, span_test
 from .literals import literal_pieces, literal_prefixes, top_alternatives
