@@ -200,15 +200,23 @@ def sample(grammar_text: str, rng: random.Random, *, max_tokens: int = 400, end_
         allowed = np.nonzero(bits)[0]
         if len(allowed) == 0:
             raise AssertionError(f"no token allowed after {tok.decode(out)!r}: {m.get_error()}")
-        p_end = min(1.0, len(out) / max_tokens + end_bias)
-        if bits[eos] and (len(allowed) == 1 or rng.random() < p_end):
+        t = _draw(allowed, bool(bits[eos]), eos, min(1.0, len(out) / max_tokens + end_bias), rng)
+        if t is None:
             return tok.decode(out), True
-        choices = allowed[allowed != eos]
-        t = int(choices[rng.randrange(len(choices))])
         if not m.consume_token(t):
             raise AssertionError(f"matcher refused its own allowed token {t}: {m.get_error()}")
         out.append(t)
     return tok.decode(out), False
+
+
+def _draw(allowed, eos_allowed: bool, eos: int, p_end: float, rng):
+    """The next token of a sampled generation from the ids a mask allows: None to end there (only where the
+    end is allowed: with probability `p_end`, or when it is the only choice), else a uniform pick among the
+    other allowed ids. Shared by both engines' samplers."""
+    if eos_allowed and (len(allowed) == 1 or rng.random() < p_end):
+        return None
+    choices = allowed[allowed != eos]
+    return int(choices[rng.randrange(len(choices))])
 
 
 def tools_from_calls(calls: list[dict] | None) -> list[dict]:
@@ -287,11 +295,9 @@ def xg_sample(structural_tag_json: str, rng: random.Random, *, max_tokens: int =
         allowed = np.nonzero(bits)[0]
         if len(allowed) == 0:
             raise AssertionError(f"no token allowed after {tok.decode(out)!r}")
-        p_end = min(1.0, len(out) / max_tokens)
-        if bits[eos] and (len(allowed) == 1 or rng.random() < p_end):
+        t = _draw(allowed, bool(bits[eos]), eos, min(1.0, len(out) / max_tokens), rng)
+        if t is None:
             return tok.decode(out), True
-        choices = allowed[allowed != eos]
-        t = int(choices[rng.randrange(len(choices))])
         if not m.accept_token(t):
             raise AssertionError(f"xgrammar refused its own allowed token {t}")
         out.append(t)
