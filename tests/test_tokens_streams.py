@@ -560,3 +560,43 @@ def test_fresh_rows_leave_room_for_other_rows(toks, monkeypatch):
         assert s.finalize_all() == [p.finalize() for p in singles]
     kinds = [x[0] for x in s._R.info]
     assert kinds.count("F") == s._R.n_fresh == 2 and "P" in kinds
+
+
+def test_streams_take_the_null_sink_by_the_row_tables(toks):
+    """A template without an implicit field (gpt_oss) drops the text outside its regions (the null sink).
+    Streams there are in the sink's Q row (or a P row of mode 0) and their tokens are taken by the row tables,
+    handing out nothing, without the stream's parser; events and message stay exactly those of the stream's
+    own TokenParser."""
+    junk = "words the model wrote outside every channel, dropped by the template, and more of them"
+    for tokname in ("bl-plain", "bl-special", "sp-plain"):
+        tok = toks[tokname]
+        b = bind(templates.get("gpt_oss"), tok)
+        b.tables._rows = None  # fresh row tables: other tests' streams may have used up their `MAX_ROWS`
+        texts = [f"<|channel|>analysis<|message|>Think {k}.<|end|>{junk} {k}<|start|>assistant<|channel|>final"
+                 f"<|message|>Answer {k}.<|return|>" for k in range(6)]
+        encs = [tok.encode(t) for t in texts]
+        seqs = [e.ids for e in encs]
+        # the steps whose token lies inside the dropped text (after its first word)
+        in_junk = [{k for k, (a, z) in enumerate(e.offsets) if t.index(junk) + 6 <= a and z <= t.index(junk) + len(junk)}
+                   for e, t in zip(encs, texts)]
+        B = len(seqs)
+        s = TokenStreams(b, B, prefix="")
+        singles = [b.parser(prefix="") for _ in range(B)]
+        calls = [0] * B
+        for j, p in enumerate(s.parsers):
+            p.feed_tokens = (lambda real, j: lambda i: calls.__setitem__(j, calls[j] + 1) or real(i))(
+                p.feed_tokens, j)
+        parsed = taken = 0
+        for k in range(max(map(len, seqs))):
+            act = np.array([k < len(q) for q in seqs])
+            ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
+            n0 = list(calls)
+            out = s.step(ids, active=act if not act.all() else None)
+            for j in range(B):
+                want = singles[j].feed_tokens(int(ids[j])) if act[j] else []
+                assert out[j] == want, (tokname, j, k)
+                if k in in_junk[j]:
+                    parsed += calls[j] - n0[j]
+                    taken += 1
+        assert s.finalize_all() == [p.finalize() for p in singles]
+        assert taken >= 40 and parsed * 8 <= taken, (tokname, parsed, taken)  # (before: 42, 48, 228 parsed)

@@ -682,9 +682,9 @@ class TokenParser:
         return self._mode, self._cut
 
     def row_key(self):
-        """This parser's state as a row key: its mode (an int) when quiet with its fast table (the Q row of
-        that mode); ``(ROW_PENDING, mode, attempts, held text, b"")`` with undecided match-free attempts;
-        ``(ROW_HELD, mode, attempts, held text, held bytes)`` while a byte-level decoder holds part of a
+        """This parser's state as a row key: its mode (an int) when quiet with its fast table, or quiet in the
+        null sink (the Q row of that mode); ``(ROW_PENDING, mode, attempts, held text, b"")`` with undecided
+        match-free attempts (in a region or in the sink); ``(ROW_HELD, mode, attempts, held text, held bytes)`` while a byte-level decoder holds part of a
         character; ``(ROW_MATCH, mode, attempt records, held text, b"")`` when the core holds attempts with a
         match it must wait on (`attempt_record`); None where only the parser can take the next token."""
         if self._tab is not self._never:
@@ -692,7 +692,7 @@ class TokenParser:
         dec = self._dec
         if not self._lazy_ok:
             return None if self._tail else self._match_key()
-        if self._sink or self._opening or dec.run:
+        if self._opening or dec.run:
             return None
         if dec.held:  # the decoder holds part of a character
             if not self._bytes_kind:
@@ -700,6 +700,8 @@ class TokenParser:
             S, held = self._pend if self._pend is not None else ((), "")
             return ROW_HELD, self._mode, S, held, dec.held
         if self._pend is None:
+            if self._sink:  # quiet outside every region, with no implicit field: its Q row hands out nothing
+                return self._mode
             return None if self._tail else self._match_key()
         S, held = self._pend
         return ROW_PENDING, self._mode, S, held, b""
@@ -743,9 +745,11 @@ class TokenParser:
         self._mheld = None
         self._mode = m
         self._lazy_ok = True
+        # (a row never changes the mode: the sink - mode 0 of a template without an implicit field - stays so)
+        self._sink = sink = self._tt.mode_field[m] is None
         if kind == ROW_QUIET:
             self._pend = None
-            self._tab = self._fast[m]
+            self._tab = self._never if sink else self._fast[m]
             self._lrow = self._tt.lazy_row(m, ())
             return
         self._pend = (S, held) if S else None

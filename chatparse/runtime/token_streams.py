@@ -53,7 +53,8 @@ __all__ = ["TokenStreams", "StepEvents"]
 class _Rows:
     """Abstract per-stream states for `TokenStreams`, shared by all streams of one (template, tokenizer):
 
-    * rows ``0..n_modes-1``: Q(m), quiet in mode m with its region open (the parser's fast state);
+    * rows ``0..n_modes-1``: Q(m), quiet in mode m with its region open (the parser's fast state), or, for
+      mode 0 of a template without an implicit field, quiet in the null sink (its tokens hand out nothing);
     * row ``n_modes``: NONE (the stream needs the character engine for its next token);
     * further rows: P(m, S, held), mode m with undecided, match-free attempts ``S = ((chars back from the
       end, DFA state), ...)`` that hold the text `held` (e.g. ``"\\n</"`` before ``\\s*</think>``); and, for
@@ -245,7 +246,8 @@ class StepEvents(Sequence):
                 append([])
             elif old[b] == new[b] and b not in slow and b not in errors:
                 f = mf[info[old[b]][1]]
-                append([{"type": "region_chunk", "field": names[f], "text": tt[i], "dirty": dirty[f]}])
+                append([] if f is None else
+                       [{"type": "region_chunk", "field": names[f], "text": tt[i], "dirty": dirty[f]}])
             else:
                 append(self[b])
         return out
@@ -283,6 +285,8 @@ class StepEvents(Sequence):
                     return []
                 old = new
         f = o._mode_field[info[old][1]]
+        if f is None:  # the null sink (no implicit field): its text is dropped
+            return []
         return [{"type": "region_chunk", "field": o._names[f], "text": text, "dirty": o._dirty[f]}]
 
 
@@ -508,9 +512,9 @@ class TokenStreams:
         else:
             return None
         R.learn(row, i, nr)
-        if not text:
-            return nr, []
         f = self._mode_field[m]
+        if not text or f is None:
+            return nr, []
         return nr, [{"type": "region_chunk", "field": self._names[f], "text": text, "dirty": self._dirty[f]}]
 
     def _learn_from(self, prev: int, i: int, nr: int, pure_hold: bool) -> None:
