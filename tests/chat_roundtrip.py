@@ -106,6 +106,24 @@ CAPS: dict[str, Caps] = {
     "hermes": Caps(reasoning=False, text_between_calls=False,
                    reasons={"reasoning": NO_REASONING, "text_between_calls": NO_BETWEEN}),
     "qwen3": Caps(text_between_calls=False, reasons={"text_between_calls": NO_BETWEEN}),
+    # ---- CHAT-1's families
+    "cohere": Caps(content_with_calls=False, text_between_calls=False, call_ids=True,
+                   reasons={"content_with_calls": "a tool-calling turn is thinking + one action block; the answer "
+                                                  "comes in a later turn (the model's chat template renders no "
+                                                  "response next to an action)",
+                            "text_between_calls": "all calls are one JSON list in one action block"}),
+    "deepseek_r1": Caps(xfail={BETWEEN: NO_BETWEEN + " (same gap as deepseek_v31; not in the issue's list)"}),
+    "deepseek_v3": Caps(reasoning=False, reasons={"reasoning": NO_REASONING},
+                        xfail={BETWEEN: NO_BETWEEN + " (same gap as deepseek_v31; not in the issue's list)"}),
+    "deepseek_v31": Caps(render_kwargs={"thinking": True}, xfail={BETWEEN: GAP_BETWEEN}),
+    "deepseek_v32": Caps(render_kwargs={"thinking": True}, text_between_calls=False, json_like_strings=False,
+                         edge_space_strings=False,
+                         reasons={"text_between_calls": "all calls are one <｜DSML｜function_calls> block",
+                                  "json_like_strings": XML_JSON_VALUES, "edge_space_strings": XML_JSON_VALUES}),
+    "ernie45": Caps(),
+    "functiongemma": Caps(reasoning=False, reasons={"reasoning": NO_REASONING},
+                          xfail={BETWEEN: NO_BETWEEN + " (not in the issue's list)"}),
+    "gemma4": Caps(xfail={BETWEEN: NO_BETWEEN + " (not in the issue's list)"}),
 }
 
 
