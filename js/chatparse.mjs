@@ -37,6 +37,14 @@ const STREAMABLE = new Set(["text", "int", "float", "bool"]);
 // Python `regex`'s \w when a table file carries no exact class (written with js=False).
 const WORD_FALLBACK = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
 const PARSER_NAMES = ["text", "int", "float", "bool", "json", "xml-inline", "kv-lines"];
+// Format extensions this runtime implements (chatparse/runtime/extensions.py, FORMAT.md "Extensions"): name ->
+// the field keys and content parser name that opt into it, and a check of each key's normalized value. A table
+// listing any other name is refused: "table uses format extension 'NAME', which this reader does not support".
+export const JS_EXTENSIONS = {
+  python_calls: { keys: {}, content: "python-calls" },
+};
+const EXTENSION_KEYS = () => Object.fromEntries(Object.entries(JS_EXTENSIONS).flatMap(([n, x]) => Object.keys(x.keys).map((k) => [k, n])));
+const EXTENSION_PARSERS = () => Object.values(JS_EXTENSIONS).map((x) => x.content).filter((c) => c);
 
 // ------------------------------------------------------------------------------------------------ errors
 
@@ -439,23 +447,42 @@ function checkDelim(d, where, fail, allowNone = true) {
 }
 
 function checkTemplate(spec, fail) {
-  checkKeys(spec, ["version", "defaults", "start_anchor", "implicit", "fields"], [], "template", fail);
-  if (spec.version !== 1) fail("template: version must be 1");
+  const extended = isDict(spec) && hasOwn(spec, "extensions");
+  if (extended) {
+    // a version-2 template (FORMAT.md section 2, "Extensions"): first, does this runtime implement them all?
+    const names = spec.extensions;
+    if (!Array.isArray(names) || !names.length || spec.version !== 2) fail("template: 'extensions' must be a non-empty list, with 'version': 2");
+    for (const n of names) if (typeof n !== "string" || !hasOwn(JS_EXTENSIONS, n)) fail(`table uses format extension ${typeof n === "string" ? `'${n}'` : pyRepr(n)}, which this reader does not support`);
+    if (names.some((n, i) => i && cmpStr(names[i - 1], n) >= 0)) fail("template: 'extensions' must be sorted and distinct");
+  }
+  checkKeys(spec, ["version", "defaults", "start_anchor", "implicit", "fields"], extended ? ["extensions"] : [], "template", fail);
+  if (!extended && spec.version !== 1) fail("template: version must be 1");
+  const extKeys = extended ? EXTENSION_KEYS() : {};
+  const used = new Set();
   if (!isDict(spec.defaults)) fail("template: defaults must be an object");
   checkDelim(spec.start_anchor, "template.start_anchor", fail, false);
   if (!Array.isArray(spec.fields) || !spec.fields.length) fail("template: no fields");
   const names = new Set();
   for (const [i, f] of spec.fields.entries()) {
     const where = `template.fields[${i}]`;
-    checkKeys(f, ["name", "open", "close", "content", "content_args", "repeats", "join", "optional", "transform", "transform_each"], [], where, fail);
+    checkKeys(f, ["name", "open", "close", "content", "content_args", "repeats", "join", "optional", "transform", "transform_each"], Object.keys(extKeys), where, fail);
+    for (const k of Object.keys(f)) {
+      if (!hasOwn(extKeys, k)) continue;
+      used.add(extKeys[k]);
+      if (!JS_EXTENSIONS[extKeys[k]].keys[k](f[k])) fail(`${where}.${k}: not a valid value for format extension '${extKeys[k]}'`);
+    }
     if (typeof f.name !== "string" || names.has(f.name)) fail(`${where}: bad or duplicate name`);
     names.add(f.name);
     checkDelim(f.open, `${where}.open`, fail);
     checkDelim(f.close, `${where}.close`, fail);
-    if (!PARSER_NAMES.includes(f.content)) fail(`${where}: unknown content parser`);
+    if (extended && EXTENSION_PARSERS().includes(f.content)) {
+      used.add(Object.keys(JS_EXTENSIONS).find((n) => JS_EXTENSIONS[n].content === f.content));
+      if (!isDict(f.content_args) || Object.keys(f.content_args).length) fail(`${where}.content_args: the '${f.content}' parser takes none`);
+    } else if (!PARSER_NAMES.includes(f.content)) fail(`${where}: unknown content parser`);
     for (const k of ["repeats", "optional", "transform_each"]) if (typeof f[k] !== "boolean") fail(`${where}.${k}: expected a bool`);
     if (f.join !== null && typeof f.join !== "string") fail(`${where}.join: expected a string`);
   }
+  if (extended && [...used].sort(cmpStr).join("\u0000") !== spec.extensions.join("\u0000")) fail("template: 'extensions' does not list exactly the extensions the fields use");
   const implicit = spec.fields.filter((f) => f.open === null).map((f) => f.name);
   if (implicit.length > 1 || spec.implicit !== (implicit.length ? implicit[0] : null)) fail("template: 'implicit' does not name the one field without an open delimiter");
 }
@@ -1900,6 +1927,313 @@ function parseKvLines(text, args, tables) {
   return result;
 }
 
+// ------------------------------------------------------------------------------------------------ python-calls
+// The `python-calls` content parser (format extension python_calls; chatparse/runtime/pycalls.py, FORMAT.md
+// "Extensions"): Python call syntax to [{name, arguments}], the same grammar, values and error messages.
+
+const PY_MAX_DEPTH = 100;
+const PY_WS = " \t\f\r\n";
+const PY_INLINE_WS = " \t\f";
+const PY_IDENT = /[A-Za-z_][A-Za-z0-9_]*/y;
+const PY_KEYWORDS = new Set(("False None True and as assert async await break class continue def del elif else except finally for " +
+  "from global if import in is lambda nonlocal not or pass raise return try while with yield").split(" "));
+const PY_CONSTANTS = { True: true, False: false, None: null, true: true, false: false, null: null };
+const PY_DIGITS = "[0-9](?:_?[0-9])*";
+const PY_POINTFLOAT = `(?:(?:${PY_DIGITS})?\\.${PY_DIGITS}|${PY_DIGITS}\\.)`;
+const PY_FLOAT = `(?:${PY_POINTFLOAT}(?:[eE][+-]?${PY_DIGITS})?|${PY_DIGITS}[eE][+-]?${PY_DIGITS})`;
+const PY_INT = "(?:0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+|[1-9](?:_?[0-9])*|0+(?:_?0)*)";
+const PY_NUMBER = new RegExp(`(?<imag>(?:${PY_FLOAT}|${PY_DIGITS})[jJ])|(?<float>${PY_FLOAT})|(?<int>${PY_INT})`, "y");
+const PY_SIMPLE_ESCAPES = { "\\": "\\", "'": "'", '"': '"', a: "\x07", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t", v: "\v" };
+
+class PyCallsParser {
+  constructor(text) {
+    this.text = text;
+    this.n = text.length;
+    this.pos = 0;
+  }
+  error(what, at = null) {
+    return E("ValueError", `python-calls: ${what} at offset ${cpLen(this.text.slice(0, at === null ? this.pos : at))}`);
+  }
+  skip(chars = PY_WS) {
+    while (this.pos < this.n && chars.includes(this.text[this.pos])) this.pos++;
+  }
+  peek() {
+    return this.pos < this.n ? this.text[this.pos] : "";
+  }
+  found() {
+    return this.pos < this.n ? pyRepr(String.fromCodePoint(this.text.codePointAt(this.pos))) : "the end of the text";
+  }
+  matchAt(re, i) {
+    re.lastIndex = i;
+    return re.exec(this.text);
+  }
+  body() {
+    this.skip();
+    if (this.pos === this.n) return [];
+    const calls = [];
+    if (this.peek() === "[") {
+      this.pos++;
+      this.skip();
+      while (this.peek() !== "]") {
+        calls.push(this.call(1, PY_WS));
+        this.skip();
+        if (this.peek() === ",") {
+          this.pos++;
+          this.skip();
+        } else if (this.peek() !== "]") throw this.error(`expected ',' or ']' after a call, found ${this.found()}`);
+      }
+      this.pos++;
+      this.skip();
+      if (this.pos !== this.n) throw this.error(`unexpected ${this.found()} after the list of calls`);
+      return calls;
+    }
+    for (;;) {
+      calls.push(this.call(0, PY_INLINE_WS));
+      this.skip(PY_INLINE_WS);
+      if (this.pos === this.n) return calls;
+      const ch = this.peek();
+      if (ch === ",") this.pos++;
+      else if (ch !== "\r" && ch !== "\n") throw this.error(`expected ',' or a new line after a call, found ${this.found()}`);
+      this.skip();
+      if (this.pos === this.n) return calls;
+    }
+  }
+  ident(what) {
+    const m = this.matchAt(PY_IDENT, this.pos);
+    if (m === null) throw this.error(`expected ${what}, found ${this.found()}`);
+    if (PY_KEYWORDS.has(m[0])) throw this.error(`${what} ${pyRepr(m[0])} is a Python keyword`);
+    this.pos += m[0].length;
+    return m[0];
+  }
+  afterWs(i) {
+    while (i < this.n && PY_WS.includes(this.text[i])) i++;
+    return i;
+  }
+  call(depth, ws) {
+    const parts = [this.ident("a function name")];
+    this.skip(ws);
+    while (this.peek() === ".") {
+      this.pos++;
+      this.skip(ws);
+      parts.push(this.ident("a function name"));
+      this.skip(ws);
+    }
+    const name = parts.join(".");
+    if (this.peek() !== "(") throw this.error(`expected '(' after the function name ${pyRepr(name)}, found ${this.found()}`);
+    depth = this.enter(depth);
+    this.pos++;
+    const args = {};
+    let count = 0;
+    this.skip();
+    while (this.peek() !== ")") {
+      const at = this.pos;
+      if (this.peek() === "*") throw this.error(`*args and **kwargs are not supported (call ${pyRepr(name)})`);
+      const m = this.matchAt(PY_IDENT, this.pos);
+      const eq = m === null ? -1 : this.afterWs(this.pos + m[0].length);
+      if (m === null || this.text[eq] !== "=" || this.text[eq + 1] === "=") {
+        throw this.error(`positional argument ${count + 1} in the call to ${pyRepr(name)}; only keyword arguments (name=value) are supported`);
+      }
+      const key = this.ident("an argument name");
+      if (hasOwn(args, key)) throw this.error(`keyword argument ${pyRepr(key)} repeated in the call to ${pyRepr(name)}`, at);
+      this.skip();
+      this.pos++;
+      this.skip();
+      setKey(args, key, this.value(depth));
+      count++;
+      this.skip();
+      if (this.peek() === ",") {
+        this.pos++;
+        this.skip();
+      } else if (this.peek() !== ")") throw this.error(`expected ',' or ')' in the call to ${pyRepr(name)}, found ${this.found()}`);
+    }
+    this.pos++;
+    return { name, arguments: args };
+  }
+  enter(depth) {
+    if (depth >= PY_MAX_DEPTH) throw this.error(`brackets nested more than ${PY_MAX_DEPTH} deep`);
+    return depth + 1;
+  }
+  value(depth) {
+    const ch = this.peek();
+    const start = this.pos;
+    if (ch === "'" || ch === '"') {
+      let out = this.string();
+      for (;;) {
+        const save = this.pos;
+        this.skip();
+        if (this.peek() !== "'" && this.peek() !== '"') {
+          this.pos = save;
+          return out;
+        }
+        out += this.string();
+      }
+    }
+    if (ch === "+" || ch === "-") {
+      this.pos++;
+      this.skip();
+      if (!this.peek() || !"0123456789.".includes(this.peek())) throw this.error(`a sign must be followed by a number, found ${this.found()}`);
+      const [x, isFloat] = this.number();
+      return ch === "-" ? (isFloat || x !== 0 ? -x : 0) : x;
+    }
+    if (ch && "0123456789.".includes(ch)) return this.number()[0];
+    if (ch === "[") {
+      depth = this.enter(depth);
+      this.pos++;
+      return this.sequence(depth, "]");
+    }
+    if (ch === "(") {
+      depth = this.enter(depth);
+      this.pos++;
+      this.skip();
+      if (this.peek() === ")") {
+        this.pos++;
+        return [];
+      }
+      const first = this.value(depth);
+      this.skip();
+      if (this.peek() === ")") {
+        this.pos++;
+        return first;
+      }
+      if (this.peek() !== ",") throw this.error(`expected ',' or ')', found ${this.found()}`);
+      this.pos++;
+      return [first, ...this.sequence(depth, ")")];
+    }
+    if (ch === "{") {
+      depth = this.enter(depth);
+      this.pos++;
+      return this.dict(depth);
+    }
+    const m = this.matchAt(PY_IDENT, this.pos);
+    if (m !== null && hasOwn(PY_CONSTANTS, m[0])) {
+      this.pos += m[0].length;
+      return PY_CONSTANTS[m[0]];
+    }
+    if (m !== null) {
+      const next = this.text[this.pos + m[0].length];
+      if (next === "'" || next === '"') throw this.error(`string prefix ${pyRepr(m[0])} is not supported (f-strings, raw and byte strings)`);
+      throw this.error(`${pyRepr(m[0])} is not a literal value (names, calls and expressions are not supported)`, start);
+    }
+    throw this.error(`expected a value, found ${this.found()}`);
+  }
+  sequence(depth, end) {
+    const items = [];
+    this.skip();
+    while (this.peek() !== end) {
+      items.push(this.value(depth));
+      this.skip();
+      if (this.peek() === ",") {
+        this.pos++;
+        this.skip();
+      } else if (this.peek() !== end) throw this.error(`expected ',' or ${pyRepr(end)}, found ${this.found()}`);
+    }
+    this.pos++;
+    return items;
+  }
+  dict(depth) {
+    const out = {};
+    this.skip();
+    while (this.peek() !== "}") {
+      const at = this.pos;
+      const key = this.value(depth);
+      this.skip();
+      if (this.peek() !== ":") {
+        if (this.peek() === "," || this.peek() === "}") throw this.error("sets are not supported (expected ':' after a dict key)");
+        throw this.error(`expected ':' after a dict key, found ${this.found()}`);
+      }
+      if (typeof key !== "string") throw this.error("dict keys must be strings", at);
+      this.pos++;
+      this.skip();
+      setKey(out, key, this.value(depth));
+      this.skip();
+      if (this.peek() === ",") {
+        this.pos++;
+        this.skip();
+      } else if (this.peek() !== "}") throw this.error(`expected ',' or '}', found ${this.found()}`);
+    }
+    this.pos++;
+    return out;
+  }
+  number() {
+    // [value, isFloat]
+    const start = this.pos;
+    const m = this.matchAt(PY_NUMBER, start);
+    if (m === null) throw this.error(`expected a number, found ${this.found()}`);
+    const end = start + m[0].length;
+    if (end < this.n && /^[A-Za-z0-9_.]$/.test(this.text[end])) throw this.error("invalid number literal", start);
+    this.pos = end;
+    if (m.groups.imag !== undefined) throw this.error("imaginary numbers are not supported", start);
+    const lexeme = m[0].replaceAll("_", "");
+    if (m.groups.float !== undefined) return [Number(lexeme), true];
+    const base = { x: 16, o: 8, b: 2 }[lexeme.slice(1, 2).toLowerCase()] || 10;
+    if (base === 10 && lexeme.length > 4300) throw this.error("an integer of more than 4300 digits", start);
+    const big = base === 10 ? BigInt(lexeme) : BigInt("0" + lexeme.slice(1, 2).toLowerCase() + lexeme.slice(2));
+    return [Number(big), false];
+  }
+  string() {
+    const t = this.text;
+    const start = this.pos;
+    const quote = t[start];
+    const q3 = quote.repeat(3);
+    const triple = t.startsWith(q3, start);
+    let i = start + (triple ? 3 : 1);
+    let out = "";
+    for (;;) {
+      if (i >= this.n) throw this.error("unterminated string", start);
+      const c = t[i];
+      if (c === quote && (!triple || t.startsWith(q3, i))) {
+        this.pos = i + (triple ? 3 : 1);
+        return out;
+      }
+      if (c === "\\") {
+        if (i + 1 >= this.n) throw this.error("unterminated string", start);
+        const d = t[i + 1];
+        if (hasOwn(PY_SIMPLE_ESCAPES, d)) {
+          out += PY_SIMPLE_ESCAPES[d];
+          i += 2;
+        } else if (d === "\n") i += 2;
+        else if (d === "\r") i += t[i + 2] === "\n" ? 3 : 2;
+        else if ("01234567".includes(d)) {
+          const m = /[0-7]{1,3}/y;
+          m.lastIndex = i + 1;
+          const digits = m.exec(t)[0];
+          out += String.fromCodePoint(parseInt(digits, 8));
+          i += 1 + digits.length;
+        } else if (d === "x" || d === "u" || d === "U") {
+          const width = { x: 2, u: 4, U: 8 }[d];
+          const digits = t.slice(i + 2, i + 2 + width);
+          if (digits.length !== width || !/^[0-9a-fA-F]+$/.test(digits)) throw this.error(`truncated \\${d} escape (needs ${width} hex digits)`, i);
+          const code = parseInt(digits, 16);
+          if (code > 0x10ffff) throw this.error(`\\${d} escape out of range`, i);
+          out += String.fromCodePoint(code);
+          i += 2 + width;
+        } else if (d === "N") throw this.error("\\N{...} escapes are not supported", i);
+        else {
+          out += "\\";
+          i += 1;
+        }
+        continue;
+      }
+      if (c === "\r" || c === "\n") {
+        if (!triple) throw this.error("unterminated string (a new line inside a quoted string)", start);
+        out += "\n";
+        i += c === "\r" && t[i + 1] === "\n" ? 2 : 1;
+        continue;
+      }
+      out += c;
+      i++;
+    }
+  }
+}
+
+/** The `python-calls` parser (chatparse/runtime/pycalls.py): [{name, arguments}, ...] or a ValueError naming the offset. */
+export function parsePythonCalls(text) {
+  return new PyCallsParser(text).body();
+}
+
+/** Content parsers of format extensions: a field's `content` only, never a nested value_parser. */
+const EXTENSION_PARSER_FNS = { "python-calls": (text) => parsePythonCalls(text) };
+
 const PARSERS = {
   text: (text, args) => stripIfAsked(text, args),
   int: (text, args) => pyInt(stripIfAsked(text, args)),
@@ -1954,7 +2288,7 @@ function applyTransform(template, scope, tables) {
 }
 
 function processValue(body, field, captures, tables) {
-  const value = parseContent(body, field.content, field.content_args, tables);
+  const value = hasOwn(EXTENSION_PARSER_FNS, field.content) ? EXTENSION_PARSER_FNS[field.content](body) : parseContent(body, field.content, field.content_args, tables);
   const template = field.transform;
   if (template === null || template === undefined) return value;
   const scope = new Map(Object.entries(captures));

@@ -32,6 +32,7 @@ from typing import Any
 
 import regex
 
+from .extensions import check_field_keys, check_supported, content_names, field_extensions, field_keys
 from .transform import PLACEHOLDER
 from .values import PARSER_NAMES
 
@@ -140,11 +141,11 @@ def _field(name: Any, spec: Any) -> dict:
     scope = f"Field '{name}'"
     if not isinstance(spec, dict):
         raise ValueError(f"{scope} must be a dict, got {type(spec).__name__}")
-    unknown = set(spec) - _FIELD_KEYS
+    unknown = set(spec) - _FIELD_KEYS - field_keys().keys()
     if unknown:
         raise ValueError(f"{scope}: unknown keys {sorted(unknown)}")
     content = spec.get("content", "text")
-    if content not in PARSER_NAMES:
+    if content not in PARSER_NAMES and content not in content_names():
         raise ValueError(
             f"{scope}: unknown content parser '{content}' in 'content'. Available: {sorted(PARSER_NAMES)}"
         )
@@ -175,6 +176,7 @@ def _field(name: Any, spec: Any) -> dict:
                 "template (where they appear alongside 'content'). Either add a 'transform' that uses "
                 "the captures, or remove the named groups from the pattern."
             )
+    extended = check_field_keys(scope, spec)  # format extensions (runtime/extensions.py): checked last
     return {
         "name": name,
         "open": open_norm,
@@ -186,6 +188,7 @@ def _field(name: Any, spec: Any) -> dict:
         "optional": bool(spec.get("optional", True)),
         "transform": deepcopy(transform),
         "transform_each": transform_each,
+        **deepcopy(extended),
     }
 
 
@@ -204,7 +207,12 @@ def load_template(spec: Any) -> dict:
 
     ``open``/``close`` are ``None``, ``{"literals": [str, ...]}`` (deduplicated, first-seen order) or
     ``{"pattern": str}``; ``repeats``/``optional`` are normalized to bools by truthiness, which is how
-    the reference reads them."""
+    the reference reads them.
+
+    Format extensions (runtime/extensions.py): a field may also hold extension keys, and ``content`` may name
+    an extension parser; the reference refuses those templates. A field keeps the extension keys it uses
+    (normalized, after the keys above), and a template with any is ``{"version": 2, "extensions": [sorted
+    names], "defaults", ...}``; one without any is exactly the form above."""
     _check_shape(spec)
     fields = [_field(name, raw) for name, raw in spec["fields"].items()]
     implicit = [field["name"] for field in fields if field["open"] is None]
@@ -216,6 +224,16 @@ def load_template(spec: Any) -> dict:
     anchor, _ = _anchor("response_template", spec, "start_anchor", "start_anchor_pattern")
     if anchor is None:
         raise ValueError("response_template must define 'start_anchor' or 'start_anchor_pattern'.")
+    extensions = sorted({name for field in fields for name in field_extensions(field)})
+    if extensions:  # FORMAT.md section 2, "Extensions": only a template that uses one changes form
+        return {
+            "version": 2,
+            "extensions": extensions,
+            "defaults": deepcopy(spec.get("defaults", {})),
+            "start_anchor": anchor,
+            "implicit": implicit[0] if implicit else None,
+            "fields": fields,
+        }
     return {
         "version": 1,
         "defaults": deepcopy(spec.get("defaults", {})),
@@ -234,7 +252,14 @@ def check_normalized(spec: Any) -> None:
     """Raise ValueError unless `spec` (parsed JSON) is exactly ``load_template``'s normalized form of some
     template: the same rules as a template dict, nothing the normalization would change (a repeated literal,
     ``1`` for ``true``, a wrong ``implicit``...). The message says what is wrong; the loader prefixes it."""
-    if type(spec) is not dict or set(spec) != set(_NORMALIZED_KEYS):
+    if type(spec) is dict and "extensions" in spec:  # a version-2 template: first, can this reader read it?
+        names = spec["extensions"]
+        if type(names) is not list or not names or spec.get("version") != 2:
+            raise ValueError("template: 'extensions' must be a non-empty list, with 'version': 2")
+        check_supported(names)
+        if set(spec) != {"extensions", *_NORMALIZED_KEYS}:
+            raise ValueError(f"template: expected an object with keys {['extensions', *_NORMALIZED_KEYS]}")
+    elif type(spec) is not dict or set(spec) != set(_NORMALIZED_KEYS):
         raise ValueError(f"template: expected an object with keys {list(_NORMALIZED_KEYS)}")
     fields = spec["fields"]
     if type(fields) is not list or not fields:
@@ -242,20 +267,23 @@ def check_normalized(spec: Any) -> None:
     raw_fields: dict = {}
     for i, f in enumerate(fields):
         where = f"template.fields[{i}]"
-        if type(f) is not dict or set(f) != set(_NORMALIZED_FIELD_KEYS):
-            raise ValueError(f"{where}: expected an object with keys {list(_NORMALIZED_FIELD_KEYS)}")
+        if type(f) is not dict or not set(_NORMALIZED_FIELD_KEYS) <= set(f) \
+                or not set(f) - set(_NORMALIZED_FIELD_KEYS) <= field_keys().keys():
+            raise ValueError(f"{where}: expected an object with keys {list(_NORMALIZED_FIELD_KEYS)} "
+                             "(and format extension keys)")
         if type(f["name"]) is not str:
             raise ValueError(f"{where}.name: expected a string")
         if f["name"] in raw_fields:
             raise ValueError(f"template: duplicate field name {f['name']!r:.40}")
-        raw = {k: f[k] for k in ("content", "content_args", "repeats", "optional", "transform_each")}
+        raw = {k: f[k] for k in f if k not in ("name", "open", "close", "join", "transform")}
         for key in ("join", "transform"):
             if f[key] is not None:
                 raw[key] = f[key]
         for key in ("open", "close"):
             raw.update(_raw_delimiter(f[key], key, f"{where}.{key}"))
         raw_fields[f["name"]] = raw
-    template = {"version": spec["version"], "defaults": spec["defaults"], "fields": raw_fields,
+    version = 1 if "extensions" in spec else spec["version"]  # (a template dict is always version 1)
+    template = {"version": version, "defaults": spec["defaults"], "fields": raw_fields,
                 **_raw_delimiter(spec["start_anchor"], "start_anchor", "template.start_anchor")}
     try:
         again = load_template(template)

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import regex
 
+from .pycalls import parse_python_calls
 from .re_compat import re_twin
 
 __all__ = ["PARSERS", "PARSER_NAMES", "STREAMABLE", "content_parser", "parse_content"]
@@ -380,7 +381,10 @@ def _nested_parser(value_parser: Any) -> Callable[[Any], Any]:
     per body: building a json parser's knobs costs as much as parsing a short value."""
     if value_parser is None:
         return lambda raw: raw
-    return content_parser(value_parser.get("name", "text"), value_parser.get("args", {}))
+    name = value_parser.get("name", "text")
+    if type(name) is str and name in EXTENSION_PARSERS:  # not a value parser: unknown here, as in the reference
+        return lambda raw: PARSERS[name](raw, {})
+    return content_parser(name, value_parser.get("args", {}))
 
 
 def _parse_xml_inline(text: str, args: dict) -> dict:
@@ -473,6 +477,10 @@ PARSERS: dict[str, Callable[[str, dict], Any]] = {
 # The names a template may use in ``content`` (and a ``value_parser`` may use in ``name``).
 PARSER_NAMES = frozenset(PARSERS)
 
+# Content parsers of format extensions (runtime/extensions.py): a field's ``content`` only, never a nested
+# ``value_parser``; transformers does not know them.
+EXTENSION_PARSERS: dict[str, Callable[[str, Any], Any]] = {"python-calls": parse_python_calls}
+
 
 def parse_content(text: str, name: str, args: dict) -> Any:
     """Parse ``text`` with the content parser ``name`` configured by ``args``.
@@ -490,6 +498,9 @@ def content_parser(name: str, args: Any) -> Callable[[str], Any]:
     Why: a region's value is parsed once per region, and on short bodies (a tool call's arguments) looking
     the options up again each time costs as much as the parse. Arguments that are not a dict keep the
     generic call, so they still fail only when a body is parsed, as in the reference."""
+    if type(name) is str and name in EXTENSION_PARSERS:
+        fn = EXTENSION_PARSERS[name]
+        return lambda text: fn(text, args)
     if type(args) is not dict or name not in PARSERS:
         return lambda text: PARSERS[name](text, args)
     if name == "text":  # (a nested value may be None: None.strip() fails as in the reference, or None stays)
