@@ -566,19 +566,26 @@ def test_streams_take_the_null_sink_by_the_row_tables(toks):
     """A template without an implicit field (gpt_oss) drops the text outside its regions (the null sink).
     Streams there are in the sink's Q row (or a P row of mode 0) and their tokens are taken by the row tables,
     handing out nothing, without the stream's parser; events and message stay exactly those of the stream's
-    own TokenParser."""
+    own TokenParser. Its attempts may hold a whole tool-call header (`_Rows.MAX_SINK_HELD_TEXT`)."""
     junk = "words the model wrote outside every channel, dropped by the template, and more of them"
+    header = "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
     for tokname in ("bl-plain", "bl-special", "sp-plain"):
         tok = toks[tokname]
         b = bind(templates.get("gpt_oss"), tok)
         b.tables._rows = None  # fresh row tables: other tests' streams may have used up their `MAX_ROWS`
-        texts = [f"<|channel|>analysis<|message|>Think {k}.<|end|>{junk} {k}<|start|>assistant<|channel|>final"
-                 f"<|message|>Answer {k}.<|return|>" for k in range(6)]
+        texts = [f"<|channel|>analysis<|message|>Think {k}.<|end|>{junk} {k}{header}{{\"city\": \"Paris\"}}<|call|>"
+                 f"<|start|>assistant<|channel|>final<|message|>Answer {k}.<|return|>" for k in range(6)]
         encs = [tok.encode(t) for t in texts]
         seqs = [e.ids for e in encs]
-        # the steps whose token lies inside the dropped text (after its first word)
-        in_junk = [{k for k, (a, z) in enumerate(e.offsets) if t.index(junk) + 6 <= a and z <= t.index(junk) + len(junk)}
-                   for e, t in zip(encs, texts)]
+        # the steps whose token lies inside the dropped text (after its first word), or inside the tool call's
+        # header (held whole by the open's attempts, 69 characters: longer than a region's rows hold) before
+        # its last characters, where the open is decided
+        def steps_in(e, t, part, s0, s1):
+            at = t.index(part)
+            return {k for k, (a, z) in enumerate(e.offsets) if at + s0 <= a and z <= at + len(part) - s1}
+
+        in_junk = [steps_in(e, t, junk, 6, 0) for e, t in zip(encs, texts)]
+        in_header = [steps_in(e, t, header, 1, 12) for e, t in zip(encs, texts)]
         B = len(seqs)
         s = TokenStreams(b, B, prefix="")
         singles = [b.parser(prefix="") for _ in range(B)]
@@ -586,7 +593,8 @@ def test_streams_take_the_null_sink_by_the_row_tables(toks):
         for j, p in enumerate(s.parsers):
             p.feed_tokens = (lambda real, j: lambda i: calls.__setitem__(j, calls[j] + 1) or real(i))(
                 p.feed_tokens, j)
-        parsed = taken = 0
+        parsed = {"junk": 0, "header": 0}
+        taken = {"junk": 0, "header": 0}
         for k in range(max(map(len, seqs))):
             act = np.array([k < len(q) for q in seqs])
             ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
@@ -595,8 +603,11 @@ def test_streams_take_the_null_sink_by_the_row_tables(toks):
             for j in range(B):
                 want = singles[j].feed_tokens(int(ids[j])) if act[j] else []
                 assert out[j] == want, (tokname, j, k)
-                if k in in_junk[j]:
-                    parsed += calls[j] - n0[j]
-                    taken += 1
+                part = "junk" if k in in_junk[j] else "header" if k in in_header[j] else None
+                if part:
+                    parsed[part] += calls[j] - n0[j]
+                    taken[part] += 1
         assert s.finalize_all() == [p.finalize() for p in singles]
-        assert taken >= 40 and parsed * 8 <= taken, (tokname, parsed, taken)  # (before: 42, 48, 228 parsed)
+        # (measured: junk 3, 3, 30 parsed of 246, 264, 264 - without sink rows 42, 48, 228; header 19, 14, 40 of
+        # 120, 72, 132 - with a region's 32-character limit on held text 74, 49, 85)
+        assert parsed["junk"] * 8 <= taken["junk"] and parsed["header"] * 3 <= taken["header"], (tokname, parsed, taken)

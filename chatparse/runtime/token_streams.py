@@ -83,6 +83,9 @@ class _Rows:
     MAX_ROWS = 128
     MAX_HELD_ROWS = 48  # of them H rows (split characters vary more than pending attempts; P rows keep room)
     MAX_HELD_TEXT = 32  # no row for attempts holding more (the stream's parser holds such runs)
+    # ... except in the null sink, whose rows hand out nothing: there attempts hold whole headers while they
+    # run (gpt_oss's ``<|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>``)
+    MAX_SINK_HELD_TEXT = 128
     MAX_FRESH_EVENTS = 4096  # F -> Q/P transitions kept with their events (each distinct first token has one)
     MAX_FRESH_ROWS = 24  # of the rows, F rows (a prefix without the start anchor keys its own; P rows keep room)
 
@@ -151,14 +154,14 @@ class _Rows:
 
     def _row(self, info: tuple) -> int:
         """The row whose `info` this is, created on first use; NONE when there are too many rows (or H rows, or
-        F rows), or its attempts hold more than `MAX_HELD_TEXT` characters. A new P row knows, for each inert token,
-        whether its first character kills every attempt (then it leads back to Q); other entries are
-        learned."""
+        F rows), or its attempts hold more than `MAX_HELD_TEXT` characters (`MAX_SINK_HELD_TEXT` in the null
+        sink). A new P row knows, for each inert token, whether its first character kills every attempt (then
+        it leads back to Q); other entries are learned."""
         r = self.keys.get(info)
         if r is not None:
             return r
         kind, mode, S, held, _ = info
-        if len(held) > self.MAX_HELD_TEXT:
+        if len(held) > (self.MAX_HELD_TEXT if self.tt.mode_field[mode] is not None else self.MAX_SINK_HELD_TEXT):
             return self.none
         with self.lock:
             r = self.keys.get(info)
