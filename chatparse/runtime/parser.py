@@ -28,8 +28,10 @@ from .args import text_error
 from .coerce import coerce_tool_calls
 from .dialect import TRANSFORMERS, Dialect
 from .scanner import Scanner, copy_slots
+from .schema_typing import type_tool_calls
 from .tables import Tables, logger
 from .transform import value_maker
+from .value_steps import VALUE_STEP_KEYS
 from .values import content_parser
 
 
@@ -48,17 +50,20 @@ def field_store(field: dict) -> Callable[[dict, str, dict, dict], Any]:
     # Without a transform the value is the parsed body: call the parser itself (for stripped text, str.strip:
     # a region body is always a str), one or two Python frames fewer per region.
     make = parse = None
-    if field.get("transform") is None:
+    if field.get("transform") is None and not VALUE_STEP_KEYS & field.keys():
         args = field["content_args"]
         strip_text = field["content"] == "text" and type(args) is dict and args.get("strip", True)
         parse = str.strip if strip_text else content_parser(field["content"], args)
     else:
         make = value_maker(field)
 
+    # tool-argument typing: transformers' rule, or the schema-first one (format extension argument_types)
+    coerce = type_tool_calls if field.get("argument_types") == "schema" else coerce_tool_calls
+
     def store(output: dict, body: str, captures: dict, tool_params: dict) -> Any:
         value = make(body, captures) if parse is None else parse(body)
         if tool_params:
-            value = coerce_tool_calls(value, tool_params)
+            value = coerce(value, tool_params)
         if join is not None:
             if not isinstance(value, str):
                 raise ValueError(f"Field '{name}': 'join' requires each match to parse to a string, "

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import regex
 
+from .value_steps import decode_json_strings, steps_maker
 from .values import content_parser
 
 __all__ = ["PLACEHOLDER", "compile_transform", "process_value", "value_maker"]
@@ -106,9 +107,20 @@ def value_maker(field: dict) -> Callable[[str, dict], Any]:
     bodies reading them again costs as much as the parse).
 
     ``field`` is one normalized field dict from ``chatparse.compiler.validate.load_template`` (keys
-    ``name``, ``content``, ``content_args``, ``transform``, ``transform_each``); ``captures`` are the
-    named groups of the open match (groups that did not participate must already be left out)."""
-    parse = content_parser(field["content"], field["content_args"])
+    ``name``, ``content``, ``content_args``, ``transform``, ``transform_each``, and the value-level format
+    extension keys ``as_list``, ``key_aliases``, ``decode_json_strings``, applied in the order
+    runtime/value_steps.py states); ``captures`` are the named groups of the open match (groups that did not
+    participate must already be left out)."""
+    parse = steps_maker(field, content_parser(field["content"], field["content_args"]))
+    make = _maker(field, parse)
+    paths = field.get("decode_json_strings")
+    if paths:
+        return lambda body, captures: decode_json_strings(make(body, captures), paths)
+    return make
+
+
+def _maker(field: dict, parse: Callable[[str], Any]) -> Callable[[str, dict], Any]:
+    """`value_maker` before the steps that follow the transform: `parse`, then the field's transform."""
     template = field.get("transform")
     if template is None:
         return lambda body, captures: parse(body)
