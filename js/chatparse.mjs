@@ -42,6 +42,10 @@ const PARSER_NAMES = ["text", "int", "float", "bool", "json", "xml-inline", "kv-
 // listing any other name is refused: "table uses format extension 'NAME', which this reader does not support".
 export const JS_EXTENSIONS = {
   python_calls: { keys: {}, content: "python-calls" },
+  argument_types: { keys: { argument_types: (v) => v === "schema" } },
+  key_aliases: { keys: { key_aliases: (v) => isDict(v) && Object.keys(v).length > 0 && Object.entries(v).every(([a, c]) => typeof c === "string" && a !== c && !hasOwn(v, c)) } },
+  as_list: { keys: { as_list: (v) => v === true } },
+  decode_json_strings: { keys: { decode_json_strings: (v) => Array.isArray(v) && v.length > 0 && v.every((p) => typeof p === "string" && p.split(".").every((k) => k.length)) && new Set(v).size === v.length } },
 };
 const EXTENSION_KEYS = () => Object.fromEntries(Object.entries(JS_EXTENSIONS).flatMap(([n, x]) => Object.keys(x.keys).map((k) => [k, n])));
 const EXTENSION_PARSERS = () => Object.values(JS_EXTENSIONS).map((x) => x.content).filter((c) => c);
@@ -1470,7 +1474,7 @@ export class StreamParser {
     // The region's value (parsed, transformed, tool arguments typed), put into the message; returned.
     const name = field.name;
     let value = processValue(this.body.join(""), field, this.captures, this.t);
-    if (this.toolParams.size) value = coerceToolCalls(value, this.toolParams);
+    if (this.toolParams.size) value = field.argument_types === "schema" ? typeToolCalls(value, this.toolParams) : coerceToolCalls(value, this.toolParams);
     const join = field.join;
     if (join !== null) {
       if (typeof value !== "string") throw E("ValueError", `Field '${name}': 'join' requires each match to parse to a string, got ${pyTypeName(value)}.`);
@@ -2288,7 +2292,14 @@ function applyTransform(template, scope, tables) {
 }
 
 function processValue(body, field, captures, tables) {
-  const value = hasOwn(EXTENSION_PARSER_FNS, field.content) ? EXTENSION_PARSER_FNS[field.content](body) : parseContent(body, field.content, field.content_args, tables);
+  const value = transformValue(body, field, captures, tables);
+  return hasOwn(field, "decode_json_strings") ? decodeJsonStrings(value, field.decode_json_strings) : value;
+}
+
+function transformValue(body, field, captures, tables) {
+  let value = hasOwn(EXTENSION_PARSER_FNS, field.content) ? EXTENSION_PARSER_FNS[field.content](body) : parseContent(body, field.content, field.content_args, tables);
+  if (field.as_list === true && !Array.isArray(value)) value = [value];
+  if (hasOwn(field, "key_aliases")) value = renameAliases(value, field.key_aliases);
   const template = field.transform;
   if (template === null || template === undefined) return value;
   const scope = new Map(Object.entries(captures));
@@ -2304,6 +2315,151 @@ function processValue(body, field, captures, tables) {
     for (const k of Object.keys(element)) s.set(k, element[k]);
     return applyTransform(template, s, tables);
   });
+}
+
+// ------------------------------------------------------------------------------------------------ value steps
+// Format extensions around the transform (chatparse/runtime/value_steps.py): as_list and key_aliases before it,
+// decode_json_strings after it; and schema-first typing of tool-call arguments (runtime/schema_typing.py).
+
+function renamed(d, aliases) {
+  const rename = new Map();
+  const targets = new Set();
+  for (const alias of Object.keys(aliases)) {
+    const canonical = aliases[alias];
+    if (hasOwn(d, alias) && !hasOwn(d, canonical) && !targets.has(canonical)) {
+      rename.set(alias, canonical);
+      targets.add(canonical);
+    }
+  }
+  if (!rename.size) return d;
+  const out = {};
+  for (const k of Object.keys(d)) setKey(out, rename.has(k) ? rename.get(k) : k, d[k]);
+  return out;
+}
+
+function renameAliases(value, aliases) {
+  if (isDict(value)) return renamed(value, aliases);
+  if (Array.isArray(value)) return value.map((v) => (isDict(v) ? renamed(v, aliases) : v));
+  return value;
+}
+
+function decodeJsonStrings(value, paths) {
+  for (const d of Array.isArray(value) ? value : [value]) {
+    if (!isDict(d)) continue;
+    for (const path of paths) {
+      const keys = path.split(".");
+      let holder = d;
+      for (const k of keys.slice(0, -1)) {
+        holder = hasOwn(holder, k) ? holder[k] : null;
+        if (!isDict(holder)) break;
+      }
+      const last = keys[keys.length - 1];
+      if (!isDict(holder) || !hasOwn(holder, last) || typeof holder[last] !== "string") continue;
+      let decoded;
+      try {
+        decoded = pyJsonLoads(holder[last]);
+      } catch (e) {
+        if (isValueError(e) || (e instanceof RangeError)) continue;
+        throw e;
+      }
+      if (isDict(decoded)) setKey(holder, last, decoded);
+    }
+  }
+  return value;
+}
+
+function pyFloatRepr(x) {
+  // Python's repr() of a float: shortest round-trip digits, exponent form below 1e-4 and from 1e16 on.
+  if (Number.isNaN(x)) return "NaN";
+  if (!Number.isFinite(x)) return x > 0 ? "Infinity" : "-Infinity";
+  const a = Math.abs(x);
+  if (a !== 0 && (a < 1e-4 || a >= 1e16)) {
+    const [mant, exp] = x.toExponential().split("e");
+    const e = Number(exp);
+    return `${mant}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+  }
+  const s = Object.is(x, -0) ? "-0" : String(x);
+  return Number.isInteger(x) ? `${s}.0` : s;
+}
+
+/** Python's json.dumps(value, ensure_ascii=False) (schema_typing: the JSON text of a value for a string parameter). */
+export function pyJsonDumps(v) {
+  if (v === null || v === undefined) return "null";
+  if (v === true) return "true";
+  if (v === false) return "false";
+  if (typeof v === "number") return Number.isInteger(v) && !Object.is(v, -0) ? BigInt(v).toString() : pyFloatRepr(v);
+  if (typeof v === "string") {
+    let out = '"';
+    for (let i = 0; i < v.length; i++) {
+      const c = v.charCodeAt(i);
+      const ch = v[i];
+      if (ch === '"') out += '\\"';
+      else if (ch === "\\") out += "\\\\";
+      else if (ch === "\n") out += "\\n";
+      else if (ch === "\r") out += "\\r";
+      else if (ch === "\t") out += "\\t";
+      else if (ch === "\b") out += "\\b";
+      else if (ch === "\f") out += "\\f";
+      else if (c < 0x20) out += `\\u${c.toString(16).padStart(4, "0")}`;
+      else out += ch;
+    }
+    return out + '"';
+  }
+  if (Array.isArray(v)) return `[${v.map(pyJsonDumps).join(", ")}]`;
+  return `{${Object.keys(v).map((k) => `${pyJsonDumps(k)}: ${pyJsonDumps(v[k])}`).join(", ")}}`;
+}
+
+function schemaCoerce(raw, types) {
+  for (const type of types) {
+    if (type === "string") return raw;
+    let r;
+    try {
+      r = tryCast(raw, type);
+    } catch (e) {
+      if (isValueError(e)) continue;
+      throw e;
+    }
+    if (r[0]) return r[1];
+  }
+  return raw;
+}
+
+function isSchemaType(v, type) {
+  if (type === "string") return typeof v === "string";
+  if (type === "boolean") return typeof v === "boolean";
+  if (type === "null") return v === null;
+  if (type === "object") return isDict(v);
+  if (type === "array") return Array.isArray(v);
+  if (type === "integer") return typeof v === "number" && Number.isInteger(v);
+  if (type === "number") return typeof v === "number";
+  return false;
+}
+
+function fitValue(v, types) {
+  if (typeof v === "string") return schemaCoerce(v, types);
+  if (types.some((t) => isSchemaType(v, t))) return v;
+  return types.includes("string") ? pyJsonDumps(v) : v;
+}
+
+/** coerceToolCalls with the schema-first rules (format extension argument_types, runtime/schema_typing.py). */
+export function typeToolCalls(value, params) {
+  if (Array.isArray(value)) return value.map((v) => typeToolCalls(v, params));
+  const fn = isDict(value) && hasOwn(value, "function") ? value.function : null;
+  if (!isDict(fn)) return value;
+  const name = hasOwn(fn, "name") ? fn.name : null;
+  const args = hasOwn(fn, "arguments") ? fn.arguments : null;
+  if (typeof name !== "string" || !isDict(args)) return value;
+  const properties = params.get(name);
+  if (!truthy(properties)) return value;
+  for (const key of Object.keys(args)) {
+    if (!hasOwn(properties, key)) continue;
+    const types = schemaTypes(properties[key]);
+    if (!types.length) continue;
+    const arg = args[key];
+    if (Array.isArray(arg) && !types.includes("array")) args[key] = arg.map((x) => fitValue(x, types));
+    else args[key] = fitValue(arg, types);
+  }
+  return value;
 }
 
 // ------------------------------------------------------------------------------------------------ coercion

@@ -515,6 +515,18 @@ def _template_cases():
         yield f"f_{name}", tpl, [(f"f_{name}", prefix, text, None)], True
     for name, (tpl, cases) in HAND.items():
         yield name, tpl, [(f"{name}-{c[0]}", c[1], c[2], c[3] if len(c) > 3 else None) for c in cases], True
+    yield from _extension_cases()
+
+
+def _extension_cases():
+    """The ``ext_<family>`` vectors: templates that use format extensions (tests/ext_templates.py), with their
+    real cases and the extra texts of ``EXTRA_CASES``."""
+    from ext_templates import EXTRA_CASES, FAMILIES
+
+    for name, (tpl, cases, _) in FAMILIES.items():
+        items = [(f"ext_{name}-{c[0]}", c[1], c[2], c[3]) for c in cases]
+        items += [(f"ext_{name}-{c[0]}", c[1], c[2], c[3]) for c in EXTRA_CASES.get(name, [])]
+        yield f"ext_{name}", tpl, items, True
 
 def dialect_cases(name: str, compiled, cases: list, hand: bool, dialect: str = "vllm") -> list[dict]:
     """Cases of one template vector again in the serving `dialect`: every hand-written case (two of a bundled
@@ -598,14 +610,19 @@ def held_prompt_cases(compiled, cid: str, prefix: str, text: str, tools, dialect
     return out
 
 
-def generate(out_dir: Path = VECTORS) -> list[Path]:
+def generate(out_dir: Path = VECTORS, only: list | None = None) -> list[Path]:
+    """Write every vector (removing the old files), or with `only` just the template vectors of those names
+    (the other files stay as they are)."""
     from chatparse import compile_template
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    for old in list(out_dir.glob("*.json")) + list(out_dir.glob("*.cpt")):
-        old.unlink()
+    if only is None:
+        for old in list(out_dir.glob("*.json")) + list(out_dir.glob("*.cpt")):
+            old.unlink()
     written = []
     for name, template, cases, hand in _template_cases():
+        if only is not None and name not in only:
+            continue
         compiled = compile_template(template)
         vec_cases = []
         for cid, prefix, text, tools in cases:
@@ -615,6 +632,8 @@ def generate(out_dir: Path = VECTORS) -> list[Path]:
         vec_cases += dialect_cases(name, compiled, cases, hand)
         write_vector(out_dir, name, template, compiled, vec_cases)
         written.append(out_dir / f"{name}.json")
+    if only is not None:
+        return written
     path = out_dir / "values.json"
     path.write_bytes(_dump({"kind": "values", "cases": value_cases()}))
     written.append(path)
@@ -816,6 +835,8 @@ def main(argv=None) -> int:
     ap.add_argument("--fuzz", type=int, default=0, metavar="N",
                     help="instead: write N random differential cases per template to --dir")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", default=None, metavar="NAMES",
+                    help="write only these template vectors (comma-separated, e.g. ext_olmo3), keeping the others")
     ap.add_argument("--dialect", default=None, help="with --fuzz: parse the random cases in this dialect (vllm)")
     args = ap.parse_args(argv)
     logging.getLogger("chatparse").setLevel(logging.ERROR)  # the stall vectors log a warning each
@@ -828,7 +849,11 @@ def main(argv=None) -> int:
             print("FAIL", f)
         print(f"{n - len(failures)}/{n} vector cases pass")
         return 1 if failures else 0
-    paths = generate(args.dir)
+    only = None if args.only is None else args.only.split(",")
+    paths = generate(args.dir, only)
+    if only is not None and len(paths) != len(only):
+        print(f"unknown vector name(s) in --only: {sorted(set(only) - {p.stem for p in paths})}", file=sys.stderr)
+        return 2
     size = sum(p.stat().st_size for p in args.dir.iterdir())
     print(f"wrote {len(paths)} vector files ({size / 1e6:.2f} MB) to {args.dir}")
     return 0

@@ -1,0 +1,203 @@
+"""Templates that use the value-level format extensions (not bundled), one per motivating family of
+../shared/formats/inexpressible.json, with that file's real example outputs (copied here, with their sources,
+so the tests run in a clean clone) and the message each must give.
+
+`FAMILIES` maps a name to ``(template, [(case name, prefix, output, tools, message)], source)``. The templates
+are the partial templates of inexpressible.json (or, where it has none, written from the family's format) plus
+the extension keys. tests/test_extensions_values.py parses each case one-shot, streamed and per token in both
+dialects; tests/make_vectors.py writes them as the ``ext_*`` vectors for the JavaScript runtime.
+"""
+
+from __future__ import annotations
+
+FN_EACH = {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}
+
+
+def call(name: str, arguments: dict) -> dict:
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+REGISTER_USER = {"name": "John Doe", "age": 37, "address": {"city": "San Francisco", "state": "CA"}, "role": None,
+                 "passed_test": True, "aliases": ["John", "Johnny"]}
+
+FAMILIES: dict = {
+    # ---------------------------------------------------------------------------- python_calls
+    "lfm2_pythonic": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|im_start|>assistant\n",
+         "fields": {"reasoning_content": {"open": "<think>", "close_pattern": r"\s*</think>\s*"},
+                    "tool_calls": {"open_pattern": r"\s*<\|tool_call_start\|>", "close_pattern": r"<\|tool_call_end\|>\s*",
+                                   "content": "python-calls", "transform_each": True, "transform": FN_EACH},
+                    "content": {"close_pattern": r"\s*<\|im_end\|>"}}},
+        [("pythonic_multi", "<|im_start|>assistant\n",
+          '<|tool_call_start|>[get_weather(city="Paris"), search(query="restaurants")]<|tool_call_end|>', None,
+          {"role": "assistant", "tool_calls": [call("get_weather", {"city": "Paris"}),
+                                               call("search", {"query": "restaurants"})]})],
+        "sgl-project/sglang:test/registered/function_call/test_function_call_parser.py (TestLfm2Detector)"),
+    "llama4_pythonic": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|header_start|>assistant<|header_end|>\n\n",
+         "fields": {"tool_calls": {"open_pattern": r"\s*(?:<\|python_start\|>\s*)?(?=\[\s*[A-Za-z_][A-Za-z0-9_.]*\s*\()",
+                                   "close_pattern": r"\s*<\|python_end\|>\s*|\s*(?=<\|eot\|>|<\|eom\|>)",
+                                   "content": "python-calls", "transform_each": True, "transform": FN_EACH},
+                    "content": {"close_pattern": r"\s*(?:<\|eot\|>|<\|eom\|>)"}}},
+        [("simple", "", "[get_weather(city='LA', metric='C')]", None,
+          {"role": "assistant", "tool_calls": [call("get_weather", {"city": "LA", "metric": "C"})]}),
+         ("more_types", "", "[register_user(name='Doe', age=9, address={'city': 'LA', 'state': 'CA'}, role=None, "
+          "passed_test=True, aliases=['John', 'Johnny'])]", None,
+          {"role": "assistant", "tool_calls": [call("register_user", {
+              "name": "Doe", "age": 9, "address": {"city": "LA", "state": "CA"}, "role": None, "passed_test": True,
+              "aliases": ["John", "Johnny"]})]}),
+         ("python_tag_parallel", "", "<|python_start|>[get_weather(city='LA', metric='C'), register_user(name='Doe', "
+          "age=9)]", None,
+          {"role": "assistant", "tool_calls": [call("get_weather", {"city": "LA", "metric": "C"}),
+                                               call("register_user", {"name": "Doe", "age": 9})]}),
+         ("large_steps", "", "<|python_start|>[get_weather(city='LA', metric='C'), get_weather(), "
+          "do_something_cool(steps=[])]<|python_end|>", None,
+          {"role": "assistant", "tool_calls": [call("get_weather", {"city": "LA", "metric": "C"}),
+                                               call("get_weather", {}), call("do_something_cool", {"steps": []})]})],
+        "vllm-project/vllm:tests/tool_parsers/test_llama4_pythonic_tool_parser.py"),
+    "llama32_pythonic": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|start_header_id|>assistant<|end_header_id|>\n\n",
+         "fields": {"tool_calls": {"open_pattern": r"\s*(?=\[\s*[A-Za-z_][A-Za-z0-9_.]*\s*\()",
+                                   "content": "python-calls", "transform_each": True, "transform": FN_EACH},
+                    "content": {"close_pattern": r"\s*<\|eot_id\|>"}}},
+        [("text_before", "", "This is some text before [get_weather(location='London')]", None,
+          {"role": "assistant", "content": "This is some text before",
+           "tool_calls": [call("get_weather", {"location": "London"})]}),
+         ("nested_brackets", "", "[get_weather(location='Paris', data=[10, 20]), search(query='test', "
+          "filters=['a', 'b'])]", None,
+          {"role": "assistant", "tool_calls": [call("get_weather", {"location": "Paris", "data": [10, 20]}),
+                                               call("search", {"query": "test", "filters": ["a", "b"]})]})],
+        "sgl-project/sglang:test/registered/function_call/test_function_call_parser.py (TestPythonicDetector)"),
+    "olmo3": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|im_start|>assistant\n",
+         "fields": {"tool_calls": {"open": "<function_calls>", "close": "</function_calls>",
+                                   "content": "python-calls", "transform_each": True, "transform": FN_EACH},
+                    "content": {"close_pattern": r"\s*<\|im_end\|>"}}},
+        [("parallel", "", "<function_calls>get_weather(city='San Francisco', metric='celsius')\nregister_user("
+          "name='John Doe', age=37, address={'city': 'San Francisco', 'state': 'CA'}, role=None, passed_test=True, "
+          "aliases=['John', 'Johnny'])</function_calls>", None,
+          {"role": "assistant", "tool_calls": [call("get_weather", {"city": "San Francisco", "metric": "celsius"}),
+                                               call("register_user", REGISTER_USER)]}),
+         ("json_literals", "", "<function_calls>register_user(name='John Doe', age=37, address={'city': "
+          "'San Francisco', 'state': 'CA'}, role=null, passed_test=true, aliases=['John', 'Johnny'])</function_calls>",
+          None, {"role": "assistant", "tool_calls": [call("register_user", REGISTER_USER)]})],
+        "vllm-project/vllm:tests/tool_parsers/test_olmo3_tool_parser.py"),
+    # ---------------------------------------------------------------------------- argument_types
+    "deepseek_v32_schema": (
+        {"defaults": {"role": "assistant"}, "start_anchor_pattern": "<｜Assistant｜>(?:</think>)?",
+         "fields": {"reasoning_content": {"open": "<think>", "close_pattern": r"\s*</think>\s*"},
+                    "tool_calls": {"open_pattern": "\\s*(?:<｜DSML｜function_calls>\\s*)?<｜DSML｜invoke name=\"(?P<name>[^\"]+)\">",
+                                   "close_pattern": "</｜DSML｜invoke>\\s*", "repeats": True, "content": "xml-inline",
+                                   "content_args": {"tag_pattern": "<｜DSML｜parameter name=\"(?P<key>[^\"]+)\" "
+                                                                   "string=\"(?:true|false)\">(?P<value>.*?)</｜DSML｜parameter>",
+                                                    "value_parser": {"name": "json", "args": {"allow_non_json": True}}},
+                                   "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
+                                   "argument_types": "schema"},
+                    "content": {"close_pattern": "\\s*(?:</｜DSML｜function_calls>|<｜end▁of▁sentence｜>)\\s*"}}},
+        [("string_true_numeric_text", "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>What's the weather in Tokyo?"
+          "<｜Assistant｜></think>",
+          '<｜DSML｜function_calls>\n<｜DSML｜invoke name="lookup">\n<｜DSML｜parameter name="zip" string="true">02139'
+          '</｜DSML｜parameter>\n<｜DSML｜parameter name="code" string="true">10</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+          '</｜DSML｜function_calls>',
+          [{"type": "function", "function": {"name": "lookup", "parameters": {
+              "type": "object", "properties": {"zip": {"type": "string"}, "code": {"type": "string"}}}}}],
+          {"role": "assistant", "tool_calls": [call("lookup", {"zip": "02139", "code": "10"})]})],
+        "sgl-project/sglang:test/registered/function_call/test_function_call_parser.py (TestDeepSeekV32Detector)"),
+    # ---------------------------------------------------------------------------- key_aliases
+    "llama3_json_aliases": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|start_header_id|>assistant<|end_header_id|>\n\n",
+         "fields": {"tool_calls": {"open_pattern": "\\s*(?:<\\|python_tag\\|>)?(?=\\{\\s*\"name\")",
+                                   "close_pattern": "(?<=\\})\\s*(?:;\\s*|(?=<\\|python_tag\\|>|<\\|eot_id\\|>|<\\|eom_id\\|>|\\{\\s*\"name\"))",
+                                   "repeats": True, "content": "json", "key_aliases": {"arguments": "parameters"},
+                                   "transform": {"type": "function", "function": {"name": "{content.name}",
+                                                                                  "arguments": "{content.parameters}"}}},
+                    "content": {"close_pattern": "\\s*(?:<\\|eot_id\\|>|<\\|eom_id\\|>)"}}},
+        [("arguments_key_alias", "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython"
+          "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nFind things.<|eot_id|><|start_header_id|>assistant"
+          "<|end_header_id|>\n\n", '{"name": "searchTool", "arguments": {"query": "test"}}', None,
+          {"role": "assistant", "tool_calls": [call("searchTool", {"query": "test"})]})],
+        "vllm-project/vllm:tests/tool_parsers/test_llama3_json_tool_parser.py"),
+    # ---------------------------------------------------------------------------- as_list + decode_json_strings
+    "nemotron_json_lists": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|start_header_id|>assistant<|end_header_id|>\n\n",
+         "fields": {"reasoning_content": {"open": "<think>", "close_pattern": r"\s*</think>\s*|\s*(?=<TOOLCALL>)"},
+                    "tool_calls": {"open_pattern": r"\s*<TOOLCALL>", "close_pattern": r"</TOOLCALL>\s*", "content": "json",
+                                   "transform_each": True, "transform": FN_EACH, "as_list": True,
+                                   "decode_json_strings": ["function.arguments"]},
+                    "content": {"close_pattern": r"\s*<\|eot_id\|>"}}},
+        [("bare_object", "<|start_header_id|>user<|end_header_id|>\n\nWeather in Tokyo?<|eot_id|><|start_header_id|>"
+          "assistant<|end_header_id|>\n\n", '<TOOLCALL>{"name": "lookup", "arguments": {"query": "vllm"}}</TOOLCALL>',
+          None, {"role": "assistant", "tool_calls": [call("lookup", {"query": "vllm"})]}),
+         ("string_arguments", "<|start_header_id|>user<|end_header_id|>\n\nWeather in Tokyo?<|eot_id|>"
+          "<|start_header_id|>assistant<|end_header_id|>\n\n",
+          '<TOOLCALL>[{"name": "run_query", "arguments": "{\\"sql\\": \\"select 1\\"}"}]</TOOLCALL>', None,
+          {"role": "assistant", "tool_calls": [call("run_query", {"sql": "select 1"})]})],
+        "vllm-project/vllm:tests/tool_parsers/test_nemotron_json_tool_parser.py"),
+    # ---------------------------------------------------------------------------- decode_json_strings
+    "granite4_json_strings": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|start_of_role|>assistant<|end_of_role|>",
+         "fields": {"tool_calls": {"open_pattern": r"\s*<tool_call>", "close_pattern": r"</tool_call>\s*",
+                                   "repeats": True, "content": "json",
+                                   "transform": {"type": "function", "function": "{content}"},
+                                   "decode_json_strings": ["function.arguments"]},
+                    "content": {"close_pattern": r"\s*<\|end_of_text\|>"}}},
+        [("string_arguments", "<|start_of_role|>assistant<|end_of_role|>",
+          '<tool_call>\n{"name": "get_db_config", "arguments": "{\\"param\\": \\"max_connections\\"}"}\n</tool_call>',
+          None, {"role": "assistant", "tool_calls": [call("get_db_config", {"param": "max_connections"})]})],
+        "vllm-project/vllm:tests/tool_parsers/test_hermes_tool_parser.py (granite4 config)"),
+    "hermes_json_strings": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|im_start|>assistant\n",
+         "fields": {"tool_calls": {"open_pattern": r"\s*<tool_call>", "close_pattern": r"</tool_call>\s*",
+                                   "repeats": True, "content": "json",
+                                   "transform": {"type": "function", "function": "{content}"},
+                                   "decode_json_strings": ["function.arguments"]},
+                    "content": {"close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>)"}}},
+        [("serialized_string_arguments", "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n"
+          "What's the weather?<|im_end|>\n<|im_start|>assistant\n",
+          '<tool_call>\n{"name": "get_db_config", "arguments": "{\\"param\\": \\"max_connections\\"}"}\n</tool_call>',
+          None, {"role": "assistant", "tool_calls": [call("get_db_config", {"param": "max_connections"})]})],
+        "vllm-project/vllm:tests/tool_parsers/test_hermes_tool_parser.py"),
+}
+
+# More texts for the ext_* conformance vectors (what chatparse does with them is recorded, and the JavaScript
+# runtime must do the same): escapes, number forms, errors (a failed region: raised, or region_malformed in
+# the vllm dialect), typing rules, alias conflicts, strings that are not JSON objects.
+SCHEMA_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+    "s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
+    "o": {"type": "object"}, "a": {"type": "array"}, "z": {"type": "null"}, "u": {"type": ["string", "integer"]},
+    "v": {"type": ["integer", "string"]}, "m": {"anyOf": [{"type": "null"}, {"type": "string"}]}}}}}]
+
+EXTRA_CASES: dict = {
+    "olmo3": [
+        ("escapes", "", "<function_calls>f(s='a\\'b\\x41\\u00e9\\U0001F600\\n\\t\\q', t=\"\"\"x\ny\"\"\", c='ab' \"cd\")"
+         "</function_calls>", None),
+        ("numbers", "", "<function_calls>f(a=-0, b=-0.0, c=0x1F, d=0o17, e=0b101, f=1_000, g=1.5e3, h=.5, i=5., "
+         "j=+7, k=1e400, l=(1,), m=(), n=(2), o={'k': (1, [2, {}])})</function_calls>", None),
+        ("bare_commas", "", "<function_calls>a.b.c(x=1), d(), \ne(y=[1,\n2],)\n</function_calls>tail", None),
+        ("positional", "", "<function_calls>f(1, a=2)</function_calls>after", None),
+        ("name_value", "", "<function_calls>f(a=b)</function_calls>after", None),
+        ("unterminated", "", "<function_calls>f(a='x)</function_calls>", None),
+        ("empty", "", "<function_calls>  </function_calls>text", None),
+    ],
+    "deepseek_v32_schema": [
+        ("typing", "<｜Assistant｜></think>",
+         "".join(f'<｜DSML｜parameter name="{k}" string="false">{v}</｜DSML｜parameter>' for k, v in [
+             ("s", "null"), ("i", "3.0"), ("n", "2.50"), ("b", "True"), ("o", '{"x": 1}'), ("a", "[1]"), ("z", "None"),
+             ("u", "42"), ("v", "42"), ("m", "null"), ("w", "7")]).join(['<｜DSML｜invoke name="f">', "</｜DSML｜invoke>"]),
+         SCHEMA_TOOLS),
+        ("typed_values_to_text", "<｜Assistant｜></think>",
+         "".join(f'<｜DSML｜parameter name="s" string="false">{v}</｜DSML｜parameter>' for v in ['{"a": [1, 2.5, null]}'])
+         .join(['<｜DSML｜invoke name="f">', "</｜DSML｜invoke>"]), SCHEMA_TOOLS),
+        ("no_tools", "<｜Assistant｜></think>",
+         '<｜DSML｜invoke name="f"><｜DSML｜parameter name="s" string="true">10</｜DSML｜parameter></｜DSML｜invoke>', None),
+    ],
+    "llama3_json_aliases": [
+        ("both_keys", "", '{"name": "t", "arguments": {"q": 1}, "parameters": {"q": 2}}', None),
+        ("canonical", "", '{"parameters": {"q": 2}, "name": "t"}', None),
+    ],
+    "nemotron_json_lists": [
+        ("not_objects", "", '<TOOLCALL>[{"name": "a", "arguments": "[1, 2]"}, {"name": "b", "arguments": "nope"}, '
+         '{"name": "c", "arguments": "{\\"x\\": {\\"y\\": \\"{}\\"}}"}]</TOOLCALL>', None),
+        ("scalar", "", "<TOOLCALL>42</TOOLCALL>", None),
+    ],
+}
