@@ -164,6 +164,11 @@ def test_intersection_agrees_with_interegular():
 # ------------------------------------------------------------------------------------------------ round trip
 
 
+# chat templates that render one tool call per assistant turn, so the several-call scenarios are refused
+ONE_CALL_PER_TURN = {"gigachat3": "GigaChat 3's own chat template renders only tool_calls[0] as its `function call` "
+                                  "message"}
+
+
 @pytest.mark.parametrize("renderer", ["transformers", "jinja2"])
 @pytest.mark.parametrize("name", ROUND_TRIPPED)
 def test_round_trip_passes(name, renderer):
@@ -174,8 +179,16 @@ def test_round_trip_passes(name, renderer):
     assert rt.ok, "\n".join(map(str, rt.findings))
     statuses = {r.name: r.status for r in rt.scenarios}
     assert set(statuses.values()) <= {"ok", "refused"}, statuses
-    assert statuses.get("tool_calls_only") == "ok"  # several tool calls with nested arguments
     ok = [r for r in rt.scenarios if r.status == "ok"]
+    if "tool_calls" not in templates.get(name)["fields"]:  # a family without tool calls (kimi_vl_think)
+        assert statuses.get("answer") == "ok"
+        assert any(r.parsed.get("reasoning_content") for r in ok)
+        return
+    if name in ONE_CALL_PER_TURN:  # the chat template refuses several calls in one turn
+        assert statuses.get("tool_calls_only") == "refused", ONE_CALL_PER_TURN[name]
+        assert any(len(r.parsed.get("tool_calls", [])) == 1 for r in ok)
+        return
+    assert statuses.get("tool_calls_only") == "ok"  # several tool calls with nested arguments
     assert any(len(r.parsed.get("tool_calls", [])) >= 2 for r in ok)
 
 
