@@ -77,6 +77,7 @@ class Caps:
     json_like_strings: bool = True  # string arguments that read as JSON (e.g. "42", "true") stay strings
     edge_space_strings: bool = True  # string arguments with leading/trailing whitespace keep it
     call_ids: bool = False  # the format carries a tool-call id (then every generated call has one)
+    call_id_format: str = ""  # the id's required form, e.g. "functions.{name}:{index}" (default: any string)
     render_kwargs: dict = field(default_factory=dict)  # chat-template variables
     reasons: dict = field(default_factory=dict)  # restriction -> why the format cannot represent it
     xfail: dict = field(default_factory=dict)  # case kind -> known gap (strict xfail until fixed)
@@ -124,6 +125,45 @@ CAPS: dict[str, Caps] = {
     "functiongemma": Caps(reasoning=False, reasons={"reasoning": NO_REASONING},
                           xfail={BETWEEN: NO_BETWEEN + " (not in the issue's list)"}),
     "gemma4": Caps(xfail={BETWEEN: NO_BETWEEN + " (not in the issue's list)"}),
+    # ---- CHAT-2's families
+    "kimi_k2": Caps(call_ids=True, call_id_format="functions.{name}:{index}", text_between_calls=False,
+                    reasons={"text_between_calls": "all calls are written in one <|tool_calls_section_begin|> ... "
+                                                   "<|tool_calls_section_end|> section"}),
+    "kimi_vl_think": Caps(max_calls=0, reasons={"max_calls": "the model has no tool calls (the format has no "
+                                                             "tool_calls field)"}),
+    "lfm2": Caps(text_between_calls=False,
+                 reasons={"text_between_calls": "all calls are one JSON list in one <|tool_call_start|> block"}),
+    "llama3_json": Caps(reasoning=False, content_with_calls=False,
+                        reasons={"reasoning": NO_REASONING,
+                                 "content_with_calls": "a calling turn is the bare JSON call(s) alone: Meta's "
+                                                       "template writes no text beside a call"}),
+    "longcat": Caps(reasoning=False, reasons={"reasoning": NO_REASONING}, xfail={BETWEEN: GAP_BETWEEN}),
+    "minimax_m1": Caps(text_between_calls=False,
+                       reasons={"text_between_calls": "all calls are JSON lines in one <tool_calls> block"}),
+    "minimax_m2": Caps(),
+    "mistral_pre_v11": Caps(reasoning=False, content_with_calls=False,
+                            reasons={"reasoning": NO_REASONING,
+                                     "content_with_calls": "a calling turn is [TOOL_CALLS] and one JSON list alone "
+                                                           "(Mistral's template writes no text beside it, and text "
+                                                           "after the list would be read as part of its JSON)"}),
+    "mistral_v11": Caps(text_between_calls=False,
+                        reasons={"text_between_calls": "a call has no closing tag: its JSON runs to the next "
+                                                       "[TOOL_CALLS] or </s>, so text after it is read as part of "
+                                                       "its JSON"}),
+    "nemotron_json": Caps(text_between_calls=False,
+                          reasons={"text_between_calls": "all calls are one JSON list in one <TOOLCALL> block"}),
+    "phi4_mini": Caps(reasoning=False, text_between_calls=False,
+                      reasons={"reasoning": NO_REASONING,
+                               "text_between_calls": "all calls are one JSON list after functools, with no closing "
+                                                     "marker: only the end of the turn may follow it"}),
+    "seed_oss": Caps(json_like_strings=False, edge_space_strings=False,
+                     reasons={"json_like_strings": XML_JSON_VALUES, "edge_space_strings": XML_JSON_VALUES},
+                     xfail={BETWEEN: NO_BETWEEN + " (not in the issue's list)"}),
+    "step3": Caps(text_between_calls=False,
+                  reasons={"text_between_calls": "all calls are one <｜tool_calls_begin｜> ... <｜tool_calls_end｜> "
+                                                 "block"}),
+    "xlam": Caps(content_with_calls=False,
+                 reasons={"content_with_calls": "xLAM's template writes a calling turn as the JSON list alone"}),
 }
 
 
@@ -230,7 +270,9 @@ def random_message(rng: random.Random, caps: Caps) -> Sample:
             props[k] = {"type": SCHEMA_TYPE[kind]}
         call = {"type": "function", "function": {"name": name, "arguments": args}}
         if caps.call_ids:
-            call = {"id": rng.choice([str(i), f"call_{rng.randrange(10 ** 6)}"]), **call}
+            call_id = (caps.call_id_format.format(name=name, index=i) if caps.call_id_format
+                       else rng.choice([str(i), f"call_{rng.randrange(10 ** 6)}"]))
+            call = {"id": call_id, **call}
         calls.append(call)
         tools.append({"type": "function", "function": {"name": name, "description": f"Tool {name}.",
                                                        "parameters": {"type": "object", "properties": props}}})
