@@ -195,8 +195,7 @@ def test_round_trip_passes(name, renderer, request):
         return
     if name in ONE_CALL_PER_TURN:  # the chat template refuses several calls in one turn
         assert statuses.get("tool_calls_only") == "refused", ONE_CALL_PER_TURN[name]
-        assert any(len(r.parsed.get("tool_calls", [])) == 1 for r in ok)
-        return
+        return  # its single calls are round-tripped in tests/test_chat_roundtrip.py
     assert statuses.get("tool_calls_only") == "ok"  # several tool calls with nested arguments
     assert any(len(r.parsed.get("tool_calls", [])) >= 2 for r in ok)
 

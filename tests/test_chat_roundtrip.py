@@ -26,19 +26,18 @@ def _explain(report) -> str:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_round_trip(family):
-    caps = cr.CAPS[family]
-    kinds = {"", cr.BETWEEN} - set(caps.xfail)
+    kinds = {k for k in cr.KINDS if not cr.known_gap(family, k)}
     report = cr.run_family(family, N, kinds=kinds, reference_every=10)
     assert report.n == N
     assert not report.failures, _explain(report)
 
 
-XFAILS = [(f, kind) for f in FAMILIES for kind in cr.CAPS[f].xfail]
+XFAILS = [(f, kind) for f in FAMILIES for kind in cr.KINDS if cr.known_gap(f, kind)]
 
 
 @pytest.mark.parametrize("family,kind", XFAILS)
 def test_known_gap(family, kind, request):
-    request.applymarker(pytest.mark.xfail(strict=True, reason=cr.CAPS[family].xfail[kind]))
+    request.applymarker(pytest.mark.xfail(strict=True, reason=cr.known_gap(family, kind)))
     report = cr.run_family(family, 40, kinds={kind})
     assert report.n == 40
     assert not report.failures, _explain(report)
@@ -49,7 +48,7 @@ def test_every_restriction_has_a_reason():
         for name, (value, reason) in caps.restrictions().items():
             assert reason, f"{family}: restriction {name}={value!r} has no reason"
         for kind, reason in caps.xfail.items():
-            assert reason and kind in ("", cr.BETWEEN), (family, kind)
+            assert reason and kind in cr.KINDS, (family, kind)
 
 
 def test_every_capability_family_has_a_chat_template():
@@ -83,7 +82,7 @@ def test_generator_covers_every_json_type():
             walk(c["function"]["arguments"])
     assert {"str", "int", "float", "bool", "NoneType", "dict", "list"} <= seen
     assert ncalls == {0, 1, 2, 3}
-    assert kinds == {"", cr.BETWEEN}
+    assert kinds == set(cr.KINDS)
 
 
 def test_a_wrong_message_is_caught():
