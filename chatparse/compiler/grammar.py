@@ -699,8 +699,11 @@ def start_mode(compiled, prefix) -> int:
 
 
 def export(compiled, tools=None, *, tool_choice="auto", format="lark", prefix=None) -> ExportedGrammar:
-    """See `CompiledTemplate.grammar`."""
+    """See `CompiledTemplate.grammar`. A template that uses a format extension is refused (ValueError naming
+    it): the grammar is built from the base format's value rules, which such a field does not follow."""
     spec = compiled.spec
+    for name in spec.get("extensions", ()):
+        raise ValueError(f"grammar export is not supported for format extension '{name}' (the template uses it)")
     chosen, required = choose(normalize_tools(tools), tool_choice)
     has_tool_field = any(f["name"] == "tool_calls" for f in spec["fields"])
     if required and not has_tool_field:
