@@ -430,8 +430,9 @@ class TokenStreams:
 
     def _changes(self, ids, nxt, r) -> StepEvents:
         """Rows change, some the tables do not know. `nxt` (a fresh array) is every stream's next row offset,
-        -1 where the row tables do not know it: those streams take a known transition without their parser
-        (`_without_parser`) or run their parser; the others just move to their next row."""
+        -1 where the row tables do not know it: those streams take a transition an earlier stream of this step
+        taught the tables, or a known transition without their parser (`_without_parser`), or run their
+        parser; the others just move to their next row."""
         V = self._size
         old = self._rowoff
         neg = np.less(nxt, self._zero, out=self._neg)
@@ -439,10 +440,17 @@ class TokenStreams:
         errors = {}
         parsers = self.parsers
         p_first = self._none + 1
-        info = self._R.info
+        R = self._R
+        info = R.info
         for b in np.flatnonzero(neg).tolist():
             i = int(ids[b])
             prev = int(old[b]) // V
+            # Streams in the same row taking the same token (streams started together read the same header):
+            # the first one's transition, once learned, is every other's, with the same events (`_Rows`)
+            learned = int(R.next[prev * V + i])
+            if learned >= 0:
+                nxt[b] = learned
+                continue
             fresh = self._fseen[b] if self._since[b] == r else None  # (else tables took it on since)
             if info[prev][0] == ROW_FRESH:
                 fresh = prev
