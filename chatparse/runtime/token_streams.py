@@ -70,14 +70,15 @@ class _Rows:
     ``info[row]`` is ``(kind, mode, S or records or prefix, held, hb)``. ``next[row * V + token]`` is (the offset
     ``row * V`` of) the row a token leads to when that is known without the engine, -1 otherwise: Q(m)->Q(m)
     for inert tokens and P->Q(m) for an inert token whose first character kills every attempt (filled when
-    the row is made); Q->P, Q->H, P->P, P->H, H->H, H->Q, P->M and M->M (filled the first time Python worked
+    the row is made); Q(m)->Q(m) for a token whose attempts all die within it (``" </p>"`` before
+    ``\\s*</think>``), Q->P, Q->H, P->P, P->H, H->H, H->Q, P->M and M->M (filled the first time Python worked
     the transition out: `TokenStreams._learn`, `_learn_split`, `_learn_held`, `_learn_from`,
     `_without_parser`); from an M row only the parser goes on; F->F and F->Q or P (`_learn_fresh`). Because
     the held text and bytes are part of the row, every entry is a function of the row and the token alone, and
     so are the events of a transition: the old row's held text plus the token's text (after the old row's held
     bytes), less the new row's held text (`StepEvents`); from an F row, none to another F row, else the events
-    the parser that learned the transition handed out (`fresh_events`, none of them a region close). A row
-    never leads to itself by the tables (an unchanged row is Q->Q).
+    the parser that learned the transition handed out (`fresh_events`, none of them a region close). Only a Q
+    row leads to itself by the tables (an unchanged row is Q->Q: its events are the token's text).
     """
 
     MAX_ROWS = 128
@@ -189,8 +190,8 @@ class _Rows:
             return r
 
     def learn(self, row: int, token: int, to: int) -> None:
-        """From `row`, `token` leads to row `to` (never `row` itself: see the class)."""
-        if to != row:
+        """From `row`, `token` leads to row `to` (`row` itself only for a Q row: see the class)."""
+        if to != row or row < self.n_modes:
             self.next[row * self.V + token] = to * self.V
 
 
