@@ -614,3 +614,28 @@ def test_streams_take_the_null_sink_by_the_row_tables(toks):
         # (measured: junk 3, 3, 30 parsed of 246, 264, 264 - without sink rows 42, 48, 228; header 19, 14, 40 of
         # 120, 72, 132 - with a region's 32-character limit on held text 74, 49, 85)
         assert parsed["junk"] * 8 <= taken["junk"] and parsed["header"] * 3 <= taken["header"], (tokname, parsed, taken)
+
+
+def test_quiet_rows_learn_tokens_whose_attempts_die_within_them(toks):
+    """A token that starts a delimiter attempt which dies inside it (`` </p>`` in qwen3's reasoning, before
+    ``\\s*</think>``) leaves a quiet stream quiet, handing out its text: after one stream's parser worked that
+    out, the row tables take it (Q(m) -> Q(m)) for every stream, with the same events."""
+    tok = toks["bl-special"]
+    b = bind(templates.get("qwen3"), tok)
+    b.tables._rows = None
+    tt, texts = b.tables, b.vocab.tok_text
+    m = next(k for k, f in enumerate(tt.mode_field) if f is not None and tt.field_names[f] == "reasoning_content")
+    inert = tt.flat[m * tt.size:(m + 1) * tt.size]
+    dying = [i for i, t in enumerate(texts) if t and not inert[i] and tt.transition(m, (), t) == ()]
+    assert dying, "no token of the vocabulary starts an attempt that dies within it"
+    word = tok.encode(" weather").ids[0]
+    s = b.streams(2, prefix="<|im_start|>assistant\n<think>\nSo")
+    singles = [b.parser(prefix="<|im_start|>assistant\n<think>\nSo") for _ in range(2)]
+    steps = [[word, word], [dying[0], word], [word, word], [word, dying[0]], [word, word]]
+    slow = []
+    for ids in steps:
+        out = s.step(np.array(ids))
+        assert [out[j] for j in range(2)] == [singles[j].feed_tokens(ids[j]) for j in range(2)]
+        slow.append(out.slow)
+    assert slow[1] == [0] and slow[3] == [], slow  # stream 1 takes what stream 0's parser taught the tables
+    assert s.finalize_all() == [p.finalize() for p in singles]
