@@ -2322,12 +2322,14 @@ function transformValue(body, field, captures, tables) {
 // decode_json_strings after it; and schema-first typing of tool-call arguments (runtime/schema_typing.py).
 
 function renamed(d, aliases) {
+  // in the value's key order: of two aliases of one canonical key, the first in the value wins
   const rename = new Map();
   const targets = new Set();
-  for (const alias of Object.keys(aliases)) {
-    const canonical = aliases[alias];
-    if (hasOwn(d, alias) && !hasOwn(d, canonical) && !targets.has(canonical)) {
-      rename.set(alias, canonical);
+  for (const key of Object.keys(d)) {
+    if (!hasOwn(aliases, key)) continue;
+    const canonical = aliases[key];
+    if (!hasOwn(d, canonical) && !targets.has(canonical)) {
+      rename.set(key, canonical);
       targets.add(canonical);
     }
   }

@@ -2,7 +2,8 @@
 ../shared/formats/inexpressible.json, with that file's real example outputs (copied here, with their sources,
 so the tests run in a clean clone) and the message each must give.
 
-`FAMILIES` maps a name to ``(template, [(case name, prefix, output, tools, message)], source)``. The templates
+`FAMILIES` maps a name to ``(template, [(case name, prefix, output, tools, message)], source)``;
+`VECTORS` names the family each extension's conformance vector (``ext_<extension>``) is made of. The templates
 are the partial templates of inexpressible.json (or, where it has none, written from the family's format) plus
 the extension keys. tests/test_extensions_values.py parses each case one-shot, streamed and per token in both
 dialects; tests/make_vectors.py writes them as the ``ext_*`` vectors for the JavaScript runtime.
@@ -178,6 +179,8 @@ EXTRA_CASES: dict = {
         ("name_value", "", "<function_calls>f(a=b)</function_calls>after", None),
         ("unterminated", "", "<function_calls>f(a='x)</function_calls>", None),
         ("empty", "", "<function_calls>  </function_calls>text", None),
+        ("list_form", "", "<function_calls>[get_weather(city='LA', metric='C'), get_weather(), "
+         "do_something_cool(steps=[])]</function_calls>", None),
     ],
     "deepseek_v32_schema": [
         ("typing", "<｜Assistant｜></think>",
@@ -201,3 +204,9 @@ EXTRA_CASES: dict = {
         ("scalar", "", "<TOOLCALL>42</TOOLCALL>", None),
     ],
 }
+
+
+# One conformance vector per extension (tests/vectors/ext_<extension>.json/.cpt): the family whose template
+# and texts (its real cases, then EXTRA_CASES) it holds. (as_list's template also decodes JSON strings.)
+VECTORS = {"python_calls": "olmo3", "argument_types": "deepseek_v32_schema", "key_aliases": "llama3_json_aliases",
+           "as_list": "nemotron_json_lists", "decode_json_strings": "granite4_json_strings"}

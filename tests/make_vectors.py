@@ -510,6 +510,7 @@ def _template_cases():
         cases = []
         if corpus is not None:
             cases = [(c.id, c.prefix, c.output, c.tools) for c in corpus.cases if c.name == name]
+        cases += _gap_cases(name)
         yield name, templates.get(name), cases, False
     for name, (tpl, prefix, text, _) in sorted(FIXTURES.items()):
         yield f"f_{name}", tpl, [(f"f_{name}", prefix, text, None)], True
@@ -518,15 +519,24 @@ def _template_cases():
     yield from _extension_cases()
 
 
-def _extension_cases():
-    """The ``ext_<family>`` vectors: templates that use format extensions (tests/ext_templates.py), with their
-    real cases and the extra texts of ``EXTRA_CASES``."""
-    from ext_templates import EXTRA_CASES, FAMILIES
+def _gap_cases(name: str) -> list:
+    """The family's cases of tests/test_template_gaps.py: outputs that fell into gaps of the bundled templates
+    (issue #17), which the corpus lacks; they need no ../shared, so a clean clone writes them too."""
+    from test_template_gaps import GAPS
 
-    for name, (tpl, cases, _) in FAMILIES.items():
+    return [(f"gap-{g.id}", g.prefix, g.output, None) for g in GAPS if g.family == name]
+
+
+def _extension_cases():
+    """The ``ext_<extension>`` vectors, one per format extension: a template that uses it
+    (tests/ext_templates.py, `VECTORS`), with its family's real cases and the extra texts of ``EXTRA_CASES``."""
+    from ext_templates import EXTRA_CASES, FAMILIES, VECTORS
+
+    for ext, name in VECTORS.items():
+        tpl, cases, _ = FAMILIES[name]
         items = [(f"ext_{name}-{c[0]}", c[1], c[2], c[3]) for c in cases]
         items += [(f"ext_{name}-{c[0]}", c[1], c[2], c[3]) for c in EXTRA_CASES.get(name, [])]
-        yield f"ext_{name}", tpl, items, True
+        yield f"ext_{ext}", tpl, items, "ext"  # (every case in the vllm dialect too; no per-character feeds)
 
 def dialect_cases(name: str, compiled, cases: list, hand: bool, dialect: str = "vllm") -> list[dict]:
     """Cases of one template vector again in the serving `dialect`: every hand-written case (two of a bundled
@@ -626,10 +636,12 @@ def generate(out_dir: Path = VECTORS, only: list | None = None) -> list[Path]:
         compiled = compile_template(template)
         vec_cases = []
         for cid, prefix, text, tools in cases:
-            for k, feeds in enumerate(chunkings(cid, text, hand)):
+            # (ext_* vectors: the extensions act on a closed region's value, so one feed in the default dialect;
+            # the vllm cases below are chunked)
+            for k, feeds in enumerate(chunkings(cid, text, hand is True) if hand != "ext" else [[text]]):
                 res = run_case(compiled, prefix, tools, feeds)
                 vec_cases.append({"id": f"{cid}/{k}", "prefix": prefix, "tools": tools, "feeds": feeds, **res})
-        vec_cases += dialect_cases(name, compiled, cases, hand)
+        vec_cases += dialect_cases(name, compiled, cases, bool(hand))
         write_vector(out_dir, name, template, compiled, vec_cases)
         written.append(out_dir / f"{name}.json")
     if only is not None:

@@ -33,7 +33,7 @@ from chatparse.runtime.extensions import EXTENSIONS, field_extensions
 from chatparse.runtime.loader import loads
 from chatparse.runtime.pycalls import MAX_DEPTH, parse_python_calls
 from corpus_cases import show, strict_equal
-from ext_templates import EXTRA_CASES, FAMILIES
+from ext_templates import EXTRA_CASES, FAMILIES, VECTORS
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")
@@ -644,15 +644,17 @@ def test_argument_types_keep_string_parameters_as_text_in_xml_values():
 
 
 def oracle_steps(value, as_list: bool, aliases: dict, paths: list):
-    """as_list, then key_aliases (each alias, in order, renamed in place when its canonical key is absent), on
+    """as_list, then key_aliases (each alias key, in the value's order, renamed in place when its canonical key is
+    absent), on
     the parsed value or each dict element of a list; decode_json_strings after (no transform here)."""
     if as_list and not isinstance(value, list):
         value = [value]
 
     def rename(d: dict) -> dict:
-        for alias, canonical in aliases.items():
-            if alias in d and canonical not in d:
-                d = {(canonical if k == alias else k): v for k, v in d.items()}
+        for key in list(d):
+            canonical = aliases.get(key)
+            if canonical is not None and canonical not in d:
+                d = {(canonical if k == key else k): v for k, v in d.items()}
         return d
 
     if isinstance(value, dict):
@@ -725,7 +727,9 @@ def test_an_alias_never_drops_a_key():
     both = parse_response('<c>{"parameters": 1, "arguments": 2, "args": 3}</c>', t, prefix="<s>")["v"]
     assert both == {"parameters": 1, "arguments": 2, "args": 3}
     first = parse_response('<c>{"args": 3, "name": "f", "parameters": 1}</c>', t, prefix="<s>")["v"]
-    assert list(first.items()) == [("args", 3), ("name", "f"), ("arguments", 1)]
+    assert list(first.items()) == [("arguments", 3), ("name", "f"), ("parameters", 1)]  # the first in the value
+    swapped = tagged({"content": "json", "key_aliases": {"args": "arguments", "parameters": "arguments"}})
+    assert parse_response('<c>{"args": 3, "name": "f", "parameters": 1}</c>', swapped, prefix="<s>")["v"] == first
 
 
 def test_extension_vectors_pass_in_node(tmp_path):
@@ -734,7 +738,7 @@ def test_extension_vectors_pass_in_node(tmp_path):
     if NODE is None:
         pytest.skip("node is not installed")
     files = sorted((ROOT / "tests" / "vectors").glob("ext_*"))
-    assert len(files) == 2 * len(FAMILIES)
+    assert {f.name for f in files} == {f"ext_{e}.{x}" for e in VECTORS for x in ("json", "cpt")}
     for f in files:
         shutil.copy(f, tmp_path / f.name)
     out = subprocess.run([NODE, str(ROOT / "js" / "run_vectors.mjs"), str(tmp_path), "--json"], capture_output=True,

@@ -8,9 +8,9 @@ A region's value is made in this order (`steps_maker` wraps `transform.value_mak
    ``{...}`` as well as ``[{...}]``);
 3. ``key_aliases``: in the parsed value if it is a dict, else in each dict element of a list, an alias key is
    renamed to its canonical key, in place (the key keeps its position), when the canonical key is absent;
-   when the canonical key is already there the alias is left as it is (nothing is dropped). Aliases are
-   applied in the order the template lists them, so of two aliases of one canonical key the first present
-   wins and the second stays;
+   when the canonical key is already there the alias is left as it is (nothing is dropped). Of two aliases
+   of one canonical key, the one that comes first in the value is renamed and the other stays (the order of
+   ``key_aliases`` in the template does not matter: templates equal up to key order compile alike);
 4. the transform (``transform_each`` per element);
 5. ``decode_json_strings``: for each listed dotted path, in the value if it is a dict, else in each dict
    element of a list: when the path leads through dicts to a string, and that string is one JSON document
@@ -40,9 +40,10 @@ def wrap_list(value: Any) -> list:
 
 def _renamed(d: dict, aliases: dict) -> dict:
     rename: dict = {}
-    for alias, canonical in aliases.items():
-        if alias in d and canonical not in d and canonical not in rename.values():
-            rename[alias] = canonical
+    for key in d:  # in the dict's order: of two aliases of one canonical key, the first in the value wins
+        canonical = aliases.get(key)
+        if canonical is not None and canonical not in d and canonical not in rename.values():
+            rename[key] = canonical
     if not rename:
         return d
     return {rename.get(k, k): v for k, v in d.items()}
