@@ -130,8 +130,12 @@ def sentencepiece_32k():
     texts = [" ".join(rng.choice(lex) for _ in range(300)) for _ in range(600)]
     texts += [prose(rng, 300, MULTI + CODE, 0.2) for _ in range(600)]
     byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
+    # Every printable ASCII character is a piece of its own, as in the 32k SentencePiece vocabularies models
+    # ship (Llama 2, Mistral 7B): byte fallback is for the rest of Unicode. (Trained on this text alone, the
+    # vocabulary would lack capitals and "_", and spell them as byte tokens.)
+    ascii_pieces = [chr(c) for c in range(33, 127)] + ["\n", "\t", "▁"]
     tr = trainers.BpeTrainer(vocab_size=32000, special_tokens=["<unk>"] + byte_tokens + QWEN_SPECIALS,
-                             show_progress=False)
+                             initial_alphabet=ascii_pieces, show_progress=False)
     tok.train_from_iterator(texts, trainer=tr)
     return tok
 
