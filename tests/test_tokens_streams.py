@@ -411,7 +411,7 @@ def test_held_rows_leave_room_for_pending_rows(toks):
     assert s.finalize_all() == [p.finalize() for p in singles]
     kinds = [x[0] for x in s._R.info]
     assert kinds.count("H") == s._R.n_held == _Rows.MAX_HELD_ROWS
-    assert len(kinds) < _Rows.MAX_ROWS
+    assert len(kinds) < s._R.max_rows
 
 
 def test_streams_take_match_rows_for_a_close_they_wait_on(toks):
@@ -451,9 +451,9 @@ def test_streams_take_match_rows_for_a_close_they_wait_on(toks):
 def test_minus_one_needle_finds_exactly_the_unknown_entries(V, dtype, data):
     """`TokenStreams.step` tells a gather with an unknown (-1) entry from one without by searching its bytes
     for `minus_one_needle`: true exactly when some entry is -1, for every vocabulary size and row offset."""
-    from chatparse.runtime.token_streams import _Rows, minus_one_needle
+    from chatparse.runtime.token_streams import max_rows, minus_one_needle
 
-    rows = data.draw(st.lists(st.integers(-1, _Rows.MAX_ROWS - 1), min_size=1, max_size=64))
+    rows = data.draw(st.lists(st.integers(-1, max_rows(V) - 1), min_size=1, max_size=64))
     arr = np.array([-1 if r < 0 else r * V for r in rows], dtype=dtype)
     assert (minus_one_needle(V, dtype) in arr.tobytes()) == (-1 in rows)
     if V == 2 ** 17 and dtype is np.int32:
@@ -639,3 +639,13 @@ def test_quiet_rows_learn_tokens_whose_attempts_die_within_them(toks):
         slow.append(out.slow)
     assert slow[1] == [0] and slow[3] == [], slow  # stream 1 takes what stream 0's parser taught the tables
     assert s.finalize_all() == [p.finalize() for p in singles]
+
+
+def test_a_small_vocabulary_gets_more_rows():
+    """Rows cost 8 bytes per token: a vocabulary of 131,072 tokens gets `MAX_ROWS` (128 MiB at most), a smaller
+    one as many more as the same memory holds, up to `MAX_ROWS_CAP`."""
+    from chatparse.runtime.token_streams import _Rows, max_rows
+
+    assert max_rows(2 ** 17) == _Rows.MAX_ROWS == 128
+    assert max_rows(200_019) == 128 and max_rows(32_000) == 524 and max_rows(8_000) == _Rows.MAX_ROWS_CAP
+    assert all(max_rows(V) * V * 8 <= _Rows.ROW_MEMORY for V in (2 ** 17, 32_000, 65_535, 8_000, 151_936 // 2))

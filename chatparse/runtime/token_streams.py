@@ -81,7 +81,9 @@ class _Rows:
     row leads to itself by the tables (an unchanged row is Q->Q: its events are the token's text).
     """
 
-    MAX_ROWS = 128
+    MAX_ROWS = 128  # rows at least; a smaller vocabulary gets more, within ROW_MEMORY (`max_rows`)
+    ROW_MEMORY = 128 << 20  # bytes of row tables at most (128 rows of 131,072 tokens)
+    MAX_ROWS_CAP = 1024
     MAX_HELD_ROWS = 48  # of them H rows (split characters vary more than pending attempts; P rows keep room)
     MAX_HELD_TEXT = 32  # no row for attempts holding more (the stream's parser holds such runs)
     # ... except in the null sink, whose rows hand out nothing: there attempts hold whole headers while they
@@ -100,9 +102,12 @@ class _Rows:
         # (half the memory: 512 KiB per row for 131,072 tokens, against 1 MiB) every step where a row changes
         # paid a conversion, about a tenth of the step.
         self.dtype = np.int64
-        # Room for MAX_ROWS rows, reserved once and never moved: the system maps the pages of a row when it is
+        # Headers spelled in many small tokens (gpt_oss's over an 8k vocabulary) take a row per token: a small
+        # vocabulary's rows are cheap, so it gets more of them
+        self.max_rows = max_rows(V)
+        # Room for `max_rows` rows, reserved once and never moved: the system maps the pages of a row when it is
         # first written (`_row`), so memory grows with the rows made, and no step pays for copying the table.
-        self._store = np.empty(self.MAX_ROWS * V, dtype=self.dtype)
+        self._store = np.empty(self.max_rows * V, dtype=self.dtype)
         first = self._store[:(tt.n_modes + 1) * V]
         first.fill(-1)
         for m in range(tt.n_modes):
@@ -170,7 +175,7 @@ class _Rows:
                 return r
             is_held = kind == ROW_HELD
             is_fresh = kind == ROW_FRESH
-            if (len(self.info) >= self.MAX_ROWS or is_held and self.n_held >= self.MAX_HELD_ROWS
+            if (len(self.info) >= self.max_rows or is_held and self.n_held >= self.MAX_HELD_ROWS
                     or is_fresh and self.n_fresh >= self.MAX_FRESH_ROWS):
                 return self.none
             self.n_held += is_held
@@ -195,12 +200,18 @@ class _Rows:
             self.next[row * self.V + token] = to * self.V
 
 
+def max_rows(V: int) -> int:
+    """How many rows `_Rows` makes at most for a vocabulary of V tokens: `_Rows.MAX_ROWS`, or as many more as
+    `_Rows.ROW_MEMORY` holds (up to `_Rows.MAX_ROWS_CAP`)."""
+    return max(_Rows.MAX_ROWS, min(_Rows.MAX_ROWS_CAP, _Rows.ROW_MEMORY // (8 * V)))
+
+
 def minus_one_needle(V: int, dtype) -> bytes:
     """Bytes whose presence in a gather's bytes (`dtype` entries, each -1 or a row offset ``row * V`` with
-    ``row < _Rows.MAX_ROWS``) means exactly that some entry is -1. Where no row offset has a 0xff byte (V =
+    ``row < max_rows(V)``) means exactly that some entry is -1. Where no row offset has a 0xff byte (V =
     2**17: the low two bytes are 0, the third is 2 * row < 256), one 0xff byte, a memchr; else a run of 0xff
     as long as an entry, which covers the top byte of one entry, below 0x80 unless that entry is negative."""
-    offsets = (np.arange(_Rows.MAX_ROWS, dtype=np.int64) * V).astype(dtype).tobytes()
+    offsets = (np.arange(max_rows(V), dtype=np.int64) * V).astype(dtype).tobytes()
     return b"\xff" * (1 if b"\xff" not in offsets else np.dtype(dtype).itemsize)
 
 
