@@ -393,11 +393,12 @@ def test_generated_templates_by_streams_match_single_parsers(toks, data):
             assert got == next(o for o in (outcome(p.finalize) for p in singles) if o[0] != "ok")
 
 
-def test_held_rows_leave_room_for_pending_rows(toks):
-    """Split characters vary more than pending attempts do: at most `MAX_HELD_ROWS` H rows are made (then
-    such streams take their parser), so P rows always keep room; events and messages stay exact."""
+def test_held_rows_leave_room_for_pending_rows(toks, monkeypatch):
+    """Split characters vary more than pending attempts do: at most `MAX_HELD_ROWS` H rows are made of 128 rows
+    (then such streams take their parser), so P rows always keep room; events and messages stay exact."""
     from chatparse.runtime.token_streams import _Rows
 
+    monkeypatch.setattr(_Rows, "MAX_ROWS_CAP", _Rows.MAX_ROWS)  # 128 rows for this small vocabulary too
     tok = toks["bl-plain"]
     b = bind(templates.get("qwen3"), tok)
     b.tables._rows = None
@@ -410,8 +411,8 @@ def test_held_rows_leave_room_for_pending_rows(toks):
         assert s.step([i, i]).tolist() == [p.feed_tokens(i) for p in singles]
     assert s.finalize_all() == [p.finalize() for p in singles]
     kinds = [x[0] for x in s._R.info]
-    assert kinds.count("H") == s._R.n_held == _Rows.MAX_HELD_ROWS
-    assert len(kinds) < s._R.max_rows
+    assert kinds.count("H") == s._R.n_held == s._R.max_held_rows == _Rows.MAX_HELD_ROWS
+    assert len(kinds) < s._R.max_rows == _Rows.MAX_ROWS
 
 
 def test_streams_take_match_rows_for_a_close_they_wait_on(toks):

@@ -84,7 +84,7 @@ class _Rows:
     MAX_ROWS = 128  # rows at least; a smaller vocabulary gets more, within ROW_MEMORY (`max_rows`)
     ROW_MEMORY = 128 << 20  # bytes of row tables at most (128 rows of 131,072 tokens)
     MAX_ROWS_CAP = 1024
-    MAX_HELD_ROWS = 48  # of them H rows (split characters vary more than pending attempts; P rows keep room)
+    MAX_HELD_ROWS = 48  # of 128 rows H rows (split characters vary more than pending attempts; P rows keep room)
     MAX_HELD_TEXT = 32  # no row for attempts holding more (the stream's parser holds such runs)
     # ... except in the null sink, whose rows hand out nothing: there attempts hold whole headers while they
     # run (gpt_oss's ``<|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>``)
@@ -105,6 +105,7 @@ class _Rows:
         # Headers spelled in many small tokens (gpt_oss's over an 8k vocabulary) take a row per token: a small
         # vocabulary's rows are cheap, so it gets more of them
         self.max_rows = max_rows(V)
+        self.max_held_rows = self.MAX_HELD_ROWS * self.max_rows // self.MAX_ROWS  # (the same share of them)
         # Room for `max_rows` rows, reserved once and never moved: the system maps the pages of a row when it is
         # first written (`_row`), so memory grows with the rows made, and no step pays for copying the table.
         self._store = np.empty(self.max_rows * V, dtype=self.dtype)
@@ -175,7 +176,7 @@ class _Rows:
                 return r
             is_held = kind == ROW_HELD
             is_fresh = kind == ROW_FRESH
-            if (len(self.info) >= self.max_rows or is_held and self.n_held >= self.MAX_HELD_ROWS
+            if (len(self.info) >= self.max_rows or is_held and self.n_held >= self.max_held_rows
                     or is_fresh and self.n_fresh >= self.MAX_FRESH_ROWS):
                 return self.none
             self.n_held += is_held
