@@ -114,6 +114,12 @@ def _check_decode_json_strings(scope: str, key: str, value: Any) -> Any:
     return list(value)
 
 
+def _check_close_json_end(scope: str, key: str, value: Any) -> Any:
+    if not isinstance(value, bool):
+        fail(scope, key, "close_json_end", f"must be a bool, got {type(value).__name__}")
+    return value if value else OMIT
+
+
 # ------------------------------------------------------------------------------------------- the registry
 
 EXTENSIONS: dict[str, Extension] = {
@@ -133,6 +139,10 @@ EXTENSIONS: dict[str, Extension] = {
         "decode_json_strings", "\"decode_json_strings\": [paths]: after the transform, a string at a listed path "
         "that holds a JSON object becomes that object", keys=("decode_json_strings",),
         check=_check_decode_json_strings),
+    "close_json_end": Extension(
+        "close_json_end", "\"close_json_end\": true: the region also closes right after the JSON value its body "
+        "starts with; text after it goes on (runtime/json_end.py)", keys=("close_json_end",),
+        check=_check_close_json_end),
 }
 
 

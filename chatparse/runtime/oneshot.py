@@ -90,6 +90,9 @@ class WholeTextScanner(Scanner):
             if p >= n:  # a match starting at the very end never counts (as in the reference)
                 self.scan = self.end
                 return None
+            if 0 <= self.stop < base + p:  # (`Scanner.stop`: past the end of a JSON value that closes first)
+                self.scan = base + p
+                return None
             self.budget -= 1
             if self.budget < 0 or not self.budget % CLOCK_EVERY and perf_counter() > self.deadline:
                 raise _Fallback()

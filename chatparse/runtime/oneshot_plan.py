@@ -14,6 +14,7 @@ import re
 from typing import Any, NamedTuple, Optional, Union
 
 from .backtrack import backtracking_risk, match_bound, span_test
+from .json_end import json_end_fields
 from .literals import literal_pieces, literal_prefixes, top_alternatives
 from .parser import capture_reader, stores_for
 from .re_compat import ascii_twin
@@ -123,7 +124,8 @@ class Plan:
             self.ascii_modes.append(ModePlan(finder, start0, wide, single, watched, ascii_keyed))
         self.mode_tuples = [tuple(m) for m in self.modes]
         self.ascii_mode_tuples = [tuple(m) for m in self.ascii_modes]
-        self.lean = LeanPlan(self.usable, stores_for(tables), tables.implicit,
+        # (a region that closes at the end of its JSON value needs the streaming parser's tracker: no lean path)
+        self.lean = LeanPlan(self.usable and not any(json_end_fields(tables)), stores_for(tables), tables.implicit,
                              [p.kind == "open" for p in tables.patterns], [p.field for p in tables.patterns],
                              self.captures)
 

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from .args import text_error
 from .coerce import coerce_tool_calls
 from .dialect import TRANSFORMERS, Dialect
+from .json_end import JSON_END, JsonEnd, json_end_fields
 from .scanner import Scanner, copy_slots
 from .schema_typing import type_tool_calls
 from .tables import Tables, logger
@@ -174,9 +175,9 @@ class StreamParser:
     """One generation's parse state. `feed`/`finish` return the events they produced."""
 
     # Slots (see `TokenParser.__slots__`)
-    __slots__ = ("body", "captures", "current", "empty_open", "failed", "finished", "inputs", "malformed", "names",
-                 "offsets", "opened", "output", "pending", "prompt_end", "recover", "scanner", "stalled", "stores",
-                 "t", "tail", "tail_len", "tool_params", "usable", "__dict__")
+    __slots__ = ("body", "captures", "current", "empty_open", "failed", "finished", "inputs", "json_end",
+                 "json_ends", "malformed", "names", "offsets", "opened", "output", "pending", "prompt_end", "recover",
+                 "scanner", "stalled", "stores", "t", "tail", "tail_len", "tool_params", "usable", "__dict__")
 
     def __init__(self, tables: Tables, tool_params: dict | None = None, dialect: Dialect = TRANSFORMERS):
         self.t = tables
@@ -199,6 +200,10 @@ class StreamParser:
         self.usable = True  # False once finished or failed
         self.names = [f["name"] for f in tables.fields]
         self.stores = stores_for(tables)
+        # close_json_end (runtime/json_end.py): per field, whether it closes at the end of its JSON value; the
+        # open region's tracker while it is such a field's (None otherwise: the token paths then apply)
+        self.json_ends = json_end_fields(tables)
+        self.json_end: JsonEnd | None = None
         # The serving dialect (runtime/dialect.py): spans on events, malformed regions as events, prompt text
         # kept out of chunks from `prompt_end` on (set by the owner once the prefix is fed), the whole input.
         self.offsets = dialect.offsets
@@ -235,6 +240,8 @@ class StreamParser:
         c.malformed = None if self.malformed is None else set(self.malformed)
         c.inputs = None
         c.scanner = self.scanner.fork()
+        if self.json_end is not None:
+            c.json_end = self.json_end.fork()
         return c
 
     # -- public steps ----------------------------------------------------------------------------------------
@@ -248,7 +255,8 @@ class StreamParser:
         if not text or self.stalled:
             return []
         sc = self.scanner
-        if not sc.attempts and sc.scan == sc.end and sc.end and sc.mode.skip_to(text, 0) == len(text):
+        if (not sc.attempts and sc.scan == sc.end and sc.end and self.json_end is None
+                and sc.mode.skip_to(text, 0) == len(text)):
             # Fast path: nothing is pending and no character of `text` can begin a delimiter, so all of it is
             # region text. The scanner keeps only the few characters of history a later decision may read.
             end = sc.end = sc.end + len(text)
@@ -301,6 +309,9 @@ class StreamParser:
     def _plain_step(self, events: list, text: str) -> None:
         # What `push`, then `take` of everything, leaves, without copying `text` into the scanner's buffer:
         # the buffer keeps only the history a later decision may read back.
+        if self.json_end is not None:  # (a close_json_end region: its tracker must read the text; see `feed`)
+            self._feed_step(events, text)
+            return
         sc = self.scanner
         held = sc.text[sc.pos - sc.base:]  # held by the attempts pending now, which end without a match
         sc.attempts = []
@@ -338,6 +349,13 @@ class StreamParser:
 
     def _decided_step(self, events: list, text: str, s: int, e: int, pattern_index: int, match, plain) -> None:
         sc = self.scanner
+        if self.json_end is not None:  # (the caller's decision did not see the JSON value's end: step instead)
+            if plain is not None:
+                self._plain_step(events, plain)
+                events.clear()
+                self.pending = []
+            self._feed_step(events, text)
+            return
         if plain is not None and (plain or sc.pos != sc.end):
             self._plain_step(events, plain)
             events.clear()
@@ -357,6 +375,8 @@ class StreamParser:
             self.inputs.append(text)
         if not text or self.stalled:
             return []
+        if self.json_end is not None:  # (a close_json_end region: its tracker must read the text)
+            return self._guarded(self._feed_step, text)
         sc = self.scanner
         sc.push(text)
         sc.attempts = attempts
@@ -397,6 +417,9 @@ class StreamParser:
         return self._guarded(self._delimiter_step, text, pattern_index, match)
 
     def _delimiter_step(self, events: list, text: str, pattern_index: int, match) -> None:
+        if self.json_end is not None:  # (the value may end before this delimiter: step it instead)
+            self._feed_step(events, text)
+            return
         sc = self.scanner
         s = sc.end
         sc.push(text)
@@ -427,17 +450,59 @@ class StreamParser:
     def _process(self, events: list, eos: bool) -> None:
         sc = self.scanner
         while True:
-            d = sc.decide(eos)
+            je = self.json_end
+            d = sc.decide(eos) if je is None else self._decide_json_end(je, eos)
             if d is None:
                 break
             s, e, pi, m = d
+            if pi == JSON_END:
+                self._json_close(events, s)
+                continue
             if not self._delimiter(events, s, e, pi, m, eos):
                 return
         if eos:
             self._text(sc.take(sc.end), events)
             self._close(events, sc.end, sc.end)
         else:
-            self._text(sc.take(sc.safe_end()), events)
+            upto = sc.safe_end()
+            je = self.json_end
+            if je is not None:
+                hold = je.hold()  # characters that may turn out to follow the value are not body yet
+                if 0 <= hold < upto:
+                    upto = hold
+            self._text(sc.take(upto), events)
+
+    def _decide_json_end(self, je: JsonEnd, eos: bool):
+        """`Scanner.decide` for a region that closes at the end of its JSON value (`je` tracks it): the
+        scanner's delimiter (the field's explicit close) if it starts at or before the value's end, else
+        ``(end, end, JSON_END, None)`` once no explicit close can start at or before it; None while either is
+        unknown. (At one offset the explicit close wins: it is at least as long as the empty close.)"""
+        sc = self.scanner
+        je.advance(sc.text, sc.base, sc.end)
+        if eos:
+            je.finish()
+        j = je.end
+        sc.stop = j  # no delimiter that starts after the value's end matters (-1: none known yet)
+        d = sc.decide(eos)
+        if j < 0:
+            if d is None or je.dead or d[0] <= je.lowest():
+                return d
+            return None  # a number's end is pending before this delimiter
+        if d is not None:
+            return d if d[0] <= j else (j, j, JSON_END, None)
+        if eos or sc.safe_end() > j:
+            return j, j, JSON_END, None
+        return None
+
+    def _json_close(self, events: list, j: int) -> None:
+        """Close the open region where its JSON value ends (offset `j`, an empty span) and go on in the
+        implicit field from there (`close_json_end`)."""
+        sc = self.scanner
+        self._text(sc.take(j), events)
+        if hasattr(sc, "decided"):  # (the token parser's span scanner: this is the delimiter it closes at)
+            sc.decided = (j, j, JSON_END, None)
+        self._close(events, j, j)
+        sc.restart(0, j)
 
     def _delimiter(self, events: list, s: int, e: int, pi: int, m, eos: bool) -> bool:
         """One decided delimiter ``[s, e)`` of pattern `pi` (match `m`): the text before it goes to the current
@@ -518,6 +583,8 @@ class StreamParser:
         self.captures = captures_of(m)
         self.body, self.tail, self.tail_len = [], [], 0
         self.opened = True
+        if self.json_ends[fi]:
+            self.json_end = JsonEnd(e)
         if self.offsets:
             events.append({"type": "region_open", "field": self.names[fi], "start": s, "end": e,
                            "captures": self.captures})
@@ -562,3 +629,4 @@ class StreamParser:
         self.captures = {}
         self.body, self.tail, self.tail_len = [], [], 0
         self.opened = False
+        self.json_end = None

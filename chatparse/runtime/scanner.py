@@ -65,7 +65,8 @@ class Scanner:
     """Holds the undecided tail of the text and the live attempts for the current mode."""
 
     # Slots (see `TokenParser.__slots__`)
-    __slots__ = ("attempts", "base", "cmap", "end", "eot_fed", "keep", "mode", "pos", "scan", "t", "text", "__dict__")
+    __slots__ = ("attempts", "base", "cmap", "end", "eot_fed", "keep", "mode", "pos", "scan", "stop", "t", "text",
+                 "__dict__")
 
     def __init__(self, tables):
         self.t = tables
@@ -81,6 +82,9 @@ class Scanner:
         self.scan = 0  # next offset to step
         self.attempts: list[Attempt] = []
         self.eot_fed = False
+        # No delimiter starting after this offset can matter (-1: any may): the end of a JSON value that closes
+        # the region first (`StreamParser._decide_json_end`), so that `decide` does not search past it.
+        self.stop = -1
         self.set_mode(0)
 
     def fork(self) -> "Scanner":
@@ -103,6 +107,7 @@ class Scanner:
         self.pos = self.scan = at
         self.attempts = []
         self.eot_fed = False
+        self.stop = -1
 
     def safe_end(self) -> int:
         return self.attempts[0].start if self.attempts else self.scan
@@ -126,7 +131,10 @@ class Scanner:
         ncls = mode.n_classes
         cmap = self.cmap
         attempts = self.attempts
+        stop = self.stop
         while True:
+            if stop >= 0 and (attempts[0].start if attempts else self.scan) > stop:
+                return None  # (`stop`: nothing from here on can matter)
             while attempts and attempts[0].fin >= 0:
                 r = self._resolve(attempts[0], eos)
                 if r is WAIT:
@@ -147,6 +155,9 @@ class Scanner:
                     self.scan = self.end
                     continue
                 scan = base + i
+                if stop >= 0 and scan > stop:
+                    self.scan = scan
+                    return None
             self.scan = self._step_run(scan, text, base, trans, term, acc, ncls, cmap)
 
     def _step_run(self, scan, text, base, trans, term, acc, ncls, cmap) -> int:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from codecs import utf_8_decode
 
 from .dialect import resolve
+from .json_end import JSON_END
 from .parser import StreamParser
 from .scanner import Scanner
 from .token_binding import TokenBinding, token_binding
@@ -98,7 +99,7 @@ class _SpanCore(StreamParser):
         close = None
         if d is not None:
             end = d[0]
-            if self.t.patterns[d[2]].kind == "close":
+            if d[2] == JSON_END or self.t.patterns[d[2]].kind == "close":  # (JSON_END: close_json_end)
                 close = (d[0], d[1])
                 self.scanner.decided = None
         else:
@@ -323,6 +324,7 @@ class TokenParser:
         dec = self._dec
         mode = sc.mode
         if (self._spans_on or core.stalled or core.failed is not None or core.finished
+                or core.json_end is not None  # (a close_json_end region: its tracker reads every character)
                 or sc.scan != sc.end or getattr(core, "pending", None) or dec.first or dec.strip_left
                 or dec.cleanup is not None or self._first_re[m] is None
                 or not (sc.end or mode.start0 == mode.startN)):  # the transition probe starts past offset 0
@@ -497,7 +499,7 @@ class TokenParser:
             return []
         sc = core.scanner
         if (len(ids) == 1 and not self._spans_on and sc.end and not sc.attempts and sc.scan == sc.end
-                and self._dec.clean()):
+                and self._dec.clean() and core.json_end is None):
             d = self._delims[self._mode].get(ids[0])
             if d is not None:
                 events = core.apply_delimiter(self._tok_text[ids[0]], *d)  # d: (pattern index, captures)
@@ -531,6 +533,8 @@ class TokenParser:
         does not step them. Same events and state as the `_sync` and ``core.feed(text)`` it replaces:
         feeding held text alone releases nothing and decides nothing (that is what makes it held)."""
         core = self._core
+        if core.json_end is not None:
+            return None  # (a close_json_end region: the decision tables do not know where its value ends)
         sc = core.scanner
         deferred = self._deferred_text()
         n_core = sc.end
@@ -671,7 +675,7 @@ class TokenParser:
         """Whether tokens can be taken without this parser from its state: the decoder holds nothing and the
         core is usable and not stalled."""
         core = self._core
-        return self._dec.clean() and not core.stalled and core.usable
+        return self._dec.clean() and not core.stalled and core.usable and core.json_end is None
 
     def fresh_start(self):
         """For a parser fed nothing since it was created: ``(mode, cut prefix)``, what its state is a function of
@@ -714,7 +718,7 @@ class TokenParser:
         att = sc.attempts
         if (not att or sc.scan != sc.end or att[0].start != sc.pos or self._sink or self._opening or self._spans_on
                 or sc.pos < core.prompt_end or core.stalled or core.failed is not None or core.finished
-                or not self._dec.clean()):
+                or not self._dec.clean() or core.json_end is not None):
             return None
         pos = sc.pos
         return ROW_MATCH, self._mode, tuple([attempt_record(a, pos) for a in att]), sc.text[pos - sc.base:], b""

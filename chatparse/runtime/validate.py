@@ -177,6 +177,10 @@ def _field(name: Any, spec: Any) -> dict:
                 "the captures, or remove the named groups from the pattern."
             )
     extended = check_field_keys(scope, spec)  # format extensions (runtime/extensions.py): checked last
+    if extended.get("close_json_end") and open_norm is None:
+        raise ValueError(f"{scope}: 'close_json_end' needs an explicit 'open' or 'open_pattern': the implicit "
+                         "field has no region body of its own to read a JSON value from (format extension "
+                         "'close_json_end')")
     return {
         "name": name,
         "open": open_norm,

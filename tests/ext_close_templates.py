@@ -1,0 +1,112 @@
+"""Templates that use the region-level format extensions (not bundled): ``close_json_end`` (a region also closes
+where its JSON value ends, so text after a call goes on to the implicit field) and ``on_error`` (per-field
+recovery from a value that fails to parse), one per motivating family of ../shared/formats/inexpressible.json,
+with that file's real example outputs (copied here with their sources, so the tests run in a clean clone) and
+the message each must give (its keys in the order the parse stores them, as the reference orders them).
+
+`FAMILIES` maps a name to ``(template, [(case name, prefix, output, tools, message)], source)``, the shape of
+tests/ext_templates.py. The templates are the partial templates of inexpressible.json plus the extension keys
+(and, where text comes both before and after a call, ``repeats`` + ``join`` on content, which the base format
+has). tests/test_extensions_close.py parses each case one-shot, streamed and per token in both dialects;
+tests/make_vectors.py writes them (with `EXTRA_CASES`) as the ``ext_*`` vectors for the JavaScript runtime.
+"""
+
+from __future__ import annotations
+
+FN_EACH = {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}
+
+
+def call(name: str, arguments: dict) -> dict:
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+LLAMA3_PREFIX = ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nFind things.<|eot_id|><|start_header_id|>assistant"
+                 "<|end_header_id|>\n\n")
+
+FAMILIES: dict = {
+    # ---------------------------------------------------------------------------- close_json_end
+    "llama3_json_end": (
+        # no closing token: a call ends where its JSON object ends; ';' between calls is taken by the next open
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|start_header_id|>assistant<|end_header_id|>\n\n",
+         "fields": {"tool_calls": {"open_pattern": "\\s*;?\\s*(?:<\\|python_tag\\|>)?(?=\\{\\s*\"name\")",
+                                   "close_json_end": True, "repeats": True, "content": "json",
+                                   "key_aliases": {"arguments": "parameters"},
+                                   "transform": {"type": "function", "function": {"name": "{content.name}",
+                                                                                  "arguments": "{content.parameters}"}}},
+                    "content": {"close_pattern": "\\s*(?:<\\|eot_id\\|>|<\\|eom_id\\|>)", "repeats": True,
+                                "join": " "}}},
+        [("trailing_prose", LLAMA3_PREFIX,
+          '{"name": "searchTool", "parameters": {"query": "test"}} I used {searchTool} for this.', None,
+          {"role": "assistant", "tool_calls": [call("searchTool", {"query": "test"})],
+           "content": "I used {searchTool} for this."}),
+         ("arguments_key_alias", LLAMA3_PREFIX, '{"name": "searchTool", "arguments": {"query": "test"}}', None,
+          {"role": "assistant", "tool_calls": [call("searchTool", {"query": "test"})]})],
+        "vllm-project/vllm:tests/tool_parsers/test_llama3_json_tool_parser.py; sgl-project/sglang:"
+        "test/registered/function_call/test_function_call_parser.py (TestLlama32Detector)"),
+    "mistral_pre_v11_json_end": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "[/INST]",
+         "fields": {"tool_calls": {"open_pattern": "\\s*\\[TOOL_CALLS\\]\\s*", "close_pattern": "\\s*</s>",
+                                   "close_json_end": True, "content": "json", "transform_each": True,
+                                   "transform": FN_EACH},
+                    "content": {"close_pattern": "\\s*</s>"}}},
+        [("trailing_data", "<s>[SYSTEM_PROMPT]You are helpful.[/SYSTEM_PROMPT][AVAILABLE_TOOLS][\u2026]"
+          "[/AVAILABLE_TOOLS][INST]What's 3.5+4?[/INST]",
+          "[TOOL_CALLS] [{\"name\": \"get_current_weather\", \"arguments\":{\"city\": \"Dallas\", \"state\": \"TX\", "
+          "\"unit\": \"fahrenheit\"}}]\nextra trailing data", None,
+          {"role": "assistant",
+           "tool_calls": [call("get_current_weather", {"city": "Dallas", "state": "TX", "unit": "fahrenheit"})],
+           "content": "extra trailing data"})],
+        "vllm-project/vllm:tests/tool_parsers/test_mistral_tool_parser.py (pre_v11)"),
+    "granite3_json_end": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|start_of_role|>assistant<|end_of_role|>",
+         "fields": {"reasoning_content": {"open": "Here is my thought process:", "close": "Here is my response:"},
+                    "tool_calls": {"open_pattern": "\\s*(?:<\\|tool_call\\|>|<tool_call>)\\s*",
+                                   "close_pattern": "\\s*<\\|end_of_text\\|>", "close_json_end": True,
+                                   "content": "json", "transform_each": True, "transform": FN_EACH},
+                    "content": {"close_pattern": "\\s*<\\|end_of_text\\|>", "repeats": True, "join": "\n"}}},
+        [("surrounding_text", "<|start_of_role|>user<|end_of_role|>Weather in Tokyo?<|end_of_text|>\n"
+          "<|start_of_role|>assistant<|end_of_role|>",
+          "Let me check the weather for you.\n<|tool_call|> [{\"name\": \"get_weather\", \"arguments\": "
+          "{\"city\": \"Tokyo\"}}]\nI'll get that information.", None,
+          {"role": "assistant", "content": "Let me check the weather for you.\nI'll get that information.",
+           "tool_calls": [call("get_weather", {"city": "Tokyo"})]})],
+        "vllm-project/vllm:tests/tool_parsers/test_granite_tool_parser.py"),
+    "phi4_mini_json_end": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|assistant|>",
+         "fields": {"tool_calls": {"open_pattern": "\\s*functools(?=\\s*\\[)", "close_pattern": "\\s*<\\|end\\|>",
+                                   "close_json_end": True, "content": "json", "transform_each": True,
+                                   "transform": FN_EACH},
+                    "content": {"close_pattern": "\\s*<\\|end\\|>", "repeats": True, "join": "\n"}}},
+        [("surrounding_text", "<|user|>Weather?<|end|><|assistant|>",
+          "Let me check the weather for you.\nfunctools[{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+          "\"Tokyo\"}}]\nWould you like to know more?", None,
+          {"role": "assistant", "content": "Let me check the weather for you.\nWould you like to know more?",
+           "tool_calls": [call("get_weather", {"city": "Tokyo"})]})],
+        "vllm-project/vllm:tests/tool_parsers/test_phi4mini_tool_parser.py"),
+}
+
+# More texts for the ext_* conformance vectors (what chatparse does with them is recorded, and the JavaScript
+# runtime must do the same): several calls, the explicit close winning, strings holding brackets and escapes,
+# top-level numbers and their look-ahead, literals, bodies that are not JSON (the close never fires), depth.
+EXTRA_CASES: dict = {
+    "llama3_json_end": [
+        ("two_calls", "", '{"name": "a", "parameters": {"s": "}]\\"{"}}; {"name": "b", "parameters": {}} then text'
+         "<|eot_id|>", None),
+        ("python_tag", "", 'Sure.<|python_tag|>{"name": "a", "parameters": {"x": [1, 2.5e-3, null, true]}}'
+         '<|eom_id|>', None),
+        ("unfinished", "", '{"name": "a", "parameters": {"x": 1} trailing', None),
+        ("not_json", "", '{"name": "a", "parameters": {x: 1}} more', None),
+        ("unicode", "", '{"name": "caf\u00e9", "parameters": {"t": "\u65e5\u672c \U0001F600 \\ud83d\\ude00"}}'
+         "\u00e0 bient\u00f4t", None),
+    ],
+    "mistral_pre_v11_json_end": [
+        ("closed", "", '[TOOL_CALLS] [{"name": "f", "arguments": {}}]</s>', None),
+        ("close_inside", "", '[TOOL_CALLS] [{"name": "f", "arguments": {"s": "a </s> b"}}] after', None),
+        ("number_then_dot", "", "[TOOL_CALLS] 12.x", None),
+        ("number_at_end", "", "[TOOL_CALLS] -0.5e+3", None),
+        ("object_value", "", '[TOOL_CALLS] {"name": "f", "arguments": {}} tail', None),
+        ("deep", "", "[TOOL_CALLS] " + "[" * 600 + "]" * 600 + " tail", None),
+        ("literals", "", "[TOOL_CALLS] nullnull", None),
+    ],
+}
