@@ -1,0 +1,216 @@
+"""Gaps of the bundled templates that real model output fell into (issue #17, item 1), one case each.
+
+Each case is model output in the family's documented format - the source is cited with the case - and the
+message a user expects from it. For every case:
+
+* `chatparse.parse_response` gives exactly the expected message;
+* streaming the output in 1- and 3-character feeds gives it too (`finalize()`);
+* transformers' reference (`transformers.utils.chat_parsing.parse_response`) gives it too, so each fix is in the
+  base format, with no chatparse extension: the bundled templates stay loadable by the reference.
+
+The template changes these cases pin (FIXED_FAMILIES in tests/test_corpus.py lists them with the reason):
+
+* content on both sides of a tool call - and between two calls - is kept: the implicit content field
+  `repeats` and joins its segments with a blank line (`"join": "\\n\\n"`); without it each segment
+  overwrote the one before, so only the text after the last call survived;
+* content closes end in `\\s*`, so whitespace after the end-of-turn token is not a segment of its own (an
+  empty segment overwrote the content before; with `join` it would add a separator);
+* gpt-oss's final channel with a `<|constrain|>` in its header (structured output) is content, and so is a
+  recipient-less commentary preamble; GigaChat 3.1's `<|function_call|>{json}<|message_sep|>` is a tool call;
+* an XML argument value ends at its closing tag only where the next tag or the end of the call follows, so a
+  value that contains the closing tag itself (code writing code) is kept whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+import corpus_cases as cc
+from chatparse import ResponseParser, parse_response, templates
+
+
+@dataclass(frozen=True)
+class Gap:
+    id: str
+    family: str
+    source: str  # where the shape of the output comes from
+    prefix: str
+    output: str
+    expected: dict
+
+
+def _call(name: str, arguments: dict) -> dict:
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+QWEN_PROMPT = "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n"
+GLM_PROMPT = "[gMASK]<sop><|system|>\nYou are helpful.<|user|>\nWeather in Beijing?<|assistant|>\n<think></think>"
+DSV31_PROMPT = "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Run foo and bar.<｜Assistant｜></think>"
+GRANITE_PROMPT = "<|start_of_role|>user<|end_of_role|>Boxes and prices?<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"
+GPT_OSS_PROMPT = "<|start|>user<|message|>Status as JSON, please.<|end|><|start|>assistant"
+GIGACHAT_PROMPT = "<s>user<|role_sep|>\nКакая погода в Москве?<|message_sep|>\n\nassistant<|role_sep|>\n"
+
+BBOX = {"coordinates": [[23.54, 43.1], [-12.2, 54.3], [4, 5]], "coordinate_type": "latlong"}
+STOCK = {"symbol": "AAPL", "start_date": "2021-01-01", "end_date": "2021-12-31"}
+
+GAPS = [
+    # ---- text between / after tool calls: only the last segment survived ------------------------------------
+    Gap("glm45-text-after-call", "glm45",
+        "sgl-project/sglang sgl-router tool-parser tests, glm4_moe test_glm4_complete_parsing",
+        GLM_PROMPT,
+        "Let me search for that.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n"
+        "<arg_key>date</arg_key>\n<arg_value>2024-12-25</arg_value>\n</tool_call>\nThe weather will be...",
+        {"role": "assistant", "content": "Let me search for that.\n\nThe weather will be...",
+         "tool_calls": [_call("get_weather", {"city": "Beijing", "date": "2024-12-25"})]}),
+    Gap("glm45-text-between-calls", "glm45",
+        "GLM-4.5 chat template (each call rendered as '\\n<tool_call>NAME\\n<arg_key>..'), text between two calls",
+        GLM_PROMPT,
+        "I'll check Beijing first.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n"
+        "</tool_call>\nNow Shanghai.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n"
+        "</tool_call><|observation|>",
+        {"role": "assistant", "content": "I'll check Beijing first.\n\nNow Shanghai.",
+         "tool_calls": [_call("get_weather", {"city": "Beijing"}), _call("get_weather", {"city": "Shanghai"})]}),
+    Gap("deepseek_v31-text-after-calls", "deepseek_v31",
+        "vllm-project/vllm tests/tool_use/test_deepseekv31_tool_parser.py, test_extract_tool_calls_with_multiple_tools "
+        "(end of sentence token added)",
+        DSV31_PROMPT,
+        "some prefix text<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>foo<｜tool▁sep｜>{\"x\":1}<｜tool▁call▁end｜>"
+        "<｜tool▁call▁begin｜>bar<｜tool▁sep｜>{\"y\":2}<｜tool▁call▁end｜><｜tool▁calls▁end｜> some suffix text"
+        "<｜end▁of▁sentence｜>",
+        {"role": "assistant", "content": "some prefix text\n\nsome suffix text",
+         "tool_calls": [_call("foo", {"x": 1}), _call("bar", {"y": 2})]}),
+    Gap("granite4-text-between-calls", "granite4",
+        "vllm-project/vllm tests/tool_parsers/test_granite4_tool_parser.py, test_tool_call_parser_complex "
+        "(object arguments; end of text token added)",
+        GRANITE_PROMPT,
+        "Here goes the bbox call: \n<tool_call> " + '{"name": "find_bbox", "arguments": {"coordinates": [[23.54, 43.1], '
+        '[-12.2, 54.3], [4, 5]], "coordinate_type": "latlong"}}' + " </tool_call> Now the stock price call: \n "
+        "<tool_call> " + '{"name": "get_stock_price", "arguments": {"symbol": "AAPL", "start_date": "2021-01-01", '
+        '"end_date": "2021-12-31"}}' + " </tool_call> See? I'm a helpful assistant.<|end_of_text|>",
+        {"role": "assistant",
+         "content": "Here goes the bbox call:\n\nNow the stock price call:\n\nSee? I'm a helpful assistant.",
+         "tool_calls": [_call("find_bbox", BBOX), _call("get_stock_price", STOCK)]}),
+    Gap("hermes-text-after-call", "hermes",
+        "Hermes/Qwen2.5 chat template (calls as '<tool_call>\\n{json}\\n</tool_call>'); vLLM "
+        "tests/tool_parsers/test_hermes_tool_parser.py shapes, prose after the call",
+        QWEN_PROMPT,
+        "Let me look that up.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+        "</tool_call>\nI'll report back once I have it.<|im_end|>",
+        {"role": "assistant", "content": "Let me look that up.\n\nI'll report back once I have it.",
+         "tool_calls": [_call("get_weather", {"city": "Paris"})]}),
+    Gap("gemma4-text-between-calls", "gemma4",
+        "Gemma 4 tool-call syntax (vLLM tests/tool_parsers/test_gemma4_tool_parser.py), text between two calls",
+        "<|turn>user\nWeather in London and Paris?<turn|>\n<|turn>model\n",
+        "First London.<|tool_call>call:get_weather{location:<|\"|>London<|\"|>}<tool_call|>Then Paris."
+        "<|tool_call>call:get_weather{location:<|\"|>Paris<|\"|>}<tool_call|><|tool_response>",
+        {"role": "assistant", "content": "First London.\n\nThen Paris.",
+         "tool_calls": [_call("get_weather", {"location": "London"}), _call("get_weather", {"location": "Paris"})]}),
+    Gap("minimax_m1-text-after-calls", "minimax_m1",
+        "vllm-project/vllm tests/tool_parsers/test_minimax_tool_parser.py shapes (JSON lines in <tool_calls>), "
+        "prose after the block",
+        "<beginning_of_sentence>user name=user\nWeather?<end_of_sentence>\n<beginning_of_sentence>ai name=MiniMax AI\n",
+        "Checking.\n<tool_calls>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Dallas\"}}\n</tool_calls>\n"
+        "Done checking.<end_of_sentence>",
+        {"role": "assistant", "content": "Checking.\n\nDone checking.",
+         "tool_calls": [_call("get_weather", {"city": "Dallas"})]}),
+    # ---- whitespace after the end-of-turn token blanked the content ------------------------------------------
+    Gap("hermes-newline-after-im-end", "hermes",
+        "ChatML renders '<|im_end|>\\n' after every turn; a model stopped on <|endoftext|> (or a stop string) "
+        "emits the newline too",
+        QWEN_PROMPT, "Hello! How can I help?<|im_end|>\n",
+        {"role": "assistant", "content": "Hello! How can I help?"}),
+    # ---- header variants ---------------------------------------------------------------------------------------
+    Gap("gpt_oss-final-constrain", "gpt_oss",
+        "harmony structured output: '<|channel|>final <|constrain|>json<|message|>' (vLLM's harmony parser tests, "
+        "test_constrained_output_segment_recipient_normalized; LM Studio gpt-oss outputs)",
+        GPT_OSS_PROMPT,
+        "<|channel|>analysis<|message|>Return the status object.<|end|><|start|>assistant<|channel|>final "
+        "<|constrain|>json<|message|>{\"status\":\"ok\",\"purpose\":\"parser\"}<|return|>",
+        {"role": "assistant", "reasoning_content": "Return the status object.",
+         "content": "{\"status\":\"ok\",\"purpose\":\"parser\"}"}),
+    Gap("gpt_oss-commentary-preamble", "gpt_oss",
+        "harmony preambles: a recipient-less '<|channel|>commentary<|message|>' message before the call "
+        "(openai/harmony docs/format.md, preambles; vLLM's harmony parser tests, 'valid-3')",
+        GPT_OSS_PROMPT,
+        "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary<|message|>"
+        "Checking the weather now.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+        "<|constrain|>json<|message|>{\"city\": \"Tokyo\"}<|call|>",
+        {"role": "assistant", "reasoning_content": "Need the weather.", "content": "Checking the weather now.",
+         "tool_calls": [_call("get_weather", {"city": "Tokyo"})]}),
+    Gap("gigachat3-function-call-token", "gigachat3",
+        "GigaChat 3.1 chat template (ai-sage/GigaChat3.1-10B-A1.8B, copied in llama.cpp "
+        "models/templates/GigaChat3.1-10B-A1.8B.jinja): content + '<|function_call|>' + {json} + '<|message_sep|>'",
+        GIGACHAT_PROMPT,
+        "Сейчас узнаю.<|function_call|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Москва\"}}"
+        "<|message_sep|>",
+        {"role": "assistant", "content": "Сейчас узнаю.",
+         "tool_calls": [_call("get_weather", {"city": "Москва"})]}),
+    Gap("gigachat3-function-call-token-eos", "gigachat3",
+        "GigaChat 3.1 chat template, the call alone, ended by the end of generation",
+        GIGACHAT_PROMPT,
+        "<|function_call|>{\"name\": \"manage_user_memory\", \"arguments\": {\"action\": \"create\"}}",
+        {"role": "assistant", "tool_calls": [_call("manage_user_memory", {"action": "create"})]}),
+    # ---- a closing tag inside an XML argument value ------------------------------------------------------------
+    Gap("qwen3_coder-value-contains-closing-tag", "qwen3_coder",
+        "Qwen3-Coder chat template ('<parameter=NAME>\\nVALUE\\n</parameter>\\n'); a file whose text holds the tag",
+        QWEN_PROMPT,
+        "<tool_call>\n<function=write_file>\n<parameter=path>\nparser.py\n</parameter>\n<parameter=content>\n"
+        "END_TAG = \"</parameter>\"\nprint(END_TAG)\n</parameter>\n</function>\n</tool_call><|im_end|>",
+        {"role": "assistant", "tool_calls": [_call("write_file", {
+            "path": "parser.py", "content": "END_TAG = \"</parameter>\"\nprint(END_TAG)"})]}),
+    Gap("seed_oss-value-contains-closing-tag", "seed_oss",
+        "Seed-OSS tool-call format (vLLM tests/tool_parsers/test_seed_oss_tool_parser.py shapes)",
+        "<seed:bos>user\nFix it.<seed:eos><seed:bos>assistant\n",
+        "<seed:tool_call>\n<function=write_file>\n<parameter=content>a = \"</parameter>\"</parameter>\n"
+        "<parameter=path>x.py</parameter>\n</function>\n</seed:tool_call><seed:eos>",
+        {"role": "assistant", "tool_calls": [_call("write_file", {"content": "a = \"</parameter>\"", "path": "x.py"})]}),
+    Gap("glm47-value-contains-closing-tag", "glm47",
+        "GLM-4.7 tool-call format ('<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>')",
+        "[gMASK]<sop><|user|>Write the file.<|assistant|></think>",
+        "<tool_call>write_file<arg_key>content</arg_key><arg_value>x = \"</arg_value>\"</arg_value>"
+        "<arg_key>path</arg_key><arg_value>t.py</arg_value></tool_call>",
+        {"role": "assistant", "tool_calls": [_call("write_file", {"content": "x = \"</arg_value>\"", "path": "t.py"})]}),
+]
+
+
+def _params():
+    return [pytest.param(g, id=g.id) for g in GAPS]
+
+
+def _show(got, want) -> str:
+    return f"\n  expected: {cc.show(want)}\n  got:      {cc.show(got)}"
+
+
+@pytest.mark.parametrize("gap", _params())
+def test_chatparse_parses_the_gap(gap: Gap):
+    got = parse_response(gap.output, templates.get(gap.family), prefix=gap.prefix)
+    assert cc.strict_equal(got, gap.expected), f"{gap.id} ({gap.source}){_show(got, gap.expected)}"
+
+
+@pytest.mark.parametrize("gap", _params())
+@pytest.mark.parametrize("size", [1, 3])
+def test_chatparse_streams_the_gap(gap: Gap, size: int):
+    parser = ResponseParser(templates.get(gap.family), prefix=gap.prefix)
+    for i in range(0, len(gap.output), size):
+        parser.feed(gap.output[i:i + size])
+    got, _ = parser.finalize()
+    assert cc.strict_equal(got, gap.expected), f"{gap.id}, {size}-character feeds{_show(got, gap.expected)}"
+
+
+@pytest.mark.parametrize("gap", _params())
+def test_reference_parses_the_gap(gap: Gap):
+    ref = pytest.importorskip("transformers.utils.chat_parsing")
+    got = ref.parse_response(gap.output, templates.get(gap.family), prefix=gap.prefix)
+    assert cc.strict_equal(got, gap.expected), f"reference, {gap.id}{_show(got, gap.expected)}"
+
+
+def test_gap_families_are_listed_as_changed():
+    """A family whose template these cases pin is listed in tests/test_corpus.py as deliberately changed, so its
+    corpus test compares the corpus's cases, not the template text (which no longer equals the corpus's)."""
+    import test_corpus
+
+    covered = {g.family for g in GAPS}
+    reasons = test_corpus.FIXED_FAMILIES
+    assert covered <= set(reasons), f"gap cases for families not listed as changed: {covered - set(reasons)}"
