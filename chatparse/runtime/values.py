@@ -377,14 +377,29 @@ def _nested_parser(value_parser: Any) -> Callable[[Any], Any]:
     """The function an optional nested ``value_parser`` (``{"name": ..., "args": ...}``, name defaulting to
     ``"text"``) applies to each captured value; ``None`` keeps the raw string. Built by the caller at a
     body's first value, where the reference first reads the value parser, so a malformed one fails at the
-    same point (an unknown name raises ``KeyError`` when a value is parsed, like the reference). One build
-    per body: building a json parser's knobs costs as much as parsing a short value."""
+    same point (an unknown name raises ``KeyError`` when a value is parsed, like the reference). Built once
+    per value parser object (`_NESTED`): building a json parser's knobs costs as much as parsing a short value,
+    and a template's value parser is part of its loaded spec, which nothing changes."""
     if value_parser is None:
-        return lambda raw: raw
+        return _raw
+    hit = _NESTED.get(id(value_parser))
+    if hit is not None and hit[0] is value_parser:
+        return hit[1]
     name = value_parser.get("name", "text")
     if type(name) is str and name in EXTENSION_PARSERS:  # not a value parser: unknown here, as in the reference
-        return lambda raw: PARSERS[name](raw, {})
-    return content_parser(name, value_parser.get("args", {}))
+        fn = lambda raw: PARSERS[name](raw, {})  # noqa: E731
+    else:
+        fn = content_parser(name, value_parser.get("args", {}))
+    if len(_NESTED) < 1024:  # (the entry keeps `value_parser` alive, so its id is not reused)
+        _NESTED[id(value_parser)] = (value_parser, fn)
+    return fn
+
+
+_NESTED: dict = {}  # id(value parser dict) -> (it, its function): `_nested_parser`
+
+
+def _raw(raw: Any) -> Any:
+    return raw
 
 
 def _parse_xml_inline(text: str, args: dict) -> dict:
