@@ -117,7 +117,8 @@ def test_a_reader_refuses_a_table_using_an_extension_it_does_not_implement(tmp_p
 
 
 @pytest.mark.parametrize("names, message", [
-    (["python_calls", "as_list"], "not in normalized form"),       # lists one the fields do not use
+    (["as_list", "python_calls"], "not in normalized form"),       # lists one the fields do not use
+    (["python_calls", "python_calls"], "sorted and distinct|not in normalized form"),
     ([], "'extensions' must be a non-empty list"),
 ])
 def test_a_table_whose_extension_list_is_not_the_fields_is_refused(names, message):
@@ -328,6 +329,22 @@ def test_per_token_parsing_gives_the_text_parsers_answer(name, family_tokenizer)
             except (ValueError, KeyError, TypeError) as e:
                 got = ("error", type(e).__name__, str(e))
             assert got[:2] == want[:2] if got[0] == "ok" else got == want, (text, dialect)
+    # many streams stepped together (TokenStreams), one per text of the family that parses
+    import numpy as np
+
+    streams = [(p, family_tokenizer.encode(t).ids, tools) for p, t, tools in texts
+               if _events(template, p, tools, "vllm", [family_tokenizer.decode(family_tokenizer.encode(t).ids)])[0] == "ok"]
+    for prefix in {p for p, _, _ in streams}:
+        group = [(ids, tools) for p, ids, tools in streams if p == prefix and tools is None]
+        if not group:
+            continue
+        ts = chatparse.TokenStreams(binding, len(group), prefix=prefix, dialect="vllm")
+        for k in range(max(len(ids) for ids, _ in group)):
+            active = np.array([k < len(ids) for ids, _ in group])
+            ts.step(np.array([ids[k] if k < len(ids) else 0 for ids, _ in group]), active)
+        for (ids, _), (message, _) in zip(group, ts.finalize_all()):
+            want = _events(template, prefix, None, "vllm", [family_tokenizer.decode(ids)])
+            assert strict_equal(message, want[1]), name
 
 
 # ============================================================================================== python_calls
@@ -738,7 +755,10 @@ def test_extension_vectors_pass_in_node(tmp_path):
     if NODE is None:
         pytest.skip("node is not installed")
     files = sorted((ROOT / "tests" / "vectors").glob("ext_*"))
-    assert {f.name for f in files} == {f"ext_{e}.{x}" for e in VECTORS for x in ("json", "cpt")}
+    import ext_close_templates  # (the region-level extensions: close_json_end, ...)
+
+    names = [*VECTORS, *getattr(ext_close_templates, "VECTORS", {})]
+    assert {f"ext_{e}.{x}" for e in names for x in ("json", "cpt")} <= {f.name for f in files}
     for f in files:
         shutil.copy(f, tmp_path / f.name)
     out = subprocess.run([NODE, str(ROOT / "js" / "run_vectors.mjs"), str(tmp_path), "--json"], capture_output=True,
@@ -757,3 +777,121 @@ def test_the_readme_example_runs_as_written():
     with contextlib.redirect_stdout(out):
         exec(compile(m.group(1), "README.md", "exec"), {})
     assert out.getvalue() == m.group(2)
+
+
+def test_python_calls_in_javascript_equal_python(tmp_path):
+    """The JS parser (`parsePythonCalls`) against the Python one on generated bodies - valid ones in every
+    spelling, token soup, mutated calls: the same value (numbers compared as JavaScript holds them) or the same
+    error message, offset included. One node process for all."""
+    if NODE is None:
+        pytest.skip("node is not installed")
+    rng = random.Random(17)
+    bodies = []
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(calls, st.randoms(use_true_random=False), st.lists(st.sampled_from(TOKENS), max_size=12),
+           st.integers(0, 10**6), st.sampled_from(TOKENS + [""]))
+    def collect(cs, r, soup, at, insert):
+        body = render_calls(cs, r)
+        bodies.append(body)
+        bodies.append("".join(soup))
+        at %= len(body) + 1
+        bodies.append(body[:at] + insert + body[at + rng.randint(0, 1):])
+
+    collect()
+    results = []
+    for body in bodies:
+        try:
+            results.append({"ok": parse_python_calls(body)})
+        except ValueError as e:
+            results.append({"error": str(e)})
+    (tmp_path / "bodies.json").write_text(json.dumps(bodies), encoding="utf-8")
+    script = (f"import {{ parsePythonCalls }} from {json.dumps((ROOT / 'js' / 'chatparse.mjs').as_uri())};\n"
+              "import { readFileSync, writeFileSync } from 'node:fs';\n"
+              "const out = JSON.parse(readFileSync(process.argv[2], 'utf8')).map((b) => {\n"
+              "  try { return { ok: parsePythonCalls(b) }; } catch (e) { return { error: e.message, type: e.pyType }; }\n"
+              "});\n"
+              "writeFileSync(process.argv[3], JSON.stringify(out, (k, v) => typeof v === 'number' && !Number.isFinite(v) ? String(v) : v));\n")
+    (tmp_path / "run.mjs").write_text(script)
+    proc = subprocess.run([NODE, str(tmp_path / "run.mjs"), str(tmp_path / "bodies.json"), str(tmp_path / "out.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    js = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    assert len(js) == len(bodies)
+    for body, want, got in zip(bodies, results, js):
+        if "error" in want:
+            assert got == {"error": want["error"], "type": "ValueError"}, body
+        else:
+            assert "ok" in got and _as_js(want["ok"]) == _as_js(got["ok"]), (body, got)
+    assert sum("ok" in r for r in results) > len(bodies) // 3  # enough bodies parse
+
+
+def _as_js(v):
+    """A value as JavaScript holds it: every number a float (non-finite ones as their String()); a dict's
+    array-index keys ("9") first, ascending, as a JavaScript object lists them (a limit of the JS runtime's
+    plain objects, for every content parser alike)."""
+    if isinstance(v, list):
+        return [_as_js(x) for x in v]
+    if isinstance(v, dict):
+        index = [k for k in v if re.fullmatch(r"0|[1-9][0-9]*", k) and int(k) < 2**32 - 1]
+        order = sorted(index, key=int) + [k for k in v if k not in index]
+        return [(k, _as_js(v[k])) for k in order]
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        f = float(v)
+        return f if f == f and abs(f) != float("inf") else str(f).replace("inf", "Infinity")
+    if isinstance(v, str) and v in ("Infinity", "-Infinity"):
+        return v
+    return v
+
+
+def test_json_text_of_argument_types_in_javascript_equals_python(tmp_path):
+    """``argument_types``' JSON text of a typed value (a string parameter given a number, list, dict...): the JS
+    runtime's `pyJsonDumps` is Python's ``json.dumps(v, ensure_ascii=False)`` (floats in Python's repr), for
+    every value JavaScript can tell apart (no whole floats: JavaScript reads ``1.0`` as ``1``)."""
+    if NODE is None:
+        pytest.skip("node is not installed")
+    floats = st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: not x.is_integer())
+    leaves = st.none() | st.booleans() | st.integers(-2**53, 2**53) | floats | \
+        st.sampled_from([1e-5, 1.5e-7, 1e16 + 2, 123456789.125, 0.0001, 5e-324, 1.7976931348623157e308]).filter(
+            lambda x: not x.is_integer()) | st.text(max_size=6)
+    json_like = st.recursive(leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3),
+                                                                                                  inner, max_size=3),
+                             max_leaves=8)
+    values = []
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(json_like)
+    def collect(v):
+        values.append(v)
+
+    collect()
+    values += [1e-5, 0.0001, 1.5e16, 2.5e-300, [1e22 + 0.5], {"a": -1e-7}, "\x00\x1f\x7f\u2028\"\\"]
+    (tmp_path / "values.json").write_text(json.dumps(values, ensure_ascii=False), encoding="utf-8")
+    script = (f"import {{ pyJsonDumps }} from {json.dumps((ROOT / 'js' / 'chatparse.mjs').as_uri())};\n"
+              "import { readFileSync, writeFileSync } from 'node:fs';\n"
+              "writeFileSync(process.argv[3], JSON.stringify(JSON.parse(readFileSync(process.argv[2], 'utf8')).map(pyJsonDumps)));\n")
+    (tmp_path / "run.mjs").write_text(script)
+    proc = subprocess.run([NODE, str(tmp_path / "run.mjs"), str(tmp_path / "values.json"), str(tmp_path / "out.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    checked = 0
+    for v, text in zip(values, got):
+        if _js_cannot_hold(v):
+            continue
+        assert text == json.dumps(v, ensure_ascii=False), v
+        checked += 1
+    assert checked > len(values) // 2
+
+
+def _js_cannot_hold(v) -> bool:
+    """A whole float (JavaScript has no 1.0), or a dict key that is an array index ("6": a JavaScript object
+    lists such keys first, whatever the order they came in - a limit of the JS runtime's plain objects)."""
+    if isinstance(v, float):
+        return v.is_integer()
+    if isinstance(v, list):
+        return any(_js_cannot_hold(x) for x in v)
+    if isinstance(v, dict):
+        return any(re.fullmatch(r"0|[1-9][0-9]*", k) and int(k) < 2**32 - 1 for k in v) or \
+            any(_js_cannot_hold(x) for x in v.values())
+    return False
