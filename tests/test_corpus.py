@@ -53,8 +53,8 @@ FIXED_FAMILIES: dict[str, str] = {
         "functiongemma", "granite4", "hermes", "internlm2", "jamba", "lfm2", "longcat", "nemotron_json", "qwen3",
         "smollm3")},
     **{name: _EOS_WS for name in (
-        "granite3", "granite_20b_fc", "kimi_vl_think", "llama3_json", "mistral_pre_v11", "mistral_v11", "phi4_mini",
-        "xlam")},
+        "granite3", "granite_20b_fc", "kimi_vl_think", "llama3_json", "mistral_pre_v11", "phi4_mini", "xlam")},
+    "mistral_v11": f"a call with an id, [TOOL_CALLS]name[CALL_ID]id[ARGS]{{json}}, is a tool call; {_EOS_WS}",
     "deepseek_v32": f"{_JOIN}; {_XML}",
     "ernie45": "content segments around a tool call or a <response> marker join with a blank line, not glued (join '')",
     "hunyuan_a13b": "content segments around a tool call or an <answer> marker join with a blank line, not glued "

@@ -17,6 +17,7 @@ The template changes these cases pin (FIXED_FAMILIES in tests/test_corpus.py lis
   empty segment overwrote the content before; with `join` it would add a separator);
 * gpt-oss's final channel with a `<|constrain|>` in its header (structured output) is content, and so is a
   recipient-less commentary preamble; GigaChat 3.1's `<|function_call|>{json}<|message_sep|>` is a tool call;
+  Mistral v11's `[TOOL_CALLS]name[CALL_ID]id[ARGS]{json}` is a tool call (it was left in the content);
 * an XML argument value ends at its closing tag only where the next tag or the end of the call follows, so a
   value that contains the closing tag itself (code writing code) is kept whole.
 """
@@ -152,6 +153,15 @@ GAPS = [
         GIGACHAT_PROMPT,
         "<|function_call|>{\"name\": \"manage_user_memory\", \"arguments\": {\"action\": \"create\"}}",
         {"role": "assistant", "tool_calls": [_call("manage_user_memory", {"action": "create"})]}),
+    Gap("mistral_v11-call-id", "mistral_v11",
+        "mistral-common 1.13 InstructTokenizerV11._encode_tool_calls_in_assistant_message: "
+        "[TOOL_CALLS]name[CALL_ID]id[ARGS]{json} when the call has an id (the id itself cannot be surfaced: a "
+        "placeholder for an optional group raises where it is absent)",
+        "<s>[INST]Weather in Paris, and the time?[/INST]",
+        "Let me check.[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{\"city\": \"Paris\"}"
+        "[TOOL_CALLS]get_time[CALL_ID]f5g6h7i8j[ARGS]{}</s>",
+        {"role": "assistant", "content": "Let me check.",
+         "tool_calls": [_call("get_weather", {"city": "Paris"}), _call("get_time", {})]}),
     # ---- a closing tag inside an XML argument value ------------------------------------------------------------
     Gap("qwen3_coder-value-contains-closing-tag", "qwen3_coder",
         "Qwen3-Coder chat template ('<parameter=NAME>\\nVALUE\\n</parameter>\\n'); a file whose text holds the tag",
