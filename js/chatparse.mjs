@@ -46,6 +46,7 @@ export const JS_EXTENSIONS = {
   key_aliases: { keys: { key_aliases: (v) => isDict(v) && Object.keys(v).length > 0 && Object.entries(v).every(([a, c]) => typeof c === "string" && a !== c && !hasOwn(v, c)) } },
   as_list: { keys: { as_list: (v) => v === true } },
   decode_json_strings: { keys: { decode_json_strings: (v) => Array.isArray(v) && v.length > 0 && v.every((p) => typeof p === "string" && p.split(".").every((k) => k.length)) && new Set(v).size === v.length } },
+  close_json_end: { keys: { close_json_end: (v) => v === true } },
 };
 const EXTENSION_KEYS = () => Object.fromEntries(Object.entries(JS_EXTENSIONS).flatMap(([n, x]) => Object.keys(x.keys).map((k) => [k, n])));
 const EXTENSION_PARSERS = () => Object.values(JS_EXTENSIONS).map((x) => x.content).filter((c) => c);
@@ -479,6 +480,7 @@ function checkTemplate(spec, fail) {
     names.add(f.name);
     checkDelim(f.open, `${where}.open`, fail);
     checkDelim(f.close, `${where}.close`, fail);
+    if (f.close_json_end === true && f.open === null) fail(`${where}.close_json_end: needs an explicit open (format extension 'close_json_end')`);
     if (extended && EXTENSION_PARSERS().includes(f.content)) {
       used.add(Object.keys(JS_EXTENSIONS).find((n) => JS_EXTENSIONS[n].content === f.content));
       if (!isDict(f.content_args) || Object.keys(f.content_args).length) fail(`${where}.content_args: the '${f.content}' parser takes none`);
@@ -973,6 +975,7 @@ function viable(guards, text, i) {
 // ------------------------------------------------------------------------------------------------ scanner
 
 const WAIT = Symbol("wait");
+const JSON_END = -1; // the pattern index of the close at the end of a JSON value (close_json_end)
 
 class Attempt {
   constructor(start, state) {
@@ -996,6 +999,7 @@ class Scanner {
     this.attempts = [];
     this.eotFed = false;
     this.cpPos = 0; // code points before `pos` (offsets on events and in messages are Python's: code points)
+    this.stop = -1; // no delimiter starting after this offset can matter (the end of a JSON value; -1: none)
     this.setMode(0);
   }
 
@@ -1013,6 +1017,7 @@ class Scanner {
     this.pos = this.scan = at;
     this.attempts = [];
     this.eotFed = false;
+    this.stop = -1;
   }
 
   quiet() {
@@ -1041,7 +1046,9 @@ class Scanner {
     const { trans, term, acc, nClasses: ncls } = mode;
     const cmap = this.cmap;
     const attempts = this.attempts;
+    const stop = this.stop;
     for (;;) {
+      if (stop >= 0 && (attempts.length ? attempts[0].start : this.scan) > stop) return null; // (nothing more can matter)
       while (attempts.length && attempts[0].fin >= 0) {
         const r = this.resolve(attempts[0], eos);
         if (r === WAIT) return null;
@@ -1067,6 +1074,10 @@ class Scanner {
             continue;
           }
           scan = base + m.index;
+          if (stop >= 0 && scan > stop) {
+            this.scan = scan;
+            return null;
+          }
         }
       }
       const cp = text.codePointAt(scan - base);
@@ -1188,6 +1199,253 @@ function keyLess(x, y) {
   return cmpStr(x[2], y[2]) < 0;
 }
 
+// ------------------------------------------------------------------------------------------------ JSON end
+// The close_json_end extension (chatparse/runtime/json_end.py, FORMAT.md "Extensions"): where the JSON value a
+// region body starts with ends, read incrementally, exactly Python's json grammar (raw_decode after JSON
+// whitespace), at most JSON_MAX_DEPTH containers deep. Offsets are UTF-16 (a surrogate is an ordinary string
+// character and an error elsewhere, as a code point is in Python).
+
+export const JSON_MAX_DEPTH = 512;
+const J_BEFORE = 0, J_VALUE = 1, J_ARR_FIRST = 2, J_ARR_AFTER = 3, J_OBJ_FIRST = 4, J_OBJ_KEY = 5, J_OBJ_COLON = 6,
+  J_OBJ_AFTER = 7, J_STR = 8, J_ESC = 9, J_HEX = 10, J_LIT = 11, J_MINUS = 12, J_ZERO = 13, J_INT = 14, J_DOT = 15,
+  J_FRAC = 16, J_EXP = 17, J_ESIGN = 18, J_EDIG = 19, J_DONE = 20, J_DEAD = 21;
+const J_WS_STATES = new Set([J_ARR_AFTER, J_OBJ_AFTER, J_OBJ_COLON, J_BEFORE, J_VALUE, J_ARR_FIRST, J_OBJ_FIRST, J_OBJ_KEY]);
+const J_WS_RUN = /[ \t\n\r]*/y, J_STR_RUN = /[^"\\\x00-\x1f]*/y, J_DIGIT_RUN = /[0-9]*/y;
+const J_LITERALS = { n: "null", t: "true", f: "false", N: "NaN", I: "Infinity" };
+const isJsonWs = (c) => c === " " || c === "\t" || c === "\n" || c === "\r";
+const isDigit = (c) => c >= "0" && c <= "9";
+
+export class JsonEnd {
+  constructor(start) {
+    this.pos = start;
+    this.state = J_BEFORE;
+    this.stack = []; // open containers: true for an object
+    this.key = false;
+    this.lit = "";
+    this.need = 0;
+    this.cand = -1;
+    this.end = -1;
+    this.dead = false;
+  }
+
+  /** The first offset read that may not be body: `end` once known, a top-level number's pending ./e part, else `pos`; -1 when dead. */
+  hold() {
+    if (this.state === J_DONE) return this.end;
+    if (this.state === J_DEAD) return -1;
+    return this.cand >= 0 ? this.cand : this.pos;
+  }
+
+  lowest() {
+    return this.cand >= 0 ? this.cand : this.pos;
+  }
+
+  advance(text, base, upto) {
+    let state = this.state;
+    if (state >= J_DONE || upto <= this.pos) return;
+    let i = this.pos - base;
+    const n = upto - base;
+    while (i < n) {
+      if (state === J_STR) {
+        J_STR_RUN.lastIndex = i;
+        J_STR_RUN.exec(text);
+        i = Math.min(J_STR_RUN.lastIndex, n);
+        if (i >= n) break;
+        const c = text[i];
+        if (c === '"') {
+          i++;
+          if (this.key) {
+            this.key = false;
+            state = J_OBJ_COLON;
+          } else {
+            state = this.valueDone(i + base);
+            if (state >= J_DONE) break;
+          }
+        } else if (c === "\\") {
+          i++;
+          state = J_ESC;
+        } else {
+          state = this.die();
+          break;
+        }
+        continue;
+      }
+      if (J_WS_STATES.has(state)) {
+        J_WS_RUN.lastIndex = i;
+        J_WS_RUN.exec(text);
+        i = Math.min(J_WS_RUN.lastIndex, n);
+        if (i >= n) break;
+      } else if (state === J_INT || state === J_FRAC || state === J_EDIG) {
+        J_DIGIT_RUN.lastIndex = i;
+        J_DIGIT_RUN.exec(text);
+        i = Math.min(J_DIGIT_RUN.lastIndex, n);
+        if (i >= n) break;
+      }
+      this.state = state;
+      state = this.step(text[i], i + base);
+      if (state === J_DONE && this.end <= i + base) break; // (the character at i was not part of the value)
+      i++;
+      if (state >= J_DONE) break;
+    }
+    this.state = state;
+    if (state < J_DONE) this.pos = n + base;
+    else if (state === J_DONE) this.pos = this.end;
+  }
+
+  finish() {
+    const state = this.state;
+    if (state >= J_DONE) return;
+    if (!this.stack.length && (state === J_ZERO || state === J_INT || state === J_FRAC || state === J_EDIG)) {
+      this.end = this.pos;
+      this.state = J_DONE;
+    } else if (!this.stack.length && (state === J_DOT || state === J_EXP || state === J_ESIGN)) {
+      this.end = this.cand;
+      this.state = J_DONE;
+    } else this.die();
+  }
+
+  die() {
+    this.dead = true;
+    this.state = J_DEAD;
+    this.stack = [];
+    return J_DEAD;
+  }
+
+  valueDone(at) {
+    if (!this.stack.length) {
+      this.end = at;
+      this.state = J_DONE;
+      return J_DONE;
+    }
+    return this.stack[this.stack.length - 1] ? J_OBJ_AFTER : J_ARR_AFTER;
+  }
+
+  beginValue(c) {
+    if (c === '"') {
+      this.key = false;
+      return J_STR;
+    }
+    if (c === "{" || c === "[") {
+      if (this.stack.length >= JSON_MAX_DEPTH) return this.die();
+      this.stack.push(c === "{");
+      return c === "{" ? J_OBJ_FIRST : J_ARR_FIRST;
+    }
+    if (c === "-") return J_MINUS;
+    if (c === "0") return J_ZERO;
+    if (c >= "1" && c <= "9") return J_INT;
+    if (hasOwn(J_LITERALS, c)) {
+      this.lit = J_LITERALS[c];
+      this.need = 1;
+      return J_LIT;
+    }
+    return this.die();
+  }
+
+  numberEnd(c, at, cand) {
+    this.cand = -1;
+    if (!this.stack.length) {
+      this.end = cand < 0 ? at : cand;
+      this.state = J_DONE;
+      return J_DONE;
+    }
+    if (cand >= 0) return this.die();
+    this.state = this.stack[this.stack.length - 1] ? J_OBJ_AFTER : J_ARR_AFTER;
+    if (isJsonWs(c)) return this.state;
+    return this.step(c, at);
+  }
+
+  step(c, at) {
+    const state = this.state;
+    switch (state) {
+      case J_BEFORE: case J_VALUE: return this.beginValue(c);
+      case J_ARR_FIRST:
+        if (c === "]") {
+          this.stack.pop();
+          return this.valueDone(at + 1);
+        }
+        return this.beginValue(c);
+      case J_ARR_AFTER:
+        if (c === ",") return J_VALUE;
+        if (c === "]") {
+          this.stack.pop();
+          return this.valueDone(at + 1);
+        }
+        return this.die();
+      case J_OBJ_FIRST: case J_OBJ_KEY:
+        if (c === '"') {
+          this.key = true;
+          return J_STR;
+        }
+        if (c === "}" && state === J_OBJ_FIRST) {
+          this.stack.pop();
+          return this.valueDone(at + 1);
+        }
+        return this.die();
+      case J_OBJ_COLON: return c === ":" ? J_VALUE : this.die();
+      case J_OBJ_AFTER:
+        if (c === ",") return J_OBJ_KEY;
+        if (c === "}") {
+          this.stack.pop();
+          return this.valueDone(at + 1);
+        }
+        return this.die();
+      case J_ESC:
+        if (c === "u") {
+          this.need = 4;
+          return J_HEX;
+        }
+        return '"\\/bfnrt'.includes(c) ? J_STR : this.die();
+      case J_HEX:
+        if (!/^[0-9a-fA-F]$/.test(c)) return this.die();
+        this.need--;
+        return this.need === 0 ? J_STR : J_HEX;
+      case J_LIT:
+        if (c !== this.lit[this.need]) return this.die();
+        this.need++;
+        return this.need === this.lit.length ? this.valueDone(at + 1) : J_LIT;
+      case J_MINUS:
+        if (c === "0") return J_ZERO;
+        if (c >= "1" && c <= "9") return J_INT;
+        if (c === "I") {
+          this.lit = "-Infinity";
+          this.need = 2;
+          return J_LIT;
+        }
+        return this.die();
+      case J_ZERO: case J_INT: case J_FRAC:
+        if (c === "." && state !== J_FRAC) {
+          this.cand = at;
+          return J_DOT;
+        }
+        if (c === "e" || c === "E") {
+          this.cand = at;
+          return J_EXP;
+        }
+        return this.numberEnd(c, at, -1);
+      case J_DOT:
+        if (isDigit(c)) {
+          this.cand = -1;
+          return J_FRAC;
+        }
+        return this.numberEnd(c, at, this.cand);
+      case J_EXP:
+        if (isDigit(c)) {
+          this.cand = -1;
+          return J_EDIG;
+        }
+        if (c === "+" || c === "-") return J_ESIGN;
+        return this.numberEnd(c, at, this.cand);
+      case J_ESIGN:
+        if (isDigit(c)) {
+          this.cand = -1;
+          return J_EDIG;
+        }
+        return this.numberEnd(c, at, this.cand);
+      case J_EDIG: return this.numberEnd(c, at, -1);
+      default: throw E("RuntimeError", `JsonEnd: unexpected state ${state}`);
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------------------------ dialect
 
 // Which events a parser speaks (the twin of chatparse/runtime/dialect.py): transformers 5.23's (the default)
@@ -1302,6 +1560,7 @@ export class StreamParser {
     this.malformed = null; // names of fields whose value failed to parse (with `recover`)
     this.promptEnd = 0;
     this.inputs = dialect.inputText ? [] : null;
+    this.jsonEnd = null; // the open region's JsonEnd while it is a close_json_end field's
   }
 
   /** Everything this parser was given (the dialect's inputText); kept only where asked for. */
@@ -1332,7 +1591,7 @@ export class StreamParser {
     try {
       const first = sc.mode.firstRe;
       let fast = false;
-      if (sc.quiet() && first !== null && sc.end) {
+      if (sc.quiet() && first !== null && sc.end && this.jsonEnd === null) {
         first.lastIndex = 0;
         fast = first.exec(text) === null;
       }
@@ -1386,9 +1645,17 @@ export class StreamParser {
     const sc = this.scanner;
     const t = this.t;
     for (;;) {
-      const d = sc.decide(eos);
+      const je = this.jsonEnd;
+      const d = je === null ? sc.decide(eos) : this.decideJsonEnd(je, eos);
       if (d === null) break;
       const [s, e, pi, m] = d;
+      if (pi === JSON_END) {
+        // the open region's JSON value ends at s: close it there (an empty span) and go on in the implicit field
+        this.text(sc.take(s), events);
+        this.close(events, sc.cpPos, sc.cpPos);
+        sc.restart(0, s);
+        continue;
+      }
       this.text(sc.take(s), events);
       const cs = sc.cpPos; // (the span in code points, for the events)
       sc.take(e);
@@ -1399,6 +1666,7 @@ export class StreamParser {
         this.open(p.field, m, p, events, cs, ce);
         this.emptyOpen = s === e ? s : -1;
         sc.restart(1 + p.field, e);
+        if (t.fields[p.field].close_json_end === true) this.jsonEnd = new JsonEnd(e);
       } else {
         const had = this.opened;
         const fi = this.current;
@@ -1422,8 +1690,29 @@ export class StreamParser {
       this.text(sc.take(sc.end), events);
       this.close(events, sc.cpPos, sc.cpPos);
     } else {
-      this.text(sc.take(sc.safeEnd()), events);
+      let upto = sc.safeEnd();
+      const je = this.jsonEnd;
+      if (je !== null) {
+        const hold = je.hold(); // characters that may turn out to follow the value are not body yet
+        if (hold >= 0 && hold < upto) upto = hold;
+      }
+      this.text(sc.take(upto), events);
     }
+  }
+
+  decideJsonEnd(je, eos) {
+    // Scanner.decide for a close_json_end region: the explicit close if it starts at or before the value's end,
+    // else [end, end, JSON_END, null] once no explicit close can start at or before it (StreamParser._decide_json_end).
+    const sc = this.scanner;
+    je.advance(sc.text, sc.base, sc.end);
+    if (eos) je.finish();
+    const j = je.end;
+    sc.stop = j;
+    const d = sc.decide(eos);
+    if (j < 0) return d === null || je.dead || d[0] <= je.lowest() ? d : null;
+    if (d !== null) return d[0] <= j ? d : [j, j, JSON_END, null];
+    if (eos || sc.safeEnd() > j) return [j, j, JSON_END, null];
+    return null;
   }
 
   text(text, events) {
@@ -1520,6 +1809,7 @@ export class StreamParser {
     this.captures = {};
     this.body = [];
     this.opened = false;
+    this.jsonEnd = null;
   }
 }
 

@@ -530,13 +530,15 @@ def _gap_cases(name: str) -> list:
 def _extension_cases():
     """The ``ext_<extension>`` vectors, one per format extension: a template that uses it
     (tests/ext_templates.py, `VECTORS`), with its family's real cases and the extra texts of ``EXTRA_CASES``."""
-    from ext_templates import EXTRA_CASES, FAMILIES, VECTORS
+    import ext_close_templates
+    import ext_templates
 
-    for ext, name in VECTORS.items():
-        tpl, cases, _ = FAMILIES[name]
-        items = [(f"ext_{name}-{c[0]}", c[1], c[2], c[3]) for c in cases]
-        items += [(f"ext_{name}-{c[0]}", c[1], c[2], c[3]) for c in EXTRA_CASES.get(name, [])]
-        yield f"ext_{ext}", tpl, items, "ext"  # (every case in the vllm dialect too; no per-character feeds)
+    for module in (ext_templates, ext_close_templates):  # (the value-level and the region-level extensions)
+        for ext, name in module.VECTORS.items():
+            tpl, cases, _ = module.FAMILIES[name]
+            items = [(f"ext_{name}-{c[0]}", c[1], c[2], c[3]) for c in cases]
+            items += [(f"ext_{name}-{c[0]}", c[1], c[2], c[3]) for c in module.EXTRA_CASES.get(name, [])]
+            yield f"ext_{ext}", tpl, items, "ext"  # (every case in the vllm dialect too; no per-character feeds)
 
 def dialect_cases(name: str, compiled, cases: list, hand: bool, dialect: str = "vllm") -> list[dict]:
     """Cases of one template vector again in the serving `dialect`: every hand-written case (two of a bundled

@@ -14,6 +14,9 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +34,8 @@ from corpus_cases import show, strict_equal
 from ext_close_templates import EXTRA_CASES, FAMILIES
 from harness import check_well_formed, normalize
 
+ROOT = Path(__file__).resolve().parents[1]
+NODE = shutil.which("node")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -211,6 +216,32 @@ def test_the_tracker_keeps_bounded_state_and_flat_cost():
     small = min(per_char(2000) for _ in range(3))
     big = min(per_char(40000) for _ in range(3))
     assert big < 3 * small, (small, big)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))  # (a node start-up each)
+@given(st.lists(bodies, min_size=150, max_size=150), st.lists(st.integers(0, 10**6), max_size=4))
+def test_the_javascript_tracker_ends_where_pythons_decoder_ends(tmp_path_factory, batch, cuts):
+    """js/chatparse.mjs's JsonEnd, fed the same bodies in the same pieces (astral characters are two UTF-16
+    units there: bodies are kept to the BMP so that offsets compare), says what raw_decode says; plus the
+    depth bound, exactly at MAX_DEPTH and one past it."""
+    if NODE is None:
+        pytest.skip("node is not installed")
+    batch = [b for b in batch if all(ord(c) < 0x10000 for c in b)]
+    batch += ["[" * MAX_DEPTH + "]" * MAX_DEPTH, "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1) + " x"]
+    tmp = tmp_path_factory.mktemp("jsonend")
+    cases = [[b, sorted(c % (len(b) + 1) for c in cuts)] for b in batch]
+    (tmp / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
+    (tmp / "run.mjs").write_text(
+        f"import {{ JsonEnd }} from {json.dumps((ROOT / 'js' / 'chatparse.mjs').as_uri())};\n"
+        "import { readFileSync } from 'node:fs';\n"
+        "const out = JSON.parse(readFileSync(process.argv[2], 'utf8')).map(([b, cuts]) => {\n"
+        "  const t = new JsonEnd(0); for (const c of [...cuts, b.length]) t.advance(b, 0, c); t.finish();\n"
+        "  return t.dead ? null : t.end; });\n"
+        "console.log(JSON.stringify(out));\n", encoding="utf-8")
+    proc = subprocess.run([NODE, str(tmp / "run.mjs"), str(tmp / "cases.json")], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [oracle_end(b) for b in batch]
 
 
 # ============================================================================================== whole parses
@@ -459,6 +490,36 @@ def test_motivating_family_outputs_parse_as_peers_parse_them(name, template, pre
         for i in tokenizer.encode(output).ids:
             p.feed_tokens(i)
         assert strict_equal(p.finalize()[0], message), (dialect, "tokens")
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_CASES))
+def test_more_outputs_give_the_same_answer_however_they_are_fed(name, tokenizer):
+    """The vectors' extra texts (tests/ext_close_templates.py): one-shot, character by character and per token,
+    in both dialects, the same message or the same error."""
+    template = FAMILIES[name][0]
+    binding = chatparse.bind(template, tokenizer)
+    for _, prefix, output, tools in EXTRA_CASES[name]:
+        for dialect in ("transformers", "vllm"):
+            want = _outcome(lambda: parse_response(output, template, prefix=prefix, tools=tools, dialect=dialect))
+
+            def chars():
+                p = ResponseParser(template, prefix=prefix, tools=tools, dialect=dialect)
+                for c in output:
+                    p.feed(c)
+                msg = p.finalize()[0]
+                if dialect == "vllm":  # (parse_response raises a malformed region's error after the parse)
+                    chatparse.parse_response(output, template, prefix=prefix, tools=tools, dialect=dialect)
+                return msg
+
+            def tokens():
+                p = binding.parser(prefix=prefix, tools=tools, dialect=dialect)
+                for i in tokenizer.encode(output).ids:
+                    p.feed_tokens(i)
+                return p.finalize()[0]
+
+            assert _outcome(chars)[:2] == want[:2], (output, dialect)
+            if want[0] == "ok":
+                assert strict_equal(_outcome(tokens)[1], want[1]), (output, dialect)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
