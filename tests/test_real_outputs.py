@@ -19,6 +19,12 @@ For each case:
 * `test_real_output_with_extension` runs the cases that carry `template_overrides` (keys merged into the
   bundled template's fields, naming extension keys) with that template, once every extension the case
   `needs` is registered in `chatparse.runtime.extensions`; until then it skips, saying which is missing.
+* `test_same_as_reference` parses every case one-shot with transformers' reference interpreter
+  (``transformers.utils.chat_parsing.parse_response``, the same bundled template, prefix and tools) and requires
+  the outcome chatparse gives: the same message, or the same exception class and text. This holds for the
+  xfail cases too, whose message differs from what the source expects but must still be the reference's: the
+  corpus is real text the differential tests with generated templates never produce. A case where they differ is
+  listed in `REFERENCE_DIFFERENCES` with the reason (a strict xfail); none is. Skipped without transformers.
 * `test_case_files_well_formed` checks the files themselves (keys, ids, classes, families).
 
 The whole module parses every case a few times and takes a few seconds.
@@ -41,6 +47,9 @@ CASE_KEYS = {"id", "source", "prefix", "output", "expected", "expected_error", "
              "template_overrides", "tools"}
 XFAIL_CLASSES = ("gap", "needs", "malformed")
 N_RANDOM = 2  # seeded random chunkings per case, besides whole and one character at a time
+# Cases on which transformers' reference gives another outcome than chatparse: case id -> the reason. None so far
+# (every case agrees, messages and error texts alike); a case listed here is a strict xfail.
+REFERENCE_DIFFERENCES: dict[str, str] = {}
 
 
 def _load() -> list[dict]:
@@ -173,10 +182,50 @@ def test_real_output_with_extension(case):
     check(case, template_for(case, with_overrides=True))
 
 
+def outcome(parse, case: dict, template: dict):
+    """What `parse` (chatparse's or the reference's ``parse_response``) makes of the case: ``("message", dict)``
+    or ``("error", exception class name, exception text)``. Any exception counts: the point is that both sides
+    fail alike, not which failures are expected."""
+    kwargs = {"prefix": case["prefix"]}
+    if "tools" in case:
+        kwargs["tools"] = case["tools"]
+    try:
+        return ("message", parse(case["output"], template, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - compared with the reference's, not handled
+        return ("error", type(exc).__name__, str(exc))
+
+
+def _reference_params():
+    out = []
+    for case in CASES:
+        marks = []
+        if case["id"] in REFERENCE_DIFFERENCES:
+            marks.append(pytest.mark.xfail(strict=True, reason=REFERENCE_DIFFERENCES[case["id"]]))
+        out.append(pytest.param(case, id=case["id"], marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("case", _reference_params())
+def test_same_as_reference(case):
+    ref = pytest.importorskip("transformers.utils.chat_parsing")
+    ours = outcome(parse_response, case, template_for(case, with_overrides=False))
+    theirs = outcome(ref.parse_response, case, template_for(case, with_overrides=False))
+    if ours[0] == theirs[0] == "message":
+        assert same(ours[1], theirs[1]), (
+            f"[{case['id']}] ({case['source']}) chatparse and transformers' reference differ\n"
+            f"  output:    {case['output']!r}\n  chatparse: {json.dumps(ours[1], ensure_ascii=False, default=repr)}\n"
+            f"  reference: {json.dumps(theirs[1], ensure_ascii=False, default=repr)}")
+    else:
+        assert ours == theirs, (f"[{case['id']}] ({case['source']}) chatparse and transformers' reference differ\n"
+                                f"  output:    {case['output']!r}\n  chatparse: {ours!r}\n  reference: {theirs!r}")
+
+
 def test_case_files_well_formed():
     assert CASES, f"no case files in {DIR}"
     names = set(templates.names())
     seen = set()
+    unknown_ids = set(REFERENCE_DIFFERENCES) - {case["id"] for case in CASES}
+    assert not unknown_ids, f"REFERENCE_DIFFERENCES names no case: {sorted(unknown_ids)}"
     for case in CASES:
         cid = case["id"]
         assert case["file"] == f"{case['family']}.json", f"{case['file']}: family {case['family']!r}"
