@@ -200,11 +200,15 @@ const DTYPES = { u1: [Uint8Array, 1, "getUint8"], i1: [Int8Array, 1, "getInt8"],
   i2: [Int16Array, 2, "getInt16"], u4: [Uint32Array, 4, "getUint32"], i4: [Int32Array, 4, "getInt32"] };
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 const utf8 = new TextDecoder("utf-8", { fatal: true });
+const utf8KeepBom = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }); // (a BOM is text to Python: refused)
 
 /**
  * Validate and decode a table file (Uint8Array / Buffer / ArrayBuffer). Throws PyError("ValueError") with a
- * message naming the defect for anything malformed: magic, version, sizes, offsets, checksum, hashes, JSON,
- * dtypes, shapes, and every index.
+ * message naming the defect for anything malformed. The checks, their order and their messages are those of
+ * FORMAT.md section 1, "What a reader must check", exactly as chatparse/runtime/loader.py makes them, so that
+ * both runtimes refuse the same files with the same message (tests/test_table_fuzz.py checks this on resealed
+ * mutants). The one check this runtime cannot make is that the template's patterns compile in Python's
+ * `regex` (step 9); every other check comes first.
  */
 export function loadTables(input) {
   let bytes = input instanceof Uint8Array ? input : new Uint8Array(input);
@@ -215,29 +219,25 @@ export function loadTables(input) {
   if (!MAGIC.every((b, i) => bytes[i] === b)) fail("not a chatparse table file (bad magic number)");
   const dv = new DataView(bytes.buffer, bytes.byteOffset, n);
   const u32 = (o) => dv.getUint32(o, true);
-  const u64 = (o) => {
-    const v = dv.getBigUint64(o, true);
-    if (v > BigInt(Number.MAX_SAFE_INTEGER)) fail("size field out of range");
-    return Number(v);
-  };
+  const u64 = (o) => dv.getBigUint64(o, true);
   const version = u32(8);
-  if (version !== FORMAT_VERSION) fail(`format version ${version} is not supported (this runtime reads version ${FORMAT_VERSION})`);
+  if (version !== FORMAT_VERSION) fail(`format version ${version} is not supported (this chatparse reads version ${FORMAT_VERSION})`);
   if (u32(12) !== HEADER_SIZE) fail(`header size ${u32(12)}, expected ${HEADER_SIZE}`);
-  const fileSize = u64(16);
-  if (fileSize !== n) fail(`header says ${fileSize} bytes but the file has ${n} (truncated or padded)`);
+  if (u64(16) !== BigInt(n)) fail(`header says ${u64(16)} bytes but the file has ${n} (truncated or padded)`);
   if (!bytesEqual(sha256(bytes.subarray(0, n - TRAILER_SIZE)), bytes.subarray(n - TRAILER_SIZE))) fail("checksum mismatch: the file is corrupted");
-  const [tOff, tLen, mOff, mLen, dOff, dLen] = [24, 32, 40, 48, 56, 64].map(u64);
   const flags = u32(72);
   // bit 0: vocabulary hash; bit 1: token section (token tables for parsing token ids: not used by this runtime,
-  // which parses text; its arrays are bounds-checked like every array and otherwise ignored).
-  if (flags & ~3) fail(`unknown header flags ${flags}`);
+  // which parses text; checked like the Python reader checks them, and otherwise ignored).
+  if (flags & ~3) fail(`unknown header flags 0x${(flags >>> 0).toString(16)}`);
   if ((flags & 2) && !(flags & 1)) fail("token section without its vocabulary hash");
   if (u32(76) !== 0) fail("reserved header field is not zero");
-  const align8 = (x) => Math.ceil(x / 8) * 8;
-  if (tOff !== HEADER_SIZE || mOff !== tOff + tLen || dOff !== align8(mOff + mLen) || dLen % 8 || dOff + dLen !== n - TRAILER_SIZE) {
+  const [tOff, tLen, mOff, mLen, dOff, dLen] = [24, 32, 40, 48, 56, 64].map(u64);
+  const align8 = (x) => (x + 7n) & ~7n;
+  if (tOff !== BigInt(HEADER_SIZE) || mOff !== tOff + tLen || dOff !== align8(mOff + mLen) || dLen % 8n || dOff + dLen !== BigInt(n - TRAILER_SIZE)) {
     fail("section offsets/lengths are inconsistent");
   }
-  if (bytes.subarray(mOff + mLen, dOff).some((x) => x !== 0)) fail("non-zero padding before the data section");
+  const [t0, t1, m0, m1, d0, d1] = [tOff, tOff + tLen, mOff, mOff + mLen, dOff, dOff + dLen].map(Number);
+  if (bytes.subarray(m1, d0).some((x) => x !== 0)) fail("non-zero padding before the data section");
   const vocab = bytes.subarray(112, 144);
   if (!(flags & 1) && vocab.some((x) => x !== 0)) fail("vocabulary hash present but its flag is clear");
   const vraw = bytes.subarray(144, 160);
@@ -247,26 +247,499 @@ export function loadTables(input) {
     fail("chatparse version field is not NUL-padded printable ASCII");
   }
   const chatparseVersion = String.fromCharCode(...vraw.subarray(0, vend));
-  const templateBytes = bytes.subarray(tOff, tOff + tLen);
-  let spec, meta, canonical;
-  try {
-    const text = utf8.decode(templateBytes);
-    spec = pyJsonLoads(text);
-    canonical = canonicalJson(text);
-  } catch (e) {
-    fail(`template section is not valid UTF-8 JSON (${e.message})`);
+  // the template section: compact JSON hashing to the header's template hash, a normalized template
+  const templateBytes = bytes.subarray(t0, t1);
+  const [templateText, spec] = sectionJson(templateBytes, "template", fail);
+  if (pyDumps(spec, false) !== templateText) {
+    fail("template section is not in the format's compact JSON form");
   }
-  if (hasLoneSurrogate(spec)) fail(LONE_SURROGATE("template"));
-  if (!bytesEqual(sha256(new TextEncoder().encode(canonical)), bytes.subarray(80, 112))) fail("template hash does not match the template section");
-  try {
-    meta = JSON.parse(utf8.decode(bytes.subarray(mOff, mOff + mLen)));
-  } catch (e) {
-    fail(`metadata section is not valid UTF-8 JSON (${e.message})`);
-  }
-  if (hasLoneSurrogate(meta)) fail(LONE_SURROGATE("metadata"));
+  if (!bytesEqual(sha256(new TextEncoder().encode(pyDumps(spec, true))), bytes.subarray(80, 112))) fail("template hash does not match the template section");
+  templateRules(spec, wordOf(bytes.subarray(m0, m1)), fail);
+  const [, meta] = sectionJson(bytes.subarray(m0, m1), "metadata", fail);
   const header = { formatVersion: version, chatparseVersion, templateSha256: hex(bytes.subarray(80, 112)), vocabSha256: flags & 1 ? hex(vocab) : null, tokens: Boolean(flags & 2) };
-  const data = bytes.subarray(dOff, dOff + dLen);
-  return new Tables(spec, meta, data, header, fail);
+  const arrays = checkMetadata(meta, spec, header, bytes.subarray(d0, d1), fail);
+  // checked: from here on the plain values (JavaScript objects and numbers) the runtime works with
+  return new Tables(pyJsonLoads(templateText), plainJson(meta), arrays, header, fail);
+}
+
+// ---- the JSON sections (FORMAT.md section 1, step 5): parsed as Python's json module parses them
+
+/** A float of a JSON section as Python's json module reads it (`1.0` is not the integer 1). */
+class PyFloat {
+  constructor(v) {
+    this.v = v;
+  }
+}
+const KEYS = Symbol("keys"); // a section's objects (null prototype): their distinct keys in first-seen order
+
+function markedObject() {
+  const o = Object.create(null);
+  o[KEYS] = [];
+  return o;
+}
+function markedSet(o, k, v) {
+  if (!Object.hasOwn(o, k)) o[KEYS].push(k);
+  o[k] = v;
+}
+const isObj = (v) => v !== null && typeof v === "object" && Array.isArray(v[KEYS]);
+const isPyInt = (v) => (typeof v === "number" && Number.isInteger(v)) || typeof v === "bigint";
+/** Python's `type(v) is int and lo <= v <= hi`. */
+const isIntIn = (v, lo, hi) => (typeof v === "number" && Number.isInteger(v) && v >= lo && v <= hi) || (typeof v === "bigint" && v >= BigInt(lo) && v <= BigInt(hi));
+
+function plainJson(v) {
+  if (v instanceof PyFloat) return v.v;
+  if (typeof v === "bigint") return Number(v);
+  if (Array.isArray(v)) return v.map(plainJson);
+  if (isObj(v)) {
+    const o = {};
+    for (const k of v[KEYS]) setKey(o, k, plainJson(v[k]));
+    return o;
+  }
+  return v;
+}
+
+const pyJsonStr = (s) => '"' + s.replace(/[\x00-\x1f\\"]/g, (c) => ({ '"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f" })[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`) + '"';
+
+/** Python's json.dumps(v, separators=(",", ":"), ensure_ascii=False[, sort_keys=True]) of a parsed section value. */
+function pyDumps(v, sortKeys) {
+  if (v === null) return "null";
+  if (v === true) return "true";
+  if (v === false) return "false";
+  if (typeof v === "number" || typeof v === "bigint") return String(v);
+  if (v instanceof PyFloat) return pyFloatRepr(v.v);
+  if (typeof v === "string") return pyJsonStr(v);
+  if (Array.isArray(v)) return `[${v.map((x) => pyDumps(x, sortKeys)).join(",")}]`;
+  const keys = sortKeys ? [...v[KEYS]].sort(cmpStr) : v[KEYS];
+  return `{${keys.map((k) => `${pyJsonStr(k)}:${pyDumps(v[k], sortKeys)}`).join(",")}}`;
+}
+
+/** A string of the file as messages show it: Python's json.dumps(s) (ASCII, escapes), as table_rules.quote. */
+function quote(s) {
+  let out = '"';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const ch = s[i];
+    if (ch === '"' || ch === "\\") out += "\\" + ch;
+    else if (c >= 0x20 && c <= 0x7e) out += ch;
+    else out += { "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f" }[ch] ?? `\\u${c.toString(16).padStart(4, "0")}`;
+  }
+  return out + '"';
+}
+const quoteList = (items) => `[${items.map(quote).join(", ")}]`;
+
+/** The offset of the first byte that starts an ill-formed UTF-8 sequence (Python's UnicodeDecodeError.start), or -1. */
+function utf8ErrorAt(b) {
+  const n = b.length;
+  let i = 0;
+  while (i < n) {
+    const c = b[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    let need, lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) need = 1;
+    else if (c === 0xe0) [need, lo] = [2, 0xa0];
+    else if ((c >= 0xe1 && c <= 0xec) || c === 0xee || c === 0xef) need = 2;
+    else if (c === 0xed) [need, hi] = [2, 0x9f];
+    else if (c === 0xf0) [need, lo] = [3, 0x90];
+    else if (c >= 0xf1 && c <= 0xf3) need = 3;
+    else if (c === 0xf4) [need, hi] = [3, 0x8f];
+    else return i;
+    for (let k = 1; k <= need; k++) {
+      const x = b[i + k];
+      if (x === undefined || (k === 1 ? x < lo || x > hi : x < 0x80 || x > 0xbf)) return i;
+    }
+    i += need + 1;
+  }
+  return -1;
+}
+
+const MAX_DEPTH = 100;
+/** JSON nesting bounded before parsing (table_rules.check_depth): brackets counted outside strings. */
+function checkDepth(text, what, fail) {
+  let depth = 0, inStr = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (inStr) {
+      if (c === "\\") i++;
+      else if (c === '"') inStr = false;
+    } else if (c === '"') inStr = true;
+    else if (c === "[" || c === "{") {
+      if (++depth > MAX_DEPTH) fail(`${what} section nests deeper than ${MAX_DEPTH} levels`);
+    } else if (c === "]" || c === "}") depth--;
+  }
+}
+
+/** [text, value] of a JSON section: strict UTF-8, bounded nesting, Python's JSON syntax, no lone surrogate. */
+function sectionJson(b, what, fail) {
+  const bad = utf8ErrorAt(b);
+  if (bad >= 0) fail(`${what} section is not UTF-8 (invalid byte at offset ${bad})`);
+  const text = utf8KeepBom.decode(b);
+  checkDepth(text, what, fail);
+  let value;
+  try {
+    value = pyJsonLoads(text, true);
+  } catch (e) {
+    if (e instanceof PyError && e.pyType === "JSONDecodeError") fail(`${what} section is not valid JSON (${e.message})`);
+    if (e instanceof PyError && e.pyType === "ValueError") fail(`${what} section is not valid JSON (an integer has more than 4300 digits)`);
+    throw e;
+  }
+  if (hasLoneSurrogate(value)) fail(LONE_SURROGATE(what));
+  return [text, value];
+}
+
+// ---- the template rules (FORMAT.md section 1, step 6; chatparse/runtime/table_rules.py template_rules)
+
+const PY_TYPE = (v) => (v === null ? "none" : typeof v === "boolean" ? "bool" : isPyInt(v) ? "int" : v instanceof PyFloat ? "float" : typeof v === "string" ? "str" : Array.isArray(v) ? "list" : "dict");
+const NORMALIZED_KEYS = ["version", "defaults", "start_anchor", "implicit", "fields"];
+const FIELD_KEYS = ["name", "open", "close", "content", "content_args", "repeats", "join", "optional", "transform", "transform_each"];
+const sameKeys = (o, keys) => isObj(o) && o[KEYS].length === keys.length && keys.every((k) => Object.hasOwn(o, k));
+
+function checkDelimiter(d, where, fail, allowNone) {
+  if (d === null && allowNone) return;
+  if (!isObj(d) || d[KEYS].length !== 1 || !(Array.isArray(d.literals) || typeof d.pattern === "string")) {
+    fail(`${where}: expected ${allowNone ? "null, " : ""}{"literals": [...]} or {"pattern": str}`);
+  }
+  const lits = d.literals;
+  if (lits !== undefined) {
+    if (!lits.length || lits.some((s) => typeof s !== "string" || !s)) fail(`${where}.literals: expected non-empty strings`);
+    if (new Set(lits).size !== lits.length) fail(`${where}.literals: a literal is repeated`);
+  }
+}
+
+/** The js.word class of the metadata section's bytes when it has a well-formed one (for the placeholder rule of the
+ * template, checked before the metadata section), else null. */
+function wordOf(metaBytes) {
+  let w = null;
+  try {
+    const meta = JSON.parse(utf8.decode(metaBytes));
+    w = isDict(meta) && isDict(meta.js) ? meta.js.word : null;
+  } catch {
+    return null;
+  }
+  if (typeof w !== "string") return null;
+  try {
+    checkWord(w, (m) => { throw new Error(m); });
+    return w;
+  } catch {
+    return null;
+  }
+}
+
+function templateRules(spec, word, fail) {
+  const w = word || WORD_FALLBACK;
+  const placeholder = new RegExp(`\\{(${w}+(?:\\.${w}+)*)\\}`, "u");
+  const wholePlaceholder = new RegExp(`^\\{(${w}+(?:\\.${w}+)*)\\}$`, "u");
+  const mixed = (v) => {
+    if (Array.isArray(v)) return v.some(mixed);
+    if (isObj(v)) return v[KEYS].some((k) => mixed(v[k]));
+    return typeof v === "string" && placeholder.test(v) && !wholePlaceholder.test(v);
+  };
+  const extended = isObj(spec) && Object.hasOwn(spec, "extensions");
+  if (extended) {
+    const names = spec.extensions;
+    if (!Array.isArray(names) || !names.length || PY_TYPE(spec.version) !== "int" || spec.version !== 2) fail("template: 'extensions' must be a non-empty list, with 'version': 2");
+    for (const nm of names) {
+      if (typeof nm !== "string") fail("template: 'extensions' must hold extension names (strings)");
+      if (!hasOwn(JS_EXTENSIONS, nm)) fail(`table uses format extension ${/^[ -&(-~]*$/.test(nm) ? `'${nm}'` : quote(nm)}, which this reader does not support`);
+    }
+    if (names.some((nm, i) => i && cmpStr(names[i - 1], nm) >= 0)) fail("template: not in normalized form: 'extensions' must be sorted and distinct");
+  }
+  const keys = extended ? ["extensions", ...NORMALIZED_KEYS] : NORMALIZED_KEYS;
+  if (!sameKeys(spec, keys)) fail(`template: expected an object with keys ${quoteList(keys)}`);
+  if (!extended && (PY_TYPE(spec.version) !== "int" || spec.version !== 1)) fail("template: version must be 1 (2 with 'extensions')");
+  if (!isObj(spec.defaults)) fail("template.defaults: expected an object");
+  const fields = spec.fields;
+  if (!Array.isArray(fields) || !fields.length) fail("template: fields must be a non-empty list");
+  const extKeys = EXTENSION_KEYS();
+  const extParsers = Object.fromEntries(Object.entries(JS_EXTENSIONS).filter(([, x]) => x.content).map(([nm, x]) => [x.content, nm]));
+  const seen = new Set();
+  const used = new Set();
+  fields.forEach((f, i) => {
+    const where = `template.fields[${i}]`;
+    if (!isObj(f) || !FIELD_KEYS.every((k) => Object.hasOwn(f, k)) || !f[KEYS].every((k) => FIELD_KEYS.includes(k) || hasOwn(extKeys, k))) {
+      fail(`${where}: expected an object with keys ${quoteList(FIELD_KEYS)} (and format extension keys)`);
+    }
+    if (typeof f.name !== "string") fail(`${where}.name: expected a string`);
+    if (seen.has(f.name)) fail(`template: duplicate field name ${quote(f.name)}`);
+    seen.add(f.name);
+    if (typeof f.content !== "string" || (!PARSER_NAMES.includes(f.content) && !hasOwn(extParsers, f.content))) fail(`${where}.content: unknown content parser`);
+    if (hasOwn(extParsers, f.content)) {
+      used.add(extParsers[f.content]);
+      if (!isObj(f.content_args) || f.content_args[KEYS].length) fail(`${where}.content_args: the ${quote(f.content)} parser takes none`);
+    }
+    checkDelimiter(f.open, `${where}.open`, fail, true);
+    checkDelimiter(f.close, `${where}.close`, fail, true);
+    for (const k of ["repeats", "optional", "transform_each"]) if (typeof f[k] !== "boolean") fail(`${where}.${k}: expected true/false`);
+    if (f.join !== null && typeof f.join !== "string") fail(`${where}.join: expected null or a string`);
+    if (f.join !== null && !f.repeats) fail(`${where}.join: needs 'repeats': true`);
+    if (f.transform_each && f.transform === null) fail(`${where}.transform_each: needs a 'transform'`);
+    if (mixed(f.transform)) fail(`${where}.transform: a string mixes a {placeholder} with other text`);
+    if (f.close_json_end === true && f.open === null) fail(`${where}.close_json_end: needs an explicit open (format extension 'close_json_end')`);
+    for (const k of f[KEYS]) {
+      if (!hasOwn(extKeys, k)) continue;
+      if (!JS_EXTENSIONS[extKeys[k]].keys[k](plainJson(f[k]))) fail(`${where}.${k}: not a valid value for format extension '${extKeys[k]}'`);
+      used.add(extKeys[k]);
+    }
+  });
+  const implicit = fields.filter((f) => f.open === null).map((f) => f.name);
+  if (implicit.length > 1 || spec.implicit !== (implicit.length ? implicit[0] : null)) fail("template: 'implicit' does not name the one field without an open delimiter");
+  checkDelimiter(spec.start_anchor, "template.start_anchor", fail, false);
+  if ([...used].sort(cmpStr).join("\u0000") !== (extended ? spec.extensions : []).join("\u0000")) {
+    fail("template: not in normalized form: 'extensions' does not list exactly the extensions the fields use");
+  }
+}
+
+/** Whether a Python `regex` source declares a named group: (?P<name>...) or (?<name>...), outside classes and escapes. */
+function pyHasNamedGroups(src) {
+  for (let i = 0; i < src.length;) {
+    const c = src[i];
+    if (c === "\\") i += 2;
+    else if (c === "[") i = pyClassEnd(src, i);
+    else if (src.startsWith("(?P<", i) || (src.startsWith("(?<", i) && src[i + 3] !== "=" && src[i + 3] !== "!")) return true;
+    else i++;
+  }
+  return false;
+}
+
+// ---- the metadata section (FORMAT.md section 1, steps 7-8; sections 3-5): every key, array, index and flag
+
+function checkKeys(obj, required, optional, where, fail) {
+  const missing = required.filter((k) => !Object.hasOwn(obj, k)).sort(cmpStr);
+  if (missing.length) fail(`${where}: missing keys ${quoteList(missing)}`);
+  const extra = obj[KEYS].filter((k) => !required.includes(k) && !optional.includes(k)).sort(cmpStr);
+  if (extra.length) fail(`${where}: unexpected keys ${quoteList(extra)}`);
+}
+const MAX_INT = 2 ** 31 - 1;
+function intIn(v, where, fail, lo = 0, hi = MAX_INT) {
+  if (!isIntIn(v, lo, hi)) fail(`${where}: expected an integer in ${lo}..${hi}`);
+  return Number(v);
+}
+function boolOf(v, where, fail) {
+  if (typeof v !== "boolean") fail(`${where}: expected true/false`);
+  return v;
+}
+function strOf(v, where, fail) {
+  if (typeof v !== "string") fail(`${where}: expected a string`);
+  return v;
+}
+function listOf(v, where, fail) {
+  if (!Array.isArray(v)) fail(`${where}: expected a list`);
+  return v;
+}
+
+function readArrays(entries, data, fail) {
+  listOf(entries, "arrays", fail);
+  const out = new Map();
+  const spans = [];
+  const dLen = data.length;
+  entries.forEach((e, i) => {
+    const where = `arrays[${i}]`;
+    if (!isObj(e)) fail(`${where}: expected an object`);
+    checkKeys(e, ["name", "dtype", "shape", "offset", "nbytes"], [], where, fail);
+    const name = strOf(e.name, `${where}.name`, fail);
+    if (out.has(name)) fail(`${where}: duplicate array ${quote(name)}`);
+    if (typeof e.dtype !== "string" || !hasOwn(DTYPES, e.dtype)) fail(`${where} (${quote(name)}): dtype is not one of ${quoteList(Object.keys(DTYPES).sort())}`);
+    const [Ctor, size, getter] = DTYPES[e.dtype];
+    const shape = listOf(e.shape, `${where}.shape`, fail);
+    if (shape.length < 1 || shape.length > 2) fail(`${where} (${quote(name)}): arrays have 1 or 2 dimensions`);
+    let count = 1;
+    for (const s of shape) count *= intIn(s, `${where}.shape`, fail, 0, dLen);
+    const offset = intIn(e.offset, `${where}.offset`, fail, 0, dLen);
+    const nbytes = intIn(e.nbytes, `${where}.nbytes`, fail, 0, dLen);
+    if (nbytes !== count * size) fail(`${where} (${quote(name)}): nbytes ${nbytes} does not match its shape and dtype`);
+    if (offset % 8 || offset + nbytes > dLen) fail(`${where} (${quote(name)}): offset ${offset} (+${nbytes}) is unaligned or outside the data section`);
+    spans.push([offset, offset + nbytes, name]);
+    let arr;
+    if (LITTLE_ENDIAN || size === 1) {
+      arr = new Ctor(data.buffer, data.byteOffset + offset, count);
+    } else {
+      arr = new Ctor(count);
+      const dv = new DataView(data.buffer, data.byteOffset + offset, nbytes);
+      for (let j = 0; j < count; j++) arr[j] = dv[getter](j * size, true);
+    }
+    out.set(name, { dtype: e.dtype, shape: shape.map(Number), arr });
+  });
+  const live = spans.filter((s) => s[1] > s[0]).sort((a, b) => a[0] - b[0] || a[1] - b[1] || cmpStr(a[2], b[2]));
+  for (let i = 1; i < live.length; i++) if (live[i][0] < live[i - 1][1]) fail(`arrays ${quote(live[i - 1][2])} and ${quote(live[i][2])} overlap`);
+  return out;
+}
+
+function getArray(arrays, name, dtypes, ndim, fail) {
+  const a = arrays.get(name);
+  if (!a) fail(`missing array ${quote(name)}`);
+  if (!dtypes.includes(a.dtype)) fail(`array ${quote(name)}: dtype ${a.dtype} not allowed here (expected ${dtypes.join("/")})`);
+  if (a.shape.length !== ndim) fail(`array ${quote(name)}: expected ${ndim} dimension(s)`);
+  return a;
+}
+
+function checkPatterns(raw, spec, fail) {
+  const exp = expectedPatterns(spec);
+  listOf(raw, "patterns", fail);
+  if (raw.length !== exp.length) fail(`patterns: ${raw.length} entries but the template defines ${exp.length} delimiters`);
+  raw.forEach((p, i) => {
+    const where = `patterns[${i}]`;
+    const e = exp[i];
+    if (!isObj(p)) fail(`${where}: expected an object`);
+    checkKeys(p, ["kind", "field", "key", "source", "exact", "reasons", "named_groups", "history", "horizon"], [], where, fail);
+    if (p.kind !== e.kind || p.field !== e.field || p.key !== e.key || p.source !== e.source) fail(`${where}: does not match the template's ${e.key} of field ${quote(spec.fields[e.field].name)}`);
+    const exact = boolOf(p.exact, `${where}.exact`, fail);
+    const reasons = listOf(p.reasons, `${where}.reasons`, fail);
+    if (reasons.some((r) => typeof r !== "string")) fail(`${where}.reasons: expected strings`);
+    const named = boolOf(p.named_groups, `${where}.named_groups`, fail);
+    if (named !== pyHasNamedGroups(e.source)) fail(`${where}: named_groups does not match the pattern`);
+    if (named && spec.fields[e.field].transform === null) fail(`${where}: the pattern has named groups but field ${e.field} has no transform`);
+    if ((e.key === "open" || e.key === "close") && !exact) fail(`${where}: a literal delimiter must be exact`);
+    intIn(p.history, `${where}.history`, fail, 1);
+    intIn(p.horizon, `${where}.horizon`, fail, -1);
+  });
+}
+
+function checkClassMap(arrays, nClasses, fail) {
+  const starts = getArray(arrays, "class_starts", ["u4"], 1, fail).arr;
+  const ids = getArray(arrays, "class_ids", ["u1", "u2"], 1, fail).arr;
+  if (starts.length !== ids.length || !starts.length || starts[0] !== 0) fail("class map must start at code point 0 with one class id per interval");
+  for (let i = 1; i < starts.length; i++) if (starts[i] <= starts[i - 1]) fail("class map intervals must be strictly increasing");
+  if (starts[starts.length - 1] >= N_CODEPOINTS) fail("class map interval beyond U+10FFFF");
+  const seen = new Uint8Array(nClasses);
+  let used = 0;
+  for (const c of ids) {
+    if (c >= nClasses) fail("class id out of range");
+  }
+  for (const c of ids) if (!seen[c]) (seen[c] = 1), used++;
+  if (used !== nClasses) fail("class map does not use every class");
+  return [starts, ids];
+}
+
+/** A mode's prefilter from its automaton (table_rules.prefilter_pairs): [] / null / [[first, second|null], ...]. */
+function prefilterPairs(trans, acc, term, W, C, start, starts, ids) {
+  if (start === 0) return [];
+  const accepts = (s) => acc.subarray(s * W, (s + 1) * W).some((x) => x >= 0);
+  if (accepts(start)) return null;
+  const rows = new Map();
+  const groups = new Map();
+  for (let c1 = 0; c1 < C; c1++) {
+    const t1 = trans[start * C + c1];
+    if (t1 === 0) continue;
+    if (!rows.has(t1)) {
+      if (accepts(t1) || term[t1]) rows.set(t1, null);
+      else {
+        const cs = [];
+        for (let c2 = 0; c2 < C; c2++) if (trans[t1 * C + c2] !== 0) cs.push(c2);
+        rows.set(t1, cs);
+      }
+    }
+    const second = rows.get(t1);
+    const key = second === null ? "null" : second.join(",");
+    if (!groups.has(key)) groups.set(key, [second, []]);
+    groups.get(key)[1].push(c1);
+  }
+  const ranges = (classes) => {
+    const member = new Uint8Array(C);
+    for (const c of classes) member[c] = 1;
+    const out = [];
+    for (let i = 0; i < starts.length; i++) {
+      if (!member[ids[i]]) continue;
+      const lo = starts[i], hi = (i + 1 < starts.length ? starts[i + 1] : N_CODEPOINTS) - 1;
+      if (out.length && lo <= out[out.length - 1][1] + 1) out[out.length - 1][1] = hi;
+      else out.push([lo, hi]);
+    }
+    return out;
+  };
+  return [...groups.values()].map(([second, firsts]) => [ranges(firsts), second === null ? null : ranges(second)]);
+}
+
+function checkModes(raw, spec, arrays, nClasses, classMap, fail) {
+  const exp = expectedPatterns(spec);
+  const implicit = spec.implicit;
+  const watch = [exp.map((p, i) => (p.kind === "open" || spec.fields[p.field].name === implicit ? i : -1)).filter((i) => i >= 0)];
+  spec.fields.forEach((f, fi) => watch.push(exp.map((p, i) => (p.field === fi && p.kind === "close" && f.name !== implicit ? i : -1)).filter((i) => i >= 0)));
+  listOf(raw, "modes", fail);
+  if (raw.length !== watch.length) fail(`modes: ${raw.length} entries, expected ${watch.length} (one per field plus the outside mode)`);
+  raw.forEach((m, mi) => {
+    const where = `modes[${mi}]`;
+    const w = watch[mi];
+    if (!isObj(m)) fail(`${where}: expected an object`);
+    checkKeys(m, ["patterns", "start0", "startN", "first"], [], where, fail);
+    if (!Array.isArray(m.patterns) || m.patterns.length !== w.length || m.patterns.some((p, i) => p !== w[i])) fail(`${where}: watched patterns are not the template's [${w.join(", ")}]`);
+    const st = ["u1", "u2", "u4"];
+    const trans = getArray(arrays, `mode${mi}.trans`, st, 2, fail);
+    const S = trans.shape[0];
+    if (S < 1 || trans.shape[1] !== nClasses) fail(`${where}: transition table has shape (${trans.shape[0]}, ${trans.shape[1]}), expected (states >= 1, ${nClasses})`);
+    const eot = getArray(arrays, `mode${mi}.eot`, st, 1, fail);
+    const acc = getArray(arrays, `mode${mi}.acc`, ["i1"], 2, fail);
+    const term = getArray(arrays, `mode${mi}.term`, ["u1"], 1, fail);
+    const W = w.length;
+    if (eot.shape[0] !== S || term.shape[0] !== S || acc.shape[0] !== S || acc.shape[1] !== W) fail(`${where}: per-state arrays do not match ${S} states and ${W} patterns`);
+    for (const x of trans.arr) if (x >= S) fail(`${where}: transition to a state outside 0..${S - 1}`);
+    for (const x of eot.arr) if (x >= S) fail(`${where}: end-of-text transition to a state outside 0..${S - 1}`);
+    for (const x of acc.arr) if (x < -1 || x > 1) fail(`${where}: accept codes must be -1, 0 or 1`);
+    for (const x of term.arr) if (x > 1) fail(`${where}: terminal flags must be 0 or 1`);
+    let dead = eot.arr[0] === 0 && term.arr[0] === 1;
+    for (let c = 0; c < nClasses; c++) if (trans.arr[c] !== 0) dead = false;
+    for (let p = 0; p < W; p++) if (acc.arr[p] !== -1) dead = false;
+    if (!dead) fail(`${where}: state 0 must be the dead state`);
+    for (let s = 1; s < S; s++) {
+      if (term.arr[s] && !acc.arr.subarray(s * W, (s + 1) * W).some((x) => x >= 0)) {
+        fail(`${where}: terminal state ${s} accepts no pattern (only the dead state 0 may be terminal without accepting)`);
+      }
+    }
+    intIn(m.start0, `${where}.start0`, fail, 0, S - 1);
+    const startN = intIn(m.startN, `${where}.startN`, fail, 0, S - 1);
+    const first = prefilterPairs(trans.arr, acc.arr, term.arr, W, nClasses, startN, ...classMap);
+    if (JSON.stringify(first) !== pyDumps(m.first, false)) fail(`${where}.first: not the prefilter the mode's automaton gives (FORMAT.md section 4)`);
+  });
+  return watch;
+}
+
+function checkTranslation(t, where, fail, pattern = null) {
+  if (!isObj(t)) fail(`${where}: expected an object`);
+  if (pattern !== null && t.pattern !== pattern) fail(`${where}: translation is not for this pattern`);
+  const extra = pattern !== null ? ["pattern"] : [];
+  if (Object.hasOwn(t, "error")) {
+    checkKeys(t, ["error"], extra, where, fail);
+    strOf(t.error, where, fail);
+    return;
+  }
+  checkKeys(t, ["source", "groups"], ["caveats", ...extra], where, fail);
+  strOf(t.source, where, fail);
+  if (!isObj(t.groups) || t.groups[KEYS].some((k) => typeof t.groups[k] !== "string")) fail(`${where}.groups: expected an object of strings`);
+  if (Object.hasOwn(t, "caveats") && listOf(t.caveats, where, fail).some((c) => typeof c !== "string")) fail(`${where}.caveats: expected strings`);
+}
+
+function checkJsSection(js, spec, fail) {
+  if (!isObj(js)) fail("js: expected an object");
+  checkKeys(js, ["patterns", "anchor", "content", "word"], [], "js", fail);
+  const exp = expectedPatterns(spec);
+  const pats = listOf(js.patterns, "js.patterns", fail);
+  if (pats.length !== exp.length) fail("js.patterns: one translation per pattern expected");
+  pats.forEach((t, i) => checkTranslation(t, `js.patterns[${i}]`, fail, exp[i].source));
+  checkTranslation(js.anchor, "js.anchor", fail, delimiterSource(spec.start_anchor));
+  if (!isObj(js.content)) fail("js.content: expected an object");
+  for (const k of js.content[KEYS]) checkTranslation(js.content[k], "js.content", fail);
+  if (js.word !== null) checkWord(strOf(js.word, "js.word", fail), fail);
+}
+
+/** The metadata section against the template and the data section; returns the arrays (name -> {dtype, shape, arr}). */
+function checkMetadata(meta, spec, header, data, fail) {
+  if (!isObj(meta)) fail("metadata is not a JSON object");
+  checkKeys(meta, ["chatparse_version", "n_classes", "patterns", "modes", "arrays"], ["js", "tokens"], "metadata", fail);
+  if (Object.hasOwn(meta, "tokens") !== header.tokens) fail("the token-section flag and the metadata's 'tokens' entry disagree");
+  if (meta.chatparse_version !== header.chatparseVersion) fail("metadata chatparse_version differs from the header's");
+  const nClasses = intIn(meta.n_classes, "n_classes", fail, 1, 65535);
+  const arrays = readArrays(meta.arrays, data, fail);
+  checkPatterns(meta.patterns, spec, fail);
+  const classMap = checkClassMap(arrays, nClasses, fail);
+  const watch = checkModes(meta.modes, spec, arrays, nClasses, classMap, fail);
+  const known = new Set(["class_starts", "class_ids"]);
+  watch.forEach((_, mi) => ["trans", "eot", "acc", "term"].forEach((k) => known.add(`mode${mi}.${k}`)));
+  if (header.tokens) TOKEN_ARRAYS.forEach((k) => known.add(`tokens.${k}`));
+  const extra = [...arrays.keys()].filter((k) => !known.has(k)).sort(cmpStr);
+  if (extra.length) fail(`unknown arrays ${quoteList(extra)}`);
+  if (Object.hasOwn(meta, "js")) checkJsSection(meta.js, spec, fail);
+  if (header.tokens && !isObj(meta.tokens)) fail("tokens: expected an object");
+  return arrays;
 }
 
 /** The canonical form the template hash is taken over: Python's json.dumps(sort_keys=True, separators=(",", ":"),
@@ -394,127 +867,9 @@ function checkWord(word, fail) {
   if (!ok) fail(`js.word: ${pyRepr(word).slice(0, 60)} is not a character class of the form FORMAT.md section 7 describes`);
 }
 
-function checkKeys(obj, required, optional, where, fail) {
-  if (!isDict(obj)) fail(`${where}: expected an object`);
-  for (const k of required) if (!hasOwn(obj, k)) fail(`${where}: missing key '${k}'`);
-  for (const k of Object.keys(obj)) if (!required.includes(k) && !optional.includes(k)) fail(`${where}: unexpected key '${k}'`);
-}
-const isInt = (v, lo, hi) => typeof v === "number" && Number.isInteger(v) && v >= lo && v <= hi;
-
-function readArrays(entries, data, fail) {
-  if (!Array.isArray(entries)) fail("arrays: expected a list");
-  const out = new Map();
-  const spans = [];
-  for (const [i, e] of entries.entries()) {
-    const where = `arrays[${i}]`;
-    checkKeys(e, ["name", "dtype", "shape", "offset", "nbytes"], [], where, fail);
-    if (typeof e.name !== "string" || out.has(e.name)) fail(`${where}: bad or duplicate name`);
-    if (!hasOwn(DTYPES, e.dtype)) fail(`${where} (${e.name}): unknown dtype`);
-    const [Ctor, size, getter] = DTYPES[e.dtype];
-    if (!Array.isArray(e.shape) || e.shape.length < 1 || e.shape.length > 2 || !e.shape.every((s) => isInt(s, 0, data.length))) fail(`${where} (${e.name}): bad shape`);
-    const count = e.shape.reduce((a, b) => a * b, 1);
-    if (!isInt(e.offset, 0, data.length) || !isInt(e.nbytes, 0, data.length)) fail(`${where} (${e.name}): bad offset/nbytes`);
-    if (e.nbytes !== count * size) fail(`${where} (${e.name}): nbytes does not match the shape`);
-    if (e.offset % 8 || e.offset + e.nbytes > data.length) fail(`${where} (${e.name}): unaligned or outside the data section`);
-    let arr;
-    if (LITTLE_ENDIAN || size === 1) {
-      arr = new Ctor(data.buffer, data.byteOffset + e.offset, count);
-    } else {
-      arr = new Ctor(count);
-      const dv = new DataView(data.buffer, data.byteOffset + e.offset, e.nbytes);
-      for (let j = 0; j < count; j++) arr[j] = dv[getter](j * size, true);
-    }
-    out.set(e.name, { dtype: e.dtype, shape: e.shape, arr });
-    if (e.nbytes) spans.push([e.offset, e.offset + e.nbytes, e.name]);
-  }
-  spans.sort((a, b) => a[0] - b[0]);
-  for (let i = 1; i < spans.length; i++) if (spans[i][0] < spans[i - 1][1]) fail(`arrays ${spans[i - 1][2]} and ${spans[i][2]} overlap`);
-  return out;
-}
-
-function getArray(arrays, name, dtypes, ndim, fail) {
-  const a = arrays.get(name);
-  if (!a) fail(`missing array '${name}'`);
-  if (!dtypes.includes(a.dtype)) fail(`array '${name}': dtype ${a.dtype} not allowed here`);
-  if (a.shape.length !== ndim) fail(`array '${name}': expected ${ndim} dimension(s)`);
-  return a;
-}
-
-function checkDelim(d, where, fail, allowNone = true) {
-  if (d === null) {
-    if (!allowNone) fail(`${where}: missing`);
-    return;
-  }
-  if (!isDict(d) || Object.keys(d).length !== 1) fail(`${where}: expected null, {literals} or {pattern}`);
-  if (hasOwn(d, "literals")) {
-    if (!Array.isArray(d.literals) || !d.literals.length || !d.literals.every((s) => typeof s === "string" && s.length)) fail(`${where}: bad literals`);
-  } else if (!hasOwn(d, "pattern") || typeof d.pattern !== "string") fail(`${where}: expected 'literals' or 'pattern'`);
-}
-
-function checkTemplate(spec, fail) {
-  const extended = isDict(spec) && hasOwn(spec, "extensions");
-  if (extended) {
-    // a version-2 template (FORMAT.md section 2, "Extensions"): first, does this runtime implement them all?
-    const names = spec.extensions;
-    if (!Array.isArray(names) || !names.length || spec.version !== 2) fail("template: 'extensions' must be a non-empty list, with 'version': 2");
-    for (const n of names) if (typeof n !== "string" || !hasOwn(JS_EXTENSIONS, n)) fail(`table uses format extension ${typeof n === "string" ? `'${n}'` : pyRepr(n)}, which this reader does not support`);
-    if (names.some((n, i) => i && cmpStr(names[i - 1], n) >= 0)) fail("template: 'extensions' must be sorted and distinct");
-  }
-  checkKeys(spec, ["version", "defaults", "start_anchor", "implicit", "fields"], extended ? ["extensions"] : [], "template", fail);
-  if (!extended && spec.version !== 1) fail("template: version must be 1");
-  const extKeys = extended ? EXTENSION_KEYS() : {};
-  const used = new Set();
-  if (!isDict(spec.defaults)) fail("template: defaults must be an object");
-  checkDelim(spec.start_anchor, "template.start_anchor", fail, false);
-  if (!Array.isArray(spec.fields) || !spec.fields.length) fail("template: no fields");
-  const names = new Set();
-  for (const [i, f] of spec.fields.entries()) {
-    const where = `template.fields[${i}]`;
-    checkKeys(f, ["name", "open", "close", "content", "content_args", "repeats", "join", "optional", "transform", "transform_each"], Object.keys(extKeys), where, fail);
-    for (const k of Object.keys(f)) {
-      if (!hasOwn(extKeys, k)) continue;
-      used.add(extKeys[k]);
-      if (!JS_EXTENSIONS[extKeys[k]].keys[k](f[k])) fail(`${where}.${k}: not a valid value for format extension '${extKeys[k]}'`);
-    }
-    if (typeof f.name !== "string" || names.has(f.name)) fail(`${where}: bad or duplicate name`);
-    names.add(f.name);
-    checkDelim(f.open, `${where}.open`, fail);
-    checkDelim(f.close, `${where}.close`, fail);
-    if (f.close_json_end === true && f.open === null) fail(`${where}.close_json_end: needs an explicit open (format extension 'close_json_end')`);
-    if (extended && EXTENSION_PARSERS().includes(f.content)) {
-      used.add(Object.keys(JS_EXTENSIONS).find((n) => JS_EXTENSIONS[n].content === f.content));
-      if (!isDict(f.content_args) || Object.keys(f.content_args).length) fail(`${where}.content_args: the '${f.content}' parser takes none`);
-    } else if (!PARSER_NAMES.includes(f.content)) fail(`${where}: unknown content parser`);
-    for (const k of ["repeats", "optional", "transform_each"]) if (typeof f[k] !== "boolean") fail(`${where}.${k}: expected a bool`);
-    if (f.join !== null && typeof f.join !== "string") fail(`${where}.join: expected a string`);
-  }
-  if (extended && [...used].sort(cmpStr).join("\u0000") !== spec.extensions.join("\u0000")) fail("template: 'extensions' does not list exactly the extensions the fields use");
-  const implicit = spec.fields.filter((f) => f.open === null).map((f) => f.name);
-  if (implicit.length > 1 || spec.implicit !== (implicit.length ? implicit[0] : null)) fail("template: 'implicit' does not name the one field without an open delimiter");
-}
-
-function checkRanges(v, where, fail) {
-  if (!Array.isArray(v)) fail(`${where}: expected a list of ranges`);
-  let prev = -2;
-  for (const r of v) {
-    if (!Array.isArray(r) || r.length !== 2 || !isInt(r[0], 0, N_CODEPOINTS - 1) || !isInt(r[1], r[0], N_CODEPOINTS - 1) || r[0] <= prev) fail(`${where}: bad range`);
-    prev = r[1];
-  }
-}
-
-function translation(t, what, fail, pattern = null) {
+/** A translation of the port section (checked by `checkTranslation`), or an error stub when the file has none. */
+function translation(t, what) {
   if (t === undefined || t === null) return { error: `the table file has no JavaScript translation of ${what} (written with js=False)` };
-  if (!isDict(t)) fail(`${what}: bad translation`);
-  if (pattern !== null && t.pattern !== pattern) fail(`${what}: translation is not for this pattern`);
-  const extra = pattern !== null ? ["pattern"] : [];
-  if (hasOwn(t, "error")) {
-    checkKeys(t, ["error"], extra, what, fail);
-    if (typeof t.error !== "string") fail(`${what}: bad translation`);
-    return t;
-  }
-  checkKeys(t, ["source", "groups"], ["caveats", ...extra], what, fail);
-  if (typeof t.source !== "string" || !isDict(t.groups) || !Object.values(t.groups).every((v) => typeof v === "string")) fail(`${what}: bad translation`);
-  if (hasOwn(t, "caveats") && !(Array.isArray(t.caveats) && t.caveats.every((c) => typeof c === "string"))) fail(`${what}: bad caveats`);
   return t;
 }
 
@@ -551,34 +906,14 @@ class Pattern {
   }
 }
 
+/** One parser mode, built from its validated arrays (`checkModes` has checked every index and flag). */
 class Mode {
-  constructor(raw, mi, arrays, nClasses, expectWatch, fail) {
-    const where = `modes[${mi}]`;
-    checkKeys(raw, ["patterns", "start0", "startN", "first"], [], where, fail);
-    if (!Array.isArray(raw.patterns) || raw.patterns.length !== expectWatch.length || raw.patterns.some((p, i) => p !== expectWatch[i])) fail(`${where}: watched patterns are not the template's`);
+  constructor(raw, mi, arrays, nClasses, expectWatch) {
     this.patterns = expectWatch;
-    const st = ["u1", "u2", "u4"];
-    const trans = getArray(arrays, `mode${mi}.trans`, st, 2, fail);
+    const trans = arrays.get(`mode${mi}.trans`), eot = arrays.get(`mode${mi}.eot`);
+    const acc = arrays.get(`mode${mi}.acc`), term = arrays.get(`mode${mi}.term`);
     const nStates = trans.shape[0];
-    if (nStates < 1 || trans.shape[1] !== nClasses) fail(`${where}: transition table shape does not match`);
-    const eot = getArray(arrays, `mode${mi}.eot`, st, 1, fail);
-    const acc = getArray(arrays, `mode${mi}.acc`, ["i1"], 2, fail);
-    const term = getArray(arrays, `mode${mi}.term`, ["u1"], 1, fail);
     const W = expectWatch.length;
-    if (eot.shape[0] !== nStates || term.shape[0] !== nStates || acc.shape[0] !== nStates || acc.shape[1] !== W) fail(`${where}: per-state arrays do not match ${nStates} states`);
-    for (const x of trans.arr) if (x >= nStates) fail(`${where}: transition to a state out of range`);
-    for (const x of eot.arr) if (x >= nStates) fail(`${where}: end-of-text transition out of range`);
-    for (const x of acc.arr) if (x < -1 || x > 1) fail(`${where}: accept codes must be -1, 0 or 1`);
-    for (const x of term.arr) if (x > 1) fail(`${where}: terminal flags must be 0 or 1`);
-    for (let c = 0; c < nClasses; c++) if (trans.arr[c] !== 0) fail(`${where}: state 0 must be the dead state`);
-    if (eot.arr[0] !== 0 || term.arr[0] !== 1) fail(`${where}: state 0 must be the dead state`);
-    for (let p = 0; p < W; p++) if (acc.arr[p] !== -1) fail(`${where}: state 0 must be the dead state`);
-    for (let s = 1; s < nStates; s++) {
-      if (term.arr[s] && !acc.arr.subarray(s * W, (s + 1) * W).some((x) => x >= 0)) {
-        fail(`${where}: terminal state ${s} accepts no pattern (only the dead state 0 may be terminal without accepting)`);
-      }
-    }
-    if (!isInt(raw.start0, 0, nStates - 1) || !isInt(raw.startN, 0, nStates - 1)) fail(`${where}: start state out of range`);
     this.trans = trans.arr;
     this.eot = eot.arr;
     this.term = term.arr;
@@ -595,17 +930,11 @@ class Mode {
       }
       this.acc[s] = hit;
     }
-    // The prefilter: where an attempt can start at offset > 0 (null: anywhere).
+    // The prefilter: where an attempt can start at offset > 0 (null: anywhere); the automaton's own (checkModes).
     if (raw.first === null) {
       this.firstRe = null;
     } else {
-      if (!Array.isArray(raw.first)) fail(`${where}.first: expected a list`);
-      const alts = raw.first.map((pair) => {
-        if (!Array.isArray(pair) || pair.length !== 2) fail(`${where}.first: expected [first, second] pairs`);
-        checkRanges(pair[0], `${where}.first`, fail);
-        if (pair[1] !== null) checkRanges(pair[1], `${where}.first`, fail);
-        return pair[1] === null ? classSource(pair[0]) : `${classSource(pair[0])}(?:${classSource(pair[1])}|$)`;
-      });
+      const alts = raw.first.map((pair) => (pair[1] === null ? classSource(pair[0]) : `${classSource(pair[0])}(?:${classSource(pair[1])}|$)`));
       this.firstRe = new RegExp(alts.length ? alts.join("|") : "(?!)", "gu");
     }
     this.guards = null; // per class: lookbehinds one of which an attempt's start must satisfy (startGuards)
@@ -642,72 +971,35 @@ const TOKEN_ARRAYS = ["offsets", "bytes", "flags", "first_ids", "first_offsets",
 
 /** Everything one compiled template needs at run time (the JavaScript twin of runtime/tables.py). */
 export class Tables {
-  constructor(spec, meta, data, header, fail) {
-    checkTemplate(spec, fail);
-    checkKeys(meta, ["chatparse_version", "n_classes", "patterns", "modes", "arrays"], ["js", "tokens"], "metadata", fail);
-    if (hasOwn(meta, "tokens") !== header.tokens) fail("the token-section flag and the metadata's 'tokens' entry disagree");
-    if (header.tokens && !isDict(meta.tokens)) fail("tokens: expected an object");
-    if (meta.chatparse_version !== header.chatparseVersion) fail("metadata chatparse_version differs from the header's");
+  /** From a file's sections as `loadTables` validated them (`fail` reports what only this runtime refuses: a
+   * pattern it must run whose translation is missing or does not compile in this JavaScript engine). */
+  constructor(spec, meta, arrays, header, fail) {
     this.header = header;
     this.template = spec;
     this.fields = spec.fields;
     const names = this.fields.map((f) => f.name);
     this.implicit = spec.implicit === null ? null : names.indexOf(spec.implicit);
-    if (!isInt(meta.n_classes, 1, 65535)) fail("n_classes out of range");
     this.nClasses = meta.n_classes;
-    const arrays = readArrays(meta.arrays, data, fail);
     const js = meta.js === undefined ? null : meta.js;
-    if (js !== null) {
-      checkKeys(js, ["patterns", "anchor", "content", "word"], [], "js", fail);
-      if (!isDict(js.content)) fail("js.content: expected an object");
-      for (const t of Object.values(js.content)) translation(t, "js.content", fail);
-      if (js.word !== null && typeof js.word !== "string") fail("js.word: expected a string");
-      if (typeof js.word === "string") checkWord(js.word, fail);
-    }
     this.js = js;
-    // patterns
-    const exp = expectedPatterns(spec);
-    if (!Array.isArray(meta.patterns) || meta.patterns.length !== exp.length) fail("patterns: do not match the template's delimiters");
-    if (js && (!Array.isArray(js.patterns) || js.patterns.length !== exp.length)) fail("js.patterns: one translation per pattern expected");
-    this.patterns = meta.patterns.map((p, i) => {
-      const where = `patterns[${i}]`;
-      checkKeys(p, ["kind", "field", "key", "source", "exact", "reasons", "named_groups", "history", "horizon"], [], where, fail);
-      if (p.kind !== exp[i].kind || p.field !== exp[i].field || p.key !== exp[i].key || p.source !== exp[i].source) fail(`${where}: does not match the template`);
-      if (typeof p.exact !== "boolean" || typeof p.named_groups !== "boolean" || !isInt(p.history, 1, 2 ** 31 - 1) || !isInt(p.horizon, -1, 2 ** 31 - 1)) fail(`${where}: bad metadata`);
-      if (!Array.isArray(p.reasons) || !p.reasons.every((r) => typeof r === "string")) fail(`${where}.reasons: expected strings`);
-      if (p.key === p.kind && !p.exact) fail(`${where}: a literal delimiter must be exact`);
-      return new Pattern(p, translation(js && js.patterns[i], `js.patterns[${i}]`, fail, p.source), where, fail);
-    });
-    // class map
-    const starts = getArray(arrays, "class_starts", ["u4"], 1, fail).arr;
-    const ids = getArray(arrays, "class_ids", ["u1", "u2"], 1, fail).arr;
-    if (starts.length !== ids.length || !starts.length || starts[0] !== 0) fail("class map must start at code point 0 with one class id per interval");
+    this.patterns = meta.patterns.map((p, i) => new Pattern(p, translation(js && js.patterns[i], `js.patterns[${i}]`), `patterns[${i}]`, fail));
+    // class map (checkClassMap)
+    const starts = arrays.get("class_starts").arr;
+    const ids = arrays.get("class_ids").arr;
     this.cmap = this.nClasses <= 256 ? new Uint8Array(N_CODEPOINTS) : new Uint16Array(N_CODEPOINTS);
-    const seen = new Uint8Array(this.nClasses);
-    for (let i = 0; i < starts.length; i++) {
-      const lo = starts[i], hi = i + 1 < starts.length ? starts[i + 1] : N_CODEPOINTS;
-      if (hi <= lo || hi > N_CODEPOINTS) fail("class map intervals must be increasing and inside U+0000..U+10FFFF");
-      if (ids[i] >= this.nClasses) fail("class id out of range");
-      seen[ids[i]] = 1;
-      this.cmap.fill(ids[i], lo, hi);
-    }
-    if (seen.some((x) => !x)) fail("class map does not use every class");
-    // modes
+    for (let i = 0; i < starts.length; i++) this.cmap.fill(ids[i], starts[i], i + 1 < starts.length ? starts[i + 1] : N_CODEPOINTS);
+    // modes (checkModes)
+    const exp = expectedPatterns(spec);
     const implicit = spec.implicit;
     const watch = [exp.map((p, i) => (p.kind === "open" || this.fields[p.field].name === implicit ? i : -1)).filter((i) => i >= 0)];
     this.fields.forEach((f, fi) => watch.push(exp.map((p, i) => (p.field === fi && p.kind === "close" && f.name !== implicit ? i : -1)).filter((i) => i >= 0)));
-    if (!Array.isArray(meta.modes) || meta.modes.length !== watch.length) fail("modes: expected one per field plus the outside mode");
-    this.modes = meta.modes.map((m, mi) => new Mode(m, mi, arrays, this.nClasses, watch[mi], fail));
-    const known = new Set(["class_starts", "class_ids"]);
-    this.modes.forEach((_, mi) => ["trans", "eot", "acc", "term"].forEach((k) => known.add(`mode${mi}.${k}`)));
-    if (header.tokens) TOKEN_ARRAYS.forEach((k) => known.add(`tokens.${k}`)); // the token section: ignored here
-    for (const name of arrays.keys()) if (!known.has(name)) fail(`unknown array '${name}'`);
+    this.modes = meta.modes.map((m, mi) => new Mode(m, mi, arrays, this.nClasses, watch[mi]));
     this.history = Math.max(1, ...this.patterns.map((p) => p.history));
     this.dirty = this.fields.map((f) => !STREAMABLE.has(f.content));
     for (const mode of this.modes) mode.guards = startGuards(mode, mode.patterns.map((pi) => this.patterns[pi]));
     // start anchor
     const anchor = spec.start_anchor;
-    const anchorT = translation(js && js.anchor, "js.anchor", fail, delimiterSource(anchor));
+    const anchorT = translation(js && js.anchor, "js.anchor");
     if (hasOwn(anchor, "literals")) {
       const lits = anchor.literals.map((s, i) => [s, i]).sort((a, b) => cpLen(b[0]) - cpLen(a[0]) || a[1] - b[1]).map((x) => x[0]);
       this.anchorT = { source: lits.map(jsEscape).join("|"), groups: {} };
@@ -1956,7 +2248,9 @@ export function pyFloat(s) {
 
 /** Python json.loads (C scanner): NaN/Infinity literals, duplicate keys keep the first position and the last
  * value, errors are JSONDecodeError (integers over 4300 digits: ValueError). */
-export function pyJsonLoads(s) {
+/** Python's json.loads. With `mark` (the table file's sections, `loadTables`): floats as PyFloat (so 1.0 is not
+ * the integer 1), integers beyond 2^53 as BigInt, objects with a null prototype and their key order in [KEYS]. */
+export function pyJsonLoads(s, mark = false) {
   if (typeof s !== "string") throw E("TypeError", `the JSON object must be str, bytes or bytearray, not ${pyTypeName(s)}`);
   const fail = (msg, pos) => {
     // Python's wording: line and column (1-based) and the offset, in code points
@@ -2030,7 +2324,7 @@ export function pyJsonLoads(s) {
     if (c === '"') return str();
     if (c === "{") {
       i++;
-      const obj = {};
+      const obj = mark ? markedObject() : {};
       ws();
       if (s[i] === "}") {
         i++;
@@ -2044,7 +2338,8 @@ export function pyJsonLoads(s) {
         i++;
         ws();
         const v = value();
-        setKey(obj, k, v);
+        if (mark) markedSet(obj, k, v);
+        else setKey(obj, k, v);
         ws();
         if (s[i] === "}") {
           i++;
@@ -2078,7 +2373,7 @@ export function pyJsonLoads(s) {
     for (const [lit, v] of [["null", null], ["true", true], ["false", false], ["NaN", NaN], ["Infinity", Infinity], ["-Infinity", -Infinity]]) {
       if (s.startsWith(lit, i)) {
         i += lit.length;
-        return v;
+        return mark && typeof v === "number" ? new PyFloat(v) : v;
       }
     }
     const m = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?/y;
@@ -2090,9 +2385,10 @@ export function pyJsonLoads(s) {
       const digits = r[0].replace("-", "");
       if (digits.length > 4300) throw E("ValueError", "Exceeds the limit (4300 digits) for integer string conversion");
       const v = Number(r[0]);
+      if (mark && !Number.isSafeInteger(v)) return BigInt(r[0]);
       return v === 0 ? 0 : v;
     }
-    return Number(r[0]);
+    return mark ? new PyFloat(Number(r[0])) : Number(r[0]);
   };
   ws();
   const v = value();

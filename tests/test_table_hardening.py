@@ -30,6 +30,7 @@ import pytest
 from chatparse import CompiledTemplate, compile_template, templates
 from chatparse.compiler.writer import dumps
 from chatparse.runtime.loader import loads
+from chatparse.runtime.table_rules import prefilter_pairs
 from chatparse.runtime.tables import Tables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -261,8 +262,10 @@ def _hostile(starts, ids, n_classes: int, mode0) -> bytes:
         else:
             trans, acc, term, start = (np.zeros((1, n_classes), np.int64), np.full((1, w), -1, np.int8),
                                        np.ones(1, bool), 0)
+        # (`first` must be the automaton's own prefilter, FORMAT.md section 4)
+        first = prefilter_pairs(trans, acc, term, start, np.asarray(starts), np.asarray(ids))
         modes.append({"patterns": m["patterns"], "trans": trans, "eot": np.zeros(len(trans), np.int64),
-                      "acc": acc, "term": term, "start0": start, "startN": start, "first": []})
+                      "acc": acc, "term": term, "start0": start, "startN": start, "first": first})
     raw["modes"] = modes
     return dumps(raw)
 

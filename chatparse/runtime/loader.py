@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import regex
 
+from .table_rules import check_depth, prefilter_pairs, quote, quote_list, template_rules
 from .template import template_class
 from .validate import canonical_json, check_normalized
 
@@ -172,6 +173,7 @@ def _loads(data) -> dict:
         raw["js"] = _js_section(meta["js"], patterns, spec)
     if "tokens" in meta:
         raw["tokens"] = _token_section(meta["tokens"], arrays, modes, h["v_hash"])
+    _check_template(spec)  # last: the checks only Python's regex engine can make (FORMAT.md section 1, step 9)
     return raw
 
 
@@ -219,7 +221,7 @@ def _template_section(view: memoryview, h: dict) -> dict:
         _fail("template section is not in the format's compact JSON form")
     if hashlib.sha256(canonical_json(spec).encode("utf-8")).digest() != h["t_hash"]:
         _fail("template hash does not match the template section")
-    _check_template(spec)
+    template_rules(spec, _fail)
     return spec
 
 
@@ -236,15 +238,15 @@ def _metadata(view: memoryview, h: dict, spec: dict) -> tuple:
     n_classes = _int(meta["n_classes"], "n_classes", 1, 65535)
     arrays = _arrays(meta["arrays"], view[h["d_off"]:h["d_off"] + h["d_len"]], h["d_len"])
     patterns = _patterns(meta["patterns"], spec)
-    modes = _modes(meta["modes"], spec, patterns, arrays, n_classes)
     class_map = _class_map(arrays, n_classes)
+    modes = _modes(meta["modes"], spec, patterns, arrays, n_classes, class_map)
     known = {"class_starts", "class_ids"} | {f"mode{i}.{k}" for i in range(len(modes))
                                              for k in ("trans", "eot", "acc", "term")}
     if "tokens" in meta:
         known |= {f"tokens.{k}" for k in TOKEN_ARRAYS}
     extra = set(arrays) - known
     if extra:
-        _fail(f"unknown arrays {sorted(extra)}")
+        _fail(f"unknown arrays {quote_list(sorted(extra))}")
     return meta, arrays, patterns, modes, n_classes, class_map
 
 
@@ -263,13 +265,14 @@ def _json(b: bytes, what: str):
     try:
         text = b.decode("utf-8")
     except UnicodeDecodeError as e:
-        _fail(f"{what} section is not UTF-8 ({e})")
+        _fail(f"{what} section is not UTF-8 (invalid byte at offset {e.start})")
+    check_depth(text, what, _fail)
     try:
         value = json.loads(text)
-    except RecursionError:
-        _fail(f"{what} JSON nests too deeply")
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         _fail(f"{what} section is not valid JSON ({e})")
+    except ValueError:  # (an integer of more than 4300 digits)
+        _fail(f"{what} section is not valid JSON (an integer has more than 4300 digits)")
     # Strict UTF-8 holds no surrogates: only a \uD800-\uDFFF escape without its pair can put one in a string,
     # and such a string is no text (it cannot be encoded back; the JS runtime would hash it differently).
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
@@ -307,15 +310,15 @@ def _has_lone_surrogate(value) -> bool:
 def _keys(obj: dict, required: set, optional: set, where: str) -> None:
     missing = required - set(obj)
     if missing:
-        _fail(f"{where}: missing keys {sorted(missing)}")
+        _fail(f"{where}: missing keys {quote_list(sorted(missing))}")
     extra = set(obj) - required - optional
     if extra:
-        _fail(f"{where}: unexpected keys {sorted(extra)}")
+        _fail(f"{where}: unexpected keys {quote_list(sorted(extra))}")
 
 
 def _int(v, where: str, lo: int = 0, hi: int = MAX_INT) -> int:
     if type(v) is not int or not lo <= v <= hi:
-        _fail(f"{where}: expected an integer in {lo}..{hi}, got {v!r:.60}")
+        _fail(f"{where}: expected an integer in {lo}..{hi}")
     return v
 
 
@@ -349,7 +352,8 @@ def _compile(src: str, where: str):
 
 def _check_template(spec) -> None:
     """The template section holds a normalized template: the template rules (runtime/validate.py), one
-    definition for the compiler and the loader."""
+    definition for the compiler and the loader. Run after every other check: beyond `template_rules` it only
+    adds what needs Python's regex engine (the patterns compile), which a port cannot check."""
     try:
         check_normalized(spec)
     except ValueError as e:
@@ -387,7 +391,7 @@ def _patterns(raw_patterns, spec: dict) -> list:
             _fail(f"{where}: expected an object")
         _keys(p, _PATTERN_KEYS, set(), where)
         if (p["kind"], p["field"], p["key"], p["source"]) != (kind, fi, key, src) or type(p["field"]) is not int:
-            _fail(f"{where}: does not match the template's {key} of field {spec['fields'][fi]['name']!r}")
+            _fail(f"{where}: does not match the template's {key} of field {quote(spec['fields'][fi]['name'])}")
         exact = _bool(p["exact"], f"{where}.exact")
         reasons = _list(p["reasons"], f"{where}.reasons")
         if any(type(r) is not str for r in reasons):
@@ -396,6 +400,8 @@ def _patterns(raw_patterns, spec: dict) -> list:
         rx = _compile(src, where)
         if named != bool(rx.groupindex):
             _fail(f"{where}: named_groups does not match the pattern")
+        if named and spec["fields"][fi]["transform"] is None:
+            _fail(f"{where}: the pattern has named groups but field {fi} has no transform")
         if key in ("open", "close") and not exact:
             _fail(f"{where}: a literal delimiter must be exact")
         history = _int(p["history"], f"{where}.history", 1)
@@ -416,41 +422,41 @@ def _arrays(entries, data: memoryview, d_len: int) -> dict:
         _keys(e, _ARRAY_KEYS, set(), where)
         name = _str(e["name"], f"{where}.name")
         if name in out:
-            _fail(f"{where}: duplicate array {name!r}")
-        if e["dtype"] not in _DTYPES:
-            _fail(f"{where} ({name}): dtype {e['dtype']!r:.20} is not one of {sorted(_DTYPES)}")
+            _fail(f"{where}: duplicate array {quote(name)}")
+        if type(e["dtype"]) is not str or e["dtype"] not in _DTYPES:
+            _fail(f"{where} ({quote(name)}): dtype is not one of {quote_list(sorted(_DTYPES))}")
         dt = _DTYPES[e["dtype"]]
         shape = _list(e["shape"], f"{where}.shape")
         if not 1 <= len(shape) <= 2:
-            _fail(f"{where} ({name}): arrays have 1 or 2 dimensions")
+            _fail(f"{where} ({quote(name)}): arrays have 1 or 2 dimensions")
         count = 1
         for s in shape:
             count *= _int(s, f"{where}.shape", 0, d_len)
         offset = _int(e["offset"], f"{where}.offset", 0, d_len)
         nbytes = _int(e["nbytes"], f"{where}.nbytes", 0, d_len)
         if nbytes != count * dt.itemsize:
-            _fail(f"{where} ({name}): nbytes {nbytes} does not match shape {shape} of {e['dtype']}")
+            _fail(f"{where} ({quote(name)}): nbytes {nbytes} does not match its shape and dtype")
         if offset % 8 or offset + nbytes > d_len:
-            _fail(f"{where} ({name}): offset {offset} (+{nbytes}) is unaligned or outside the data section")
+            _fail(f"{where} ({quote(name)}): offset {offset} (+{nbytes}) is unaligned or outside the data section")
         spans.append((offset, offset + nbytes, name))
         arr = np.frombuffer(data, dtype=dt, count=count, offset=offset) if count else np.zeros(0, dt)
         out[name] = arr.reshape(shape)
     spans = sorted(s for s in spans if s[1] > s[0])
     for (_, a1, an), (b0, _, bn) in zip(spans, spans[1:]):
         if b0 < a1:
-            _fail(f"arrays {an!r} and {bn!r} overlap")
+            _fail(f"arrays {quote(an)} and {quote(bn)} overlap")
     return out
 
 
 def _get(arrays: dict, name: str, dtypes, ndim: int):
     if name not in arrays:
-        _fail(f"missing array {name!r}")
+        _fail(f"missing array {quote(name)}")
     arr = arrays[name]
     code = next(k for k, v in _DTYPES.items() if v == arr.dtype)
     if code not in dtypes:
-        _fail(f"array {name!r}: dtype {code} not allowed here (expected {'/'.join(dtypes)})")
+        _fail(f"array {quote(name)}: dtype {code} not allowed here (expected {'/'.join(dtypes)})")
     if arr.ndim != ndim:
-        _fail(f"array {name!r}: expected {ndim} dimension(s)")
+        _fail(f"array {quote(name)}: expected {ndim} dimension(s)")
     return arr
 
 
@@ -482,7 +488,7 @@ def _expected_watch(spec: dict) -> list:
     return watch
 
 
-def _modes(raw_modes, spec: dict, patterns: list, arrays: dict, n_classes: int) -> list:
+def _modes(raw_modes, spec: dict, patterns: list, arrays: dict, n_classes: int, class_map: tuple) -> list:
     raw_modes = _list(raw_modes, "modes")
     watch = _expected_watch(spec)
     if len(raw_modes) != len(watch):
@@ -493,12 +499,13 @@ def _modes(raw_modes, spec: dict, patterns: list, arrays: dict, n_classes: int) 
         if type(m) is not dict:
             _fail(f"{where}: expected an object")
         _keys(m, _MODE_KEYS, set(), where)
-        if m["patterns"] != w or any(type(x) is not int for x in m["patterns"]):
-            _fail(f"{where}: watched patterns {m['patterns']!r:.60} are not the template's {w}")
+        if type(m["patterns"]) is not list or m["patterns"] != w or any(type(x) is not int for x in m["patterns"]):
+            _fail(f"{where}: watched patterns are not the template's {w}")
         trans = _get(arrays, f"mode{mi}.trans", _STATE_DTYPES, 2)
         n_states = trans.shape[0]
         if n_states < 1 or trans.shape[1] != n_classes:
-            _fail(f"{where}: transition table has shape {trans.shape}, expected (states >= 1, {n_classes})")
+            _fail(f"{where}: transition table has shape ({trans.shape[0]}, {trans.shape[1]}), expected "
+                  f"(states >= 1, {n_classes})")
         eot = _get(arrays, f"mode{mi}.eot", _STATE_DTYPES, 1)
         acc = _get(arrays, f"mode{mi}.acc", ("i1",), 2)
         term = _get(arrays, f"mode{mi}.term", ("u1",), 1)
@@ -520,36 +527,17 @@ def _modes(raw_modes, spec: dict, patterns: list, arrays: dict, n_classes: int) 
                   "(only the dead state 0 may be terminal without accepting)")
         start0 = _int(m["start0"], f"{where}.start0", 0, n_states - 1)
         startn = _int(m["startN"], f"{where}.startN", 0, n_states - 1)
+        first = prefilter_pairs(trans, acc, term, startn, *class_map)
+        if _strict_json(m["first"]) != _strict_json(first):
+            _fail(f"{where}.first: not the prefilter the mode's automaton gives (FORMAT.md section 4)")
         out.append({"patterns": list(w), "trans": trans, "eot": eot, "acc": acc, "term": term.view(np.bool_),
-                    "start0": start0, "startN": startn, "first": _first(m["first"], f"{where}.first")})
+                    "start0": start0, "startN": startn, "first": first})
     return out
 
 
-def _ranges(v, where: str) -> list:
-    v = _list(v, where)
-    out = []
-    prev = -2
-    for r in v:
-        if type(r) is not list or len(r) != 2:
-            _fail(f"{where}: expected [lo, hi] pairs")
-        lo = _int(r[0], where, 0, N_CODEPOINTS - 1)
-        hi = _int(r[1], where, lo, N_CODEPOINTS - 1)
-        if lo <= prev:
-            _fail(f"{where}: ranges must be sorted and disjoint")
-        prev = hi
-        out.append([lo, hi])
-    return out
-
-
-def _first(v, where: str):
-    if v is None:
-        return None
-    out = []
-    for pair in _list(v, where):
-        if type(pair) is not list or len(pair) != 2:
-            _fail(f"{where}: expected [first, second] pairs")
-        out.append([_ranges(pair[0], where), None if pair[1] is None else _ranges(pair[1], where)])
-    return out
+def _strict_json(v) -> str:
+    """Compare JSON values by their text: 1.0 is not 1 and true is not 1 here."""
+    return json.dumps(v, separators=(",", ":"))
 
 
 def _translation(t, where: str, pattern: str | None = None) -> dict:

@@ -1,0 +1,535 @@
+"""The resealed-file fuzzer of table files (issue #19 item 1): deterministic structural mutations of valid
+`.cpt` files, resealed (layout, template hash and SHA-256 trailer recomputed, as anyone publishing a file can),
+run through both runtimes, and compared.
+
+A mutant is judged by what each runtime makes of it (FORMAT.md section 1, "What a reader must check"):
+
+* refused: the table-file error (Python ``ValueError("chatparse table file: ...")``, JavaScript
+  ``PyError("ValueError")`` with the same message), and the message is the same in both runtimes;
+* loaded: then a few fixed texts of the base file's vectors are parsed (streamed in two feeds, then
+  finalized) and both runtimes give the same events and message, or the same exception class at the same stage;
+  no exception other than the parser's own (Python ValueError/KeyError/TypeError/RuntimeError, a JS
+  ``PyError``) and no hang (each mutant has a time bound).
+
+`mutants(seed, n)` yields ``(name, bytes, what)``; `run(seed, n, workdir)` writes them to a directory, runs
+`js/fuzz_tables.mjs` once over the whole directory and the Python runtime in-process, and returns the
+figures and every disagreement. `python tests/table_fuzz.py --n 20000` runs it from the command line.
+
+What the fuzzer leaves alone, and why: the *values* of the port section's translations (``js.patterns[i]``,
+``js.anchor``, ``js.content`` sources and group maps) and ``js.word``. Only the JavaScript runtime reads them
+(they are its Python-regex-to-JavaScript translations); a reader can check their form but not that a
+different, well-formed translation means the same as the Python pattern, so a file with a replaced translation
+loads in both runtimes and parses differently in JavaScript - like a replaced automaton it is a well-formed
+file that parses wrongly (FORMAT.md section 1, "What the checks do not prove"). Their structure (keys, types)
+is mutated like everything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+VECTORS = ROOT / "tests" / "vectors"
+NODE = shutil.which("node")
+HEADER = struct.Struct("<8sII7Q2I32s32s16s")
+PREFIX = "chatparse table file: "
+# Base templates of several shapes (literal delimiters, regex-decided ones with lookarounds and named groups, a
+# format extension, many fields); each brings the texts of its conformance vector's first cases.
+BASES = ("qwen3", "x_regex", "gpt_oss", "kimi_k2", "hermes", "x_misc", "x_ext")
+TEXTS_PER_BASE = 3
+TIME_BOUND = 10.0  # seconds for loading one mutant and parsing its texts (generous: the machine is shared)
+_DTYPE = {"u1": "<u1", "i1": "<i1", "u2": "<u2", "i2": "<i2", "u4": "<u4", "i4": "<i4"}
+# Paths (as tuples of keys, "*" for any) under which values are only the JS runtime's translations: see above.
+_PORT_VALUES = (("js", "patterns", "*", "source"), ("js", "patterns", "*", "groups"), ("js", "anchor", "source"),
+                ("js", "anchor", "groups"), ("js", "content"), ("js", "word"))
+
+
+# ------------------------------------------------------------------------------------------- files
+
+
+def sections(data: bytes):
+    """(header fields as a list, template bytes, metadata bytes, data-section bytes) of a well-formed file."""
+    h = list(HEADER.unpack_from(data, 0))
+    t_off, t_len, m_off, m_len, d_off, d_len = h[4:10]
+    return h, data[t_off:t_off + t_len], data[m_off:m_off + m_len], bytearray(data[d_off:d_off + d_len])
+
+
+def reseal(h: list, template: bytes, meta: bytes, blob: bytes, *, rehash: bool = True) -> bytes:
+    """A file from its parts with a valid layout and trailer; with `rehash`, the template hash is recomputed
+    from the template section (when it parses as JSON: Python's canonical form)."""
+    h = list(h)
+    if rehash:
+        try:
+            spec = json.loads(template.decode("utf-8"))
+            canon = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            h[12] = hashlib.sha256(canon.encode("utf-8")).digest()
+        except (ValueError, RecursionError):
+            pass
+    m_off = 160 + len(template)
+    d_off = (m_off + len(meta) + 7) & ~7
+    blob = bytes(blob) + b"\0" * (-len(blob) % 8)
+    h[3:10] = [d_off + len(blob) + 32, 160, len(template), m_off, len(meta), d_off, len(blob)]
+    buf = bytearray(h[3])
+    HEADER.pack_into(buf, 0, *h)
+    buf[160:m_off] = template
+    buf[m_off:m_off + len(meta)] = meta
+    buf[d_off:d_off + len(blob)] = blob
+    return trailer(buf)
+
+
+def trailer(buf) -> bytes:
+    buf = bytearray(buf)
+    buf[-32:] = hashlib.sha256(bytes(buf[:-32])).digest()
+    return bytes(buf)
+
+
+def compact(value) -> bytes:
+    """The format's compact JSON; a lone surrogate (which UTF-8 cannot hold) is written as its escape."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+# ------------------------------------------------------------------------------------------- mutations
+
+
+def _paths(value, path=()):
+    """Every (path, value) in a JSON value, the root included."""
+    out = [(path, value)]
+    stack = [(path, value)]
+    while stack:
+        p, v = stack.pop()
+        items = v.items() if type(v) is dict else enumerate(v) if type(v) is list else ()
+        for k, x in items:
+            out.append((p + (k,), x))
+            stack.append((p + (k,), x))
+    return out
+
+
+def _port_value(path) -> bool:
+    for pat in _PORT_VALUES:
+        if len(path) >= len(pat) and all(a == "*" or a == b for a, b in zip(pat, path)):
+            return True
+    return False
+
+
+def _get(root, path):
+    for k in path:
+        root = root[k]
+    return root
+
+
+def _new_int(rng: random.Random, v: int) -> int:
+    return rng.choice([v + 1, v - 1, v + 1, v - 1, 0, -1, 1, 2, 255, 256, 65535, 65536, 2**31 - 1, 2**31, 2**32,
+                       2**53 + 1, 2**64 + 1, -(2**31), rng.randint(0, max(1, abs(v) * 2)), v * 2, v // 2])
+
+
+def _new_scalar(rng: random.Random, v, strings: list):
+    """Another value for a scalar or container: same type nearby most of the time, sometimes another type."""
+    if rng.random() < 0.2:
+        return rng.choice([None, True, False, 0, 1, -1, 1.0, 0.5, "", "x", [], {}, [0], {"a": 1}, 1e300,
+                           float("inf"), float("nan"), 2**70])
+    if type(v) is bool:
+        return not v
+    if type(v) is int:
+        return _new_int(rng, v)
+    if type(v) is float:
+        return rng.choice([v + 1, -v, 0.0, int(v) if v == v and abs(v) < 1e18 else 0])
+    if type(v) is str:
+        return rng.choice([v + "x", v[:-1], "", v.upper(), v[::-1], v + v, "\ud800", "\u00e9" + v,
+                           rng.choice(strings) if strings else v])
+    if v is None:
+        return rng.choice([0, "", [], {}, False])
+    return None
+
+
+def mutate_json(rng: random.Random, root, *, port_values: bool):
+    """One structural mutation of a JSON value (returned; `root` is not changed)."""
+    root = copy.deepcopy(root)
+    paths = [(p, v) for p, v in _paths(root) if port_values or not _port_value(p)]
+    strings = [v for _, v in paths if type(v) is str][:200]
+    path, v = rng.choice(paths)
+    op = rng.random()
+    if type(v) is list and v and op < 0.5:
+        kind = rng.randrange(6)
+        if kind == 0:
+            del v[rng.randrange(len(v))]
+        elif kind == 1:
+            v.insert(rng.randrange(len(v) + 1), copy.deepcopy(rng.choice(v)))
+        elif kind == 2 and len(v) > 1:
+            i, j = rng.sample(range(len(v)), 2)
+            v[i], v[j] = v[j], v[i]
+        elif kind == 3:
+            del v[rng.randrange(len(v)):]
+        elif kind == 4:
+            v.reverse()
+        else:
+            v.append(copy.deepcopy(v[-1]))
+        return root
+    if type(v) is dict and v and op < 0.5:
+        kind = rng.randrange(4)
+        keys = list(v)
+        k = rng.choice(keys)
+        if kind == 0:
+            del v[k]
+        elif kind == 1:
+            v[k + "_"] = v.pop(k)
+        elif kind == 2:
+            v["extra"] = 1
+        else:  # reorder keys
+            items = list(v.items())
+            rng.shuffle(items)
+            v.clear()
+            v.update(items)
+        return root
+    new = _new_scalar(rng, v, strings)
+    if not path:
+        return new
+    _get(root, path[:-1])[path[-1]] = new
+    return root
+
+
+def _array_entry(rng: random.Random, meta: dict):
+    arrays = meta.get("arrays")
+    arrays = [a for a in arrays if type(a) is dict and a.get("dtype") in _DTYPE and type(a.get("offset")) is int
+              and type(a.get("nbytes")) is int and a["nbytes"] > 0 and a["offset"] >= 0
+              and a["nbytes"] % np.dtype(_DTYPE[a["dtype"]]).itemsize == 0] if type(arrays) is list else []
+    return rng.choice(arrays) if arrays else None
+
+
+def mutate_blob(rng: random.Random, meta: dict, blob: bytearray) -> bytearray:
+    """One element of one array set to a nearby, extreme or random value of its dtype, or one byte flipped."""
+    blob = bytearray(blob)
+    a = _array_entry(rng, meta)
+    if a is None or a["offset"] + a["nbytes"] > len(blob) or rng.random() < 0.15:
+        if blob:
+            i = rng.randrange(len(blob))
+            blob[i] ^= 1 << rng.randrange(8)
+        return blob
+    dt = np.dtype(_DTYPE.get(a["dtype"], "<u1"))
+    count = a["nbytes"] // dt.itemsize
+    arr = np.frombuffer(bytes(blob[a["offset"]:a["offset"] + a["nbytes"]]), dtype=dt).copy()
+    i = rng.randrange(count)
+    info = np.iinfo(dt)
+    v = int(arr[i])
+    # mostly small moves (states, classes, flags stay near valid values: what loads and must then parse alike)
+    new = rng.choice([v + 1, v - 1, v + 1, v - 1, 0, 1, -1, 2, info.max, info.min, rng.randint(info.min, info.max),
+                      int(arr[rng.randrange(count)])])
+    arr[i] = max(info.min, min(info.max, new))
+    blob[a["offset"]:a["offset"] + a["nbytes"]] = arr.tobytes()
+    return blob
+
+
+def mutate_file(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    """One mutant of a well-formed file and a word saying what was done."""
+    h, template, meta_b, blob = sections(data)
+    spec = json.loads(template)
+    meta = json.loads(meta_b)
+    what = []
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        r = rng.random()
+        if r < 0.34:
+            meta = mutate_json(rng, meta, port_values=False)
+            what.append("meta")
+        elif r < 0.52:
+            blob = mutate_blob(rng, meta if type(meta) is dict else {}, blob)
+            what.append("array")
+        elif r < 0.72:
+            spec = mutate_json(rng, spec, port_values=True)
+            what.append("template")
+        elif r < 0.80:
+            what.append("header")
+            field = rng.choice([1, 2, 10, 11, 13, 14, 14])
+            if field == 13:
+                b = bytearray(h[13])
+                b[rng.randrange(32)] ^= 1 << rng.randrange(8)
+                h[13] = bytes(b)
+            elif field == 14:
+                b = bytearray(h[14])
+                b[rng.randrange(16)] = rng.choice([0, 0x20, 0x21, 0x7E, 0x7F, 0x41, 0xFF])
+                h[14] = bytes(b)
+            elif field == 10:
+                h[10] ^= 1 << rng.choice([0, 1, 2, 31])
+            else:
+                h[field] = _new_int(rng, h[field]) % 2**32
+        else:
+            what.append(rng.choice(["raw", "swap", "layout", "noncompact"]))
+    t_bytes = compact(spec)
+    m_bytes = compact(meta)
+    if "noncompact" in what:
+        t_bytes = json.dumps(spec, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, 1])).encode(
+            "utf-8", "surrogatepass")
+    if "swap" in what:
+        t_bytes, m_bytes = m_bytes, t_bytes
+    try:
+        out = reseal(h, t_bytes, m_bytes, blob)
+    except (struct.error, UnicodeEncodeError):
+        out = reseal(sections(data)[0], template, meta_b, sections(data)[3])
+    if "raw" in what:  # a flipped bit anywhere before the trailer but in the port's translations, then resealed
+        buf = bytearray(out)
+        m_off, m_len = struct.unpack_from("<QQ", buf, 40)
+        js = bytes(buf[m_off:m_off + m_len]).find(b',"js":')
+        skip = range(m_off + js, m_off + m_len) if js >= 0 else range(0)
+        i = rng.randrange(len(buf) - 32)
+        while i in skip:
+            i = rng.randrange(len(buf) - 32)
+        buf[i] ^= 1 << rng.randrange(8)
+        out = trailer(buf)
+    if "layout" in what:  # a header size/offset field changed after sealing (trailer recomputed)
+        buf = bytearray(out)
+        off = rng.choice([16, 24, 32, 40, 48, 56, 64])
+        v = struct.unpack_from("<Q", buf, off)[0]
+        struct.pack_into("<Q", buf, off, _new_int(rng, v) % 2**64)
+        out = trailer(buf)
+    return out, "+".join(what)
+
+
+# A version-2 template (a format extension: the python-calls content parser), for the extension checks.
+EXT_T = {"start_anchor": "<|assistant|>",
+         "fields": {"content": {"close": "<|end|>"},
+                    "tool_calls": {"open": "<|tool_call_start|>", "close": "<|tool_call_end|>",
+                                   "content": "python-calls"}}}
+EXT_TEXTS = ['Sure.<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|><|end|>', "plain<|end|>"]
+
+
+def _template(name: str):
+    from chatparse import templates
+
+    if name == "x_ext":
+        return EXT_T
+    if name.startswith("x_"):
+        import make_vectors as mv
+
+        return {"x_regex": mv.REGEX_T, "x_misc": mv.MISC_T}[name]
+    return templates.get(name)
+
+
+def _texts(name: str, template: dict) -> list:
+    """The prefix-less texts of the first cases of the base's conformance vector (when there is one), else texts
+    made of the template's literal delimiters."""
+    path = VECTORS / f"{name}.json"
+    texts = []
+    if name == "x_ext":
+        return EXT_TEXTS
+    if path.exists():
+        for c in json.loads(path.read_text(encoding="utf-8"))["cases"]:
+            text = "".join(c["feeds"])
+            if c.get("dialect") is None and text not in texts:
+                texts.append(text)
+            if len(texts) == TEXTS_PER_BASE:
+                return texts
+    body = 'a {"name": "f", "arguments": {"x": 1}} b'
+    for f in template["fields"].values():
+        lit = [f.get(k) for k in ("open", "close")]
+        lit = [x if isinstance(x, str) else x[0] if isinstance(x, list) else "" for x in lit]
+        texts.append(lit[0] + body + lit[1] + " tail")
+    return texts[:TEXTS_PER_BASE] or ["plain text"]
+
+
+def load_bases(names=BASES) -> dict:
+    """name -> (file bytes, texts): each base template compiled and written now (so the fuzz follows the
+    current compiler), with a few texts to parse."""
+    from chatparse import compile_template
+    from chatparse.compiler.writer import dumps
+
+    out = {}
+    for name in names:
+        template = _template(name)
+        out[name] = (dumps(compile_template(template).raw_tables), _texts(name, template))
+    return out
+
+
+def mutants(seed: int, n: int, bases: dict):
+    """`n` mutants, deterministic for `seed`: ``(name, base, bytes, what)``, bases in turn."""
+    rng = random.Random(seed)
+    names = sorted(bases)
+    for i in range(n):
+        base = names[i % len(names)]
+        data, what = mutate_file(rng, bases[base][0])
+        yield f"m{seed}_{i:06d}", base, data, what
+
+
+# ------------------------------------------------------------------------------------------- running
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextmanager
+def _bound(seconds: float):
+    def handler(signum, frame):
+        raise _Timeout()
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# What parsing may raise (the reference's own exceptions: bad values, missing fields, and AttributeError for
+# content_args that are not an object, which the reference only notices when it parses a body).
+_PARSE_ERRORS = (ValueError, KeyError, TypeError, RuntimeError, AttributeError)
+
+
+def _special_floats(v):
+    if type(v) is float and v != v or v in (float("inf"), float("-inf")):
+        return repr(v).replace("inf", "Infinity").replace("nan", "NaN")
+    if type(v) is list:
+        return [_special_floats(x) for x in v]
+    if type(v) is dict:
+        return {k: _special_floats(x) for k, x in v.items()}
+    return v
+
+
+def _plain(v):
+    """A JSON-comparable form of parse output (floats that are integers compare equal to JS numbers; infinities
+    and NaN as the strings JS's side writes for them)."""
+    return _special_floats(json.loads(json.dumps(v, default=repr, allow_nan=True)))
+
+
+def python_outcome(data: bytes, texts: list) -> dict:
+    """What the Python runtime makes of a file: {"refused": message} or {"loaded": [per text result]};
+    {"crash": ...} for anything else (another exception class, a time-out)."""
+    from chatparse.response_parser import ResponseParser
+    from chatparse.runtime.loader import loads
+    from chatparse.runtime.template import template_class
+
+    try:
+        with _bound(TIME_BOUND):
+            try:
+                raw = loads(data)
+                compiled = template_class()(raw["template"], raw)
+            except ValueError as e:
+                msg = str(e)
+                if not msg.startswith(PREFIX):
+                    return {"crash": f"ValueError without the table-file prefix: {msg}"}
+                return {"refused": msg}
+            results = []
+            for text in texts:
+                stage = "init"
+                events = []
+                try:
+                    p = ResponseParser(compiled, prefix="")
+                    events += p.initial_events
+                    stage = "feed"
+                    half = len(text) // 2
+                    events += p.feed(text[:half])
+                    events += p.feed(text[half:])
+                    stage = "finalize"
+                    message, final = p.finalize()
+                    results.append({"events": _plain(events + final), "message": _plain(message)})
+                except _PARSE_ERRORS as e:
+                    results.append({"error": type(e).__name__, "stage": stage})
+            return {"loaded": results}
+    except _Timeout:
+        return {"crash": f"time-out after {TIME_BOUND} s"}
+    except Exception as e:  # noqa: BLE001 - the point: any other exception is a finding
+        return {"crash": f"{type(e).__name__}: {e}"[:300]}
+
+
+def js_outcomes(directory: Path, texts: dict) -> dict:
+    """{mutant name: outcome} from one `node js/fuzz_tables.mjs` process over `directory` (texts per base in
+    ``texts.json`` there)."""
+    (directory / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    out = subprocess.run([NODE, str(ROOT / "js" / "fuzz_tables.mjs"), str(directory)], capture_output=True,
+                         text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"fuzz_tables.mjs failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout)
+
+
+def _same(a, b) -> bool:
+    return a == b  # (after _plain: 1 == 1.0; NaN cannot occur in these values)
+
+
+def run(seed: int, n: int, workdir: Path | None = None, *, batch: int = 2500, bases: dict | None = None,
+        log=None) -> dict:
+    """Fuzz `n` mutants of seed `seed` through both runtimes; returns the figures and the disagreements."""
+    bases = bases or load_bases()
+    texts = {name: t for name, (_, t) in bases.items()}
+    stats = {"mutants": 0, "refused": 0, "loaded": 0, "disagreements": [], "crashes": [], "py_s": 0.0, "js_s": 0.0}
+    tmp = Path(tempfile.mkdtemp(prefix="cpt_fuzz_", dir=workdir))
+    try:
+        gen = mutants(seed, n, bases)
+        while True:
+            chunk = [m for _, m in zip(range(batch), gen)]
+            if not chunk:
+                break
+            for f in tmp.glob("*.cpt"):
+                f.unlink()
+            for name, base, data, _ in chunk:
+                (tmp / f"{name}.{base}.cpt").write_bytes(data)
+            t0 = time.perf_counter()
+            js = js_outcomes(tmp, texts)
+            stats["js_s"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for name, base, data, what in chunk:
+                py = python_outcome(data, texts[base])
+                j = js.get(name, {"crash": "no result from node"})
+                stats["mutants"] += 1
+                for side, o in (("python", py), ("js", j)):
+                    if "crash" in o:
+                        stats["crashes"].append({"mutant": name, "base": base, "what": what, "side": side,
+                                                 "crash": o["crash"]})
+                if "refused" in py and "refused" in j and py["refused"] == j["refused"]:
+                    stats["refused"] += 1
+                elif "loaded" in py and "loaded" in j and _same(py["loaded"], j["loaded"]):
+                    stats["loaded"] += 1
+                elif "crash" not in py and "crash" not in j:
+                    stats["disagreements"].append({"mutant": name, "base": base, "what": what,
+                                                   "python": _brief(py), "js": _brief(j)})
+            stats["py_s"] += time.perf_counter() - t0
+            if log:
+                log(f"{stats['mutants']} mutants: {stats['refused']} refused, {stats['loaded']} loaded, "
+                    f"{len(stats['disagreements'])} disagreements, {len(stats['crashes'])} crashes")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return stats
+
+
+def _brief(o: dict) -> str:
+    if "refused" in o:
+        return o["refused"]
+    return "loaded: " + json.dumps(o.get("loaded"))[:300]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--show", type=int, default=20, help="disagreements/crashes to print")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    stats = run(args.seed, args.n, log=lambda s: print(s, flush=True))
+    for d in (stats["disagreements"] + stats["crashes"])[:args.show]:
+        print(json.dumps(d, ensure_ascii=False)[:700])
+    print(json.dumps({k: (len(v) if type(v) is list else round(v, 1) if type(v) is float else v)
+                      for k, v in stats.items()}), f"total {time.perf_counter() - t0:.0f} s")
+    return 0 if not stats["disagreements"] and not stats["crashes"] else 1
+
+
+if __name__ == "__main__":
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+    sys.exit(main())
