@@ -585,3 +585,24 @@ def test_grammar_export_refuses_and_check_does_not_crash():
         with pytest.raises(ValueError, match="grammar export is not supported for format extension"):
             compiled.grammar([{"type": "function", "function": {"name": "f", "parameters": {}}}])
         run_checks(template)
+
+
+def test_the_readme_example_runs_as_written():
+    import contextlib
+    import io
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rest = readme[readme.index("Text after a tool call that has no closing token"):]
+    m = re.search(r"```python\n(.*?)```\s*```text\n(.*?)```", rest, re.S)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(m.group(1), "README.md", "exec"), {})
+    assert out.getvalue() == m.group(2)
+
+
+def test_the_extension_is_documented():
+    fmt = (ROOT / "FORMAT.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    js = (ROOT / "js" / "chatparse.mjs").read_text(encoding="utf-8")
+    assert "#### `close_json_end`" in fmt and "* `close_json_end`" in readme
+    assert "  close_json_end: {" in js
