@@ -2054,8 +2054,11 @@ export class StreamParser {
   store(field) {
     // The region's value (parsed, transformed, tool arguments typed), put into the message; returned.
     const name = field.name;
-    let value = processValue(this.body.join(""), field, this.captures, this.t);
-    if (this.toolParams.size) value = field.argument_types === "schema" ? typeToolCalls(value, this.toolParams) : coerceToolCalls(value, this.toolParams);
+    const body = this.body.join("");
+    let value = processValue(body, field, this.captures, this.t);
+    if (this.toolParams.size) {
+      value = field.argument_types === "schema" ? typeToolCalls(value, this.toolParams, argumentTexts(body, field, this.captures, this.t)) : coerceToolCalls(value, this.toolParams);
+    }
     const join = field.join;
     if (join !== null) {
       if (typeof value !== "string") throw E("ValueError", `Field '${name}': 'join' requires each match to parse to a string, got ${pyTypeName(value)}.`);
@@ -2997,7 +3000,7 @@ export function pyJsonDumps(v) {
   return `{${Object.keys(v).map((k) => `${pyJsonDumps(k)}: ${pyJsonDumps(v[k])}`).join(", ")}}`;
 }
 
-function schemaCoerce(raw, types) {
+function schemaCoerce(raw, types, fallback = null) {
   for (const type of types) {
     if (type === "string") return raw;
     let r;
@@ -3009,7 +3012,7 @@ function schemaCoerce(raw, types) {
     }
     if (r[0]) return r[1];
   }
-  return raw;
+  return fallback === null ? raw : fallback[0];
 }
 
 function isSchemaType(v, type) {
@@ -3023,15 +3026,35 @@ function isSchemaType(v, type) {
   return false;
 }
 
-function fitValue(v, types) {
+function fitValue(v, types, text = null) {
   if (typeof v === "string") return schemaCoerce(v, types);
+  if (typeof text === "string") return schemaCoerce(text, types, [v]);
   if (types.some((t) => isSchemaType(v, t))) return v;
   return types.includes("string") ? pyJsonDumps(v) : v;
 }
 
-/** coerceToolCalls with the schema-first rules (format extension argument_types, runtime/schema_typing.py). */
-export function typeToolCalls(value, params) {
-  if (Array.isArray(value)) return value.map((v) => typeToolCalls(v, params));
+/** The arguments' texts (schema_typing.py): the region made again without its value parser (xml-inline and
+ * kv-lines with one), or null (no value parser, or the twin fails on the body). */
+function argumentTexts(body, field, captures, tables) {
+  const args = field.content_args;
+  if ((field.content !== "xml-inline" && field.content !== "kv-lines") || !isDict(args) || !hasOwn(args, "value_parser") || args.value_parser === null) return null;
+  const twinArgs = {};
+  for (const k of Object.keys(args)) if (k !== "value_parser") setKey(twinArgs, k, args[k]);
+  try {
+    return processValue(body, { ...field, content_args: twinArgs }, captures, tables);
+  } catch (e) {
+    if (e instanceof PyError && ["ValueError", "KeyError", "TypeError", "JSONDecodeError"].includes(e.pyType)) return null;
+    throw e;
+  }
+}
+
+/** coerceToolCalls with the schema-first rules (format extension argument_types, runtime/schema_typing.py);
+ * `texts` the value made without the value parser (argumentTexts) or null. */
+export function typeToolCalls(value, params, texts = null) {
+  if (Array.isArray(value)) {
+    const twins = Array.isArray(texts) && texts.length === value.length ? texts : null;
+    return value.map((v, i) => typeToolCalls(v, params, twins === null ? null : twins[i]));
+  }
   const fn = isDict(value) && hasOwn(value, "function") ? value.function : null;
   if (!isDict(fn)) return value;
   const name = hasOwn(fn, "name") ? fn.name : null;
@@ -3039,13 +3062,19 @@ export function typeToolCalls(value, params) {
   if (typeof name !== "string" || !isDict(args)) return value;
   const properties = params.get(name);
   if (!truthy(properties)) return value;
+  const tfn = isDict(texts) && hasOwn(texts, "function") ? texts.function : null;
+  const targs = isDict(tfn) && hasOwn(tfn, "arguments") && isDict(tfn.arguments) ? tfn.arguments : null;
+  const argTexts = targs !== null && Object.keys(targs).join("\u0000") === Object.keys(args).join("\u0000") ? targs : {};
   for (const key of Object.keys(args)) {
     if (!hasOwn(properties, key)) continue;
     const types = schemaTypes(properties[key]);
     if (!types.length) continue;
     const arg = args[key];
-    if (Array.isArray(arg) && !types.includes("array")) args[key] = arg.map((x) => fitValue(x, types));
-    else args[key] = fitValue(arg, types);
+    const text = hasOwn(argTexts, key) ? argTexts[key] : null;
+    if (Array.isArray(arg) && !types.includes("array") && typeof text !== "string") {
+      const each = Array.isArray(text) && text.length === arg.length ? text : null;
+      args[key] = arg.map((x, i) => fitValue(x, types, each === null ? null : each[i]));
+    } else args[key] = fitValue(arg, types, text);
   }
   return value;
 }
@@ -3083,7 +3112,8 @@ function tryCast(raw, type) {
   if (type === "number") {
     const x = pyFloat(raw);
     if (!Number.isFinite(x)) return [false, null];
-    return [true, x];
+    // Python keeps an int for text without a point ("-0" -> 0, not -0.0)
+    return [true, x === 0 && Number.isInteger(x) && !raw.includes(".") ? 0 : x];
   }
   if (type === "boolean") {
     const w = pyStrip(raw).toLowerCase();

@@ -191,6 +191,10 @@ EXTRA_CASES: dict = {
         ("typed_values_to_text", "<｜Assistant｜></think>",
          "".join(f'<｜DSML｜parameter name="s" string="false">{v}</｜DSML｜parameter>' for v in ['{"a": [1, 2.5, null]}'])
          .join(['<｜DSML｜invoke name="f">', "</｜DSML｜invoke>"]), SCHEMA_TOOLS),
+        ("texts", "<｜Assistant｜></think>",
+         "".join(f'<｜DSML｜parameter name="{k}" string="false">{v}</｜DSML｜parameter>' for k, v in [
+             ("s", "1.50"), ("u", "1e3"), ("v", "042"), ("i", "3.0"), ("n", "-0"), ("m", "null"), ("s", " 7")])
+         .join(['<｜DSML｜invoke name="f">', "</｜DSML｜invoke>"]), SCHEMA_TOOLS),
         ("no_tools", "<｜Assistant｜></think>",
          '<｜DSML｜invoke name="f"><｜DSML｜parameter name="s" string="true">10</｜DSML｜parameter></｜DSML｜invoke>', None),
     ],

@@ -647,6 +647,48 @@ def test_argument_types_schema_equal_the_statement(arguments, declared):
                         arguments)
 
 
+def oracle_typed_text(text: str, types: list):
+    """An xml-inline argument whose value parser is json (allow_non_json): typed schema-first from the text the
+    model wrote; when no declared type accepts the text, the value parser's guess (the base parser's value)."""
+    guess = json_guess(text)
+    if isinstance(guess, str):
+        return oracle_schema_value(guess, types)
+    for t in types:
+        typed = oracle_schema_value(text, [t])
+        if t == "string" or typed is not text:
+            return typed
+    return guess
+
+
+def json_guess(text: str):
+    from chatparse.runtime.values import parse_content
+
+    return parse_content(text, "json", {"allow_non_json": True})
+
+
+texts = st.sampled_from(["null", "None", "42", "-0", "1.50", "1e3", "042", "true", "True", " 7", '{"a": 1}', "[1]",
+                         "x", "", "3.0", "NaN", "-1.5e-3", '"q"', "2.5e1"]) | st.text("0123456789.-eE xn", max_size=5)
+
+
+@SETTINGS
+@given(st.dictionaries(st.sampled_from(["p", "q", "r", "s"]), texts, max_size=4),
+       st.dictionaries(st.sampled_from(["p", "q", "r", "t"]), arg_types, max_size=4))
+def test_argument_types_type_the_text_the_model_wrote(arguments, declared):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {k: ({"type": t} if t else {}) for k, t in declared.items()}}}}]
+    template = tagged({"content": "xml-inline", "argument_types": "schema",
+                       "content_args": {"tag_pattern": "<(?P<key>[a-z])>(?P<value>.*?)</[a-z]>",
+                                        "value_parser": {"name": "json", "args": {"allow_non_json": True}}},
+                       "transform": {"type": "function", "function": {"name": "f", "arguments": "{content}"}}})
+    body = "".join(f"<{k}>{v}</{k}>" for k, v in arguments.items())
+    got = parse_response(f"<c>{body}</c>", template, prefix="<s>", tools=tools)["v"]["function"]["arguments"]
+    want = {}
+    for k, text in arguments.items():
+        types = declared.get(k)
+        want[k] = oracle_typed_text(text, types) if types and any(declared.values()) else json_guess(text)
+    assert strict_equal(got, want), (body, declared, show(got))
+
+
 def test_argument_types_keep_string_parameters_as_text_in_xml_values():
     template, cases, _ = FAMILIES["deepseek_v32_schema"]
     _, prefix, output, tools, message = cases[0]

@@ -29,7 +29,7 @@ from .coerce import coerce_tool_calls
 from .dialect import TRANSFORMERS, Dialect
 from .json_end import JSON_END, JsonEnd, json_end_fields
 from .scanner import Scanner, copy_slots
-from .schema_typing import type_tool_calls
+from .schema_typing import schema_typer
 from .tables import Tables, logger
 from .transform import value_maker
 from .value_steps import VALUE_STEP_KEYS
@@ -59,12 +59,13 @@ def field_store(field: dict) -> Callable[[dict, str, dict, dict], Any]:
         make = value_maker(field)
 
     # tool-argument typing: transformers' rule, or the schema-first one (format extension argument_types)
-    coerce = type_tool_calls if field.get("argument_types") == "schema" else coerce_tool_calls
+    typer = schema_typer(field, value_maker) if field.get("argument_types") == "schema" else None
 
     def store(output: dict, body: str, captures: dict, tool_params: dict) -> Any:
         value = make(body, captures) if parse is None else parse(body)
         if tool_params:
-            value = coerce(value, tool_params)
+            value = coerce_tool_calls(value, tool_params) if typer is None else typer(value, body, captures,
+                                                                                     tool_params)
         if join is not None:
             if not isinstance(value, str):
                 raise ValueError(f"Field '{name}': 'join' requires each match to parse to a string, "
