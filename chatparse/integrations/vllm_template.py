@@ -21,10 +21,17 @@ SERVING_TABLES_NAME = "response_template.vllm.cpt"
 
 
 def serving_template(template: dict | None) -> dict | None:
-    """`template` with its reasoning field under the name vLLM serves (``reasoning_content`` -> ``thinking``),
-    else unchanged; None stays None."""
+    """`template` with its reasoning field under the name vLLM serves (``reasoning_content`` -> ``thinking``)
+    and its content field without ``repeats``/``join``, else unchanged; None stays None.
+
+    The content keys: vLLM's adapter builds the served content from the content field's region chunks, every
+    segment's, streamed or not (`_ResponseStream._route`); it never reads the message dict, which is all a
+    content `join` changes (the bundled templates join content segments around tool calls, issue #17). vLLM
+    refuses the keys on content all the same, so the template it is handed goes without them: what it serves
+    is what it would serve with them."""
     if not isinstance(template, dict) or not isinstance(template.get("fields"), dict):
         return template
+    template = _content_unjoined(template)
     fields = template["fields"]
     alias = next((a for a in REASONING_ALIASES if a in fields), None)
     if alias is None or THINKING_FIELD in fields:
@@ -33,6 +40,18 @@ def serving_template(template: dict | None) -> dict | None:
     out["fields"] = {(THINKING_FIELD if k == alias else k): v for k, v in fields.items()}
     if isinstance(out.get("defaults"), dict) and alias in out["defaults"]:
         out["defaults"] = {(THINKING_FIELD if k == alias else k): v for k, v in out["defaults"].items()}
+    return out
+
+
+def _content_unjoined(template: dict) -> dict:
+    """`template` itself when its content field has no ``join``; else a copy whose content field has neither
+    ``join`` nor ``repeats`` (a shallow copy down to that field; the others are shared)."""
+    content = template["fields"].get(CONTENT_FIELD)
+    if not isinstance(content, dict) or "join" not in content:
+        return template
+    out = dict(template)
+    out["fields"] = dict(template["fields"])
+    out["fields"][CONTENT_FIELD] = {k: v for k, v in content.items() if k not in ("join", "repeats")}
     return out
 
 
