@@ -110,13 +110,19 @@ def _handed_out_differently(streaming, text, theirs, ours) -> bool:
     continuation all begin with it (vLLM holds text no match can use: `regex`'s partial search reports a
     partial match where none can complete, as open ``[ab][ab]*?<<`` on ``"a>"``); or vLLM handed out more,
     and some continuation contradicts it (vLLM committed what more text changes: open ``["/", "//<"]`` on
-    ``"//"``), or a delimiter is decided by `regex`; or a delimiter can match the empty string
-    (`_empty_delimiter`). vLLM's answer then reads a state that is not the one of
+    ``"//"``), or a delimiter is decided by `regex`; or vLLM's events begin none of its own one-piece runs
+    over the same text (its answer depended on the split) and chatparse's begin all of them; or a delimiter
+    can match the empty string (`_empty_delimiter`). vLLM's answer then reads a state that is not the one of
     the text so far, and the plugin's may differ: the one case where these tests accept it."""
     if _empty_delimiter(streaming):
         return True
     theirs, ours = delimiters(theirs), delimiters(ours)  # (prompt text is no chunk: delimiters only)
     runs = [delimiters(run) for run in _continuations(streaming, "<|A|>", text[len("<|A|>"):])]
+    if not any(_is_prefix(theirs, run) for run in runs):
+        # vLLM's streamed events begin none of its own runs over the same text fed in one piece: its answer
+        # depended on how the text was split (`regex`'s partial search took close "a" inside "<ab>" when the
+        # text ended in "<a"); chatparse's must begin every one of them
+        return all(_is_prefix(ours, run) for run in runs)
     if _is_prefix(theirs, ours):
         return all(_is_prefix(ours, run) for run in runs)
     if _is_prefix(ours, theirs):
