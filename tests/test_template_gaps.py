@@ -20,6 +20,9 @@ The template changes these cases pin (FIXED_FAMILIES in tests/test_corpus.py lis
   Mistral v11's `[TOOL_CALLS]name[CALL_ID]id[ARGS]{json}` is a tool call (it was left in the content);
 * an XML argument value ends at its closing tag only where the next tag or the end of the call follows, so a
   value that contains the closing tag itself (code writing code) is kept whole.
+
+The content `join` is refused by vLLM's serving adapter, which never reads the joined value: the vLLM plugin
+serves these templates without it (`test_joined_content_is_served_to_vllm_without_join`).
 """
 
 from __future__ import annotations
@@ -224,3 +227,21 @@ def test_gap_families_are_listed_as_changed():
     covered = {g.family for g in GAPS}
     reasons = test_corpus.FIXED_FAMILIES
     assert covered <= set(reasons), f"gap cases for families not listed as changed: {covered - set(reasons)}"
+
+
+def test_joined_content_is_served_to_vllm_without_join():
+    """vLLM 0.33.0 refuses `join` on the content field; its adapter builds the served content from the content
+    chunks, so the plugin hands it the template without the content's `repeats`/`join` (and nothing else
+    changes). The bundled template itself is not modified."""
+    from chatparse.integrations.vllm_template import serving_template
+
+    for name in templates.names():
+        template = templates.get(name)
+        served = serving_template(template)
+        assert template == templates.get(name), f"{name}: serving_template changed its input"
+        content = template["fields"].get("content", {})
+        assert "join" not in served["fields"].get("content", {}), name
+        if "join" in content:
+            assert served["fields"]["content"] == {k: v for k, v in content.items() if k not in ("join", "repeats")}
+        others = {k: v for k, v in template["fields"].items() if k not in ("content", "reasoning_content")}
+        assert {k: v for k, v in served["fields"].items() if k not in ("content", "thinking")} == others, name
