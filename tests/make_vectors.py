@@ -45,7 +45,9 @@ changes between Python versions), of int()/float(), a region body quoted with re
 section) and Python `regex.finditer` results on sample texts: ``[start, end, groupdict]`` with code-point
 offsets: ``{"patterns": [{"pattern", "translation", "cases": [{"text", "expect"}]}]}``.
 
-Templates: every bundled template (`chatparse.templates`) with its cases from the shared format corpus, the
+Templates: every bundled template (`chatparse.templates`) with its cases from the shared format corpus and its
+gap cases (tests/test_template_gaps.py: outputs in the families' documented formats that the corpus templates
+got wrong), the
 fixtures of tests/fixtures_templates.py, and the hand-written templates below, which exercise what the
 corpus does not (number/bool/kv-lines/json dialects, tool-argument typing, lookbehind, word boundaries,
 case-insensitive and multi-line patterns, backreferences, atomic groups, astral characters, required fields,
