@@ -47,9 +47,8 @@ offsets: ``{"patterns": [{"pattern", "translation", "cases": [{"text", "expect"}
 
 Templates: every bundled template (`chatparse.templates`) with its cases from the shared format corpus and its
 gap cases (tests/test_template_gaps.py: outputs in the families' documented formats that the corpus templates
-got wrong), the
-fixtures of tests/fixtures_templates.py, and the hand-written templates below, which exercise what the
-corpus does not (number/bool/kv-lines/json dialects, tool-argument typing, lookbehind, word boundaries,
+got wrong), the fixtures of tests/fixtures_templates.py, and the hand-written templates below, which exercise
+what the corpus does not (number/bool/kv-lines/json dialects, tool-argument typing, lookbehind, word boundaries,
 case-insensitive and multi-line patterns, backreferences, atomic groups, astral characters, required fields,
 the zero-width stall, bodies that fail to parse, zero-width opens and closes). Each case is fed whole and in
 seeded random chunkings; then again in the vllm dialect (`dialect_cases`: every hand-written case, two of
