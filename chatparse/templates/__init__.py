@@ -1,8 +1,12 @@
 """Bundled response templates for common chat-model families.
 
-Each `<name>.json` file beside this module holds one family's response template, exactly as verified against
-the reference implementation (transformers 5.23.0) on the shared format corpus (`shared/formats/corpus.json`,
-described in `shared/formats/FORMATS.md`). The test cases themselves are not shipped with the package.
+Each `<name>.json` file beside this module holds one family's response template, verified against the
+reference implementation (transformers 5.23.0) on the shared format corpus (`shared/formats/corpus.json`,
+described in `shared/formats/FORMATS.md`): every corpus case gives its expected message in both. Most are the
+corpus's templates changed in the base format where real outputs fell into a gap (content on both sides of a
+tool call joined by a blank line, header variants, closing tags inside argument values); tests/test_corpus.py
+lists each changed family with the reason and tests/test_template_gaps.py pins each gap. The test cases
+themselves are not shipped with the package.
 
     >>> from chatparse import parse_response, templates
     >>> templates.names()[:3]
