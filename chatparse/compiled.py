@@ -8,6 +8,8 @@ even the validation and the canonical JSON, which cost about as much as a short 
 
 from __future__ import annotations
 
+import json
+
 import threading
 from collections import OrderedDict
 from copy import deepcopy
@@ -102,10 +104,12 @@ def compile_template(template: Any) -> CompiledTemplate:
         return seen[2]
     # Imported here so that loading precompiled tables never imports the compiler.
     from .compiler.build import build_tables
-    from .compiler.validate import canonical_json, load_template
+    from .compiler.validate import load_template
 
     spec = load_template(template)
-    key = canonical_json(spec)
+    # Keyed by the spec with its key order (not `canonical_json`, which sorts keys): the order of a transform's
+    # keys is the order of the output's, so two templates differing only in it compile apart
+    key = json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
     with _lock:
         compiled = _cache.get(key)
         if compiled is not None:

@@ -137,3 +137,19 @@ def test_reused_template_dict_follows_every_edit(edits):
         got = _outcome(lambda: chatparse.compile_template(template).spec)
         want = _outcome(lambda: load_template(copy.deepcopy(template)))
         assert got == want, (key, value)
+
+
+def test_templates_differing_only_in_key_order_compile_apart():
+    """A transform's key order is the output's (as in the reference): two templates that differ only in it
+    must not share a cached compile (the cache used to be keyed by sorted-key JSON)."""
+    from transformers.utils.chat_parsing import parse_response as reference
+
+    def template(pairs):
+        return {"defaults": {"role": "assistant"}, "start_anchor": "<s>",
+                "fields": {"tool_calls": {"open": "<t>", "close": "</t>", "repeats": True, "content": "json",
+                                          "transform": dict(pairs)}}}
+
+    text = '<t>{"k": 2}</t>'
+    for pairs in ([("y", 1), ("x", "{content}")], [("x", "{content}"), ("y", 1)]):
+        got = chatparse.parse_response(text, template(pairs), prefix="<s>")["tool_calls"][0]
+        assert list(got) == [k for k, _ in pairs] == list(reference(text, template(pairs), prefix="<s>")["tool_calls"][0])
