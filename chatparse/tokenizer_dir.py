@@ -222,6 +222,8 @@ def load_dir(directory, *, tokenizer=None, template: Any = None, name: str = TAB
         else:
             if raw["header"]["template_sha256"] != want:
                 why = f"{tables} was compiled for a different response_template (template hash mismatch)"
+            elif not _same_order(raw["template"], spec):
+                why = f"{tables} was compiled for the response_template with its keys in another order"
             else:
                 from . import __version__
 
@@ -297,6 +299,8 @@ def check_dir(directory) -> tuple[bool, str]:
         return False, str(e)
     if raw["header"]["template_sha256"] != template_hash(spec):
         return False, f"{tables} was compiled for a different response_template (template hash mismatch)"
+    if not _same_order(raw["template"], spec):
+        return False, f"{tables} was compiled for the response_template with its keys in another order"
     compiled = compile_template(template)
     fresh = compiled.raw_tables
     diff = tables_differ(raw, fresh)
@@ -334,6 +338,8 @@ def stale_tables(directory) -> str | None:
         return f"{tables} cannot be used: {e}"
     if raw["header"]["template_sha256"] != template_hash(spec):
         return f"{tables} was compiled for a different response_template (template hash mismatch)"
+    if not _same_order(raw["template"], spec):
+        return f"{tables} was compiled for the response_template with its keys in another order"
     diff = tables_differ(raw, compile_template(template).raw_tables)
     if diff:
         return f"{tables} differs from what chatparse {__version__} compiles ({diff})"
@@ -457,3 +463,10 @@ def main_compile(args) -> int:
     note = f", token tables for {raw['tokens']['meta']['size']} tokens" if "tokens" in raw else ""
     print(f"wrote {out} ({out.stat().st_size} bytes{note})")
     return 0
+
+
+def _same_order(a: dict, b: dict) -> bool:
+    """Two normalized templates with the same hash are the same but for dict key order, which matters: a
+    transform's key order is the output's. True when they are the same in key order too."""
+    return json.dumps(a, separators=(",", ":"), ensure_ascii=False) == json.dumps(b, separators=(",", ":"),
+                                                                                   ensure_ascii=False)

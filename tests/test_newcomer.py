@@ -303,3 +303,20 @@ def test_ci_installs_mistral_common_without_resolving_its_numpy_pin():
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_ci_script_is_valid_bash():
     assert subprocess.run(["bash", "-n", str(ROOT / ".ci" / "run")]).returncode == 0
+
+
+def test_tables_for_the_template_with_keys_in_another_order_are_stale(tmp_path):
+    """Tables compiled for the same template with a transform's keys in another order (same template hash)
+    would give the output keys in the old order: the directory's tables are stale, and loading it rebuilds."""
+    hermes = templates.get("hermes")
+    d = tmp_path / "tok"
+    td.save_dir(d, hermes)
+    cfg = json.loads((d / td.CONFIG_NAME).read_text())
+    transform = cfg["response_template"]["fields"]["tool_calls"]["transform"]
+    cfg["response_template"]["fields"]["tool_calls"]["transform"] = dict(reversed(list(transform.items())))
+    (d / td.CONFIG_NAME).write_text(json.dumps(cfg))
+    assert "keys in another order" in td.stale_tables(d)
+    text = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    got = td.load_dir(d).parse(text, prefix="")["tool_calls"][0]
+    assert list(got) == list(reversed(list(transform))) == list(
+        chatparse.parse_response(text, cfg["response_template"], prefix="")["tool_calls"][0])
