@@ -47,6 +47,7 @@ export const JS_EXTENSIONS = {
   as_list: { keys: { as_list: (v) => v === true } },
   decode_json_strings: { keys: { decode_json_strings: (v) => Array.isArray(v) && v.length > 0 && v.every((p) => typeof p === "string" && p.split(".").every((k) => k.length)) && new Set(v).size === v.length } },
   close_json_end: { keys: { close_json_end: (v) => v === true } },
+  on_error: { keys: { on_error: (v) => v === "content" || v === "drop" } },
 };
 const EXTENSION_KEYS = () => Object.fromEntries(Object.entries(JS_EXTENSIONS).flatMap(([n, x]) => Object.keys(x.keys).map((k) => [k, n])));
 const EXTENSION_PARSERS = () => Object.values(JS_EXTENSIONS).map((x) => x.content).filter((c) => c);
@@ -477,6 +478,7 @@ function templateRules(spec, word, fail) {
     if (f.transform_each && f.transform === null) fail(`${where}.transform_each: needs a 'transform'`);
     if (mixed(f.transform)) fail(`${where}.transform: a string mixes a {placeholder} with other text`);
     if (f.close_json_end === true && f.open === null) fail(`${where}.close_json_end: needs an explicit open (format extension 'close_json_end')`);
+    if (f.on_error === "content" && (f.open === null || !fields.some((g) => g.open === null))) fail(`${where}.on_error: 'content' needs an implicit field and an explicit open (format extension 'on_error')`);
     for (const k of f[KEYS]) {
       if (!hasOwn(extKeys, k)) continue;
       if (!JS_EXTENSIONS[extKeys[k]].keys[k](plainJson(f[k]))) fail(`${where}.${k}: not a valid value for format extension '${extKeys[k]}'`);
@@ -1853,6 +1855,11 @@ export class StreamParser {
     this.promptEnd = 0;
     this.inputs = dialect.inputText ? [] : null;
     this.jsonEnd = null; // the open region's JsonEnd while it is a close_json_end field's
+    // on_error (chatparse/runtime/recovery.py): the open region's open delimiter (text, code-point offset) and,
+    // while a region is closed by its close delimiter, that delimiter's text
+    this.openText = "";
+    this.openStart = 0;
+    this.closing = "";
   }
 
   /** Everything this parser was given (the dialect's inputText); kept only where asked for. */
@@ -1950,18 +1957,21 @@ export class StreamParser {
       }
       this.text(sc.take(s), events);
       const cs = sc.cpPos; // (the span in code points, for the events)
-      sc.take(e);
+      const delim = sc.take(e);
       const ce = sc.cpPos;
       const p = t.patterns[pi];
       if (p.kind === "open") {
         this.close(events, cs, cs);
         this.open(p.field, m, p, events, cs, ce);
+        this.openText = delim; // (the raw text on_error "content" recovers starts here)
+        this.openStart = cs;
         this.emptyOpen = s === e ? s : -1;
         sc.restart(1 + p.field, e);
         if (t.fields[p.field].close_json_end === true) this.jsonEnd = new JsonEnd(e);
       } else {
         const had = this.opened;
         const fi = this.current;
+        this.closing = delim;
         this.close(events, cs, ce);
         if (!had && s === e) {
           this.stalled = true;
@@ -2051,13 +2061,12 @@ export class StreamParser {
     else events.push({ type: "region_open", field: this.t.fields[fi].name });
   }
 
-  store(field) {
+  store(field, body = this.body.join(""), captures = this.captures) {
     // The region's value (parsed, transformed, tool arguments typed), put into the message; returned.
     const name = field.name;
-    const body = this.body.join("");
-    let value = processValue(body, field, this.captures, this.t);
+    let value = processValue(body, field, captures, this.t);
     if (this.toolParams.size) {
-      value = field.argument_types === "schema" ? typeToolCalls(value, this.toolParams, argumentTexts(body, field, this.captures, this.t)) : coerceToolCalls(value, this.toolParams);
+      value = field.argument_types === "schema" ? typeToolCalls(value, this.toolParams, argumentTexts(body, field, captures, this.t)) : coerceToolCalls(value, this.toolParams);
     }
     const join = field.join;
     if (join !== null) {
@@ -2082,8 +2091,9 @@ export class StreamParser {
       this.flush(events);
       const field = this.t.fields[fi];
       const name = field.name;
-      let value, error = null;
-      if (this.recover) {
+      let value, error = null, recovered = null;
+      const mode = field.on_error === "content" || field.on_error === "drop" ? field.on_error : null;
+      if (this.recover || mode !== null) {
         try {
           value = this.store(field);
         } catch (err) {
@@ -2091,12 +2101,36 @@ export class StreamParser {
           error = err;
         }
       } else value = this.store(field);
+      if (error !== null && mode !== null) {
+        // on_error: "content" stores the raw region text as one more implicit region (if that fails too, the
+        // region fails as without on_error); "drop" nothing (chatparse/runtime/recovery.py)
+        try {
+          if (mode === "content") {
+            const raw = this.openText + this.body.join("") + this.closing;
+            const implicit = this.t.fields[this.t.implicit];
+            recovered = [raw, this.store(implicit, raw, {})];
+          } else recovered = [];
+        } catch (err) {
+          if (!isRecoverable(err)) throw err;
+        }
+      }
+      if (error !== null && recovered === null && !this.recover) throw error;
       if (error !== null) {
         (this.malformed ||= new Set()).add(name);
         const ev = { type: "region_malformed", field: name };
         if (this.offsets) Object.assign(ev, { start: s, end: e });
         ev.error = error;
+        if (recovered !== null) ev.recovered = mode;
         events.push(ev);
+        if (recovered !== null && mode === "content") {
+          const iname = this.t.fields[this.t.implicit].name;
+          const [raw, v] = recovered;
+          if (this.offsets) events.push({ type: "region_open", field: iname, start: this.openStart, end: this.openStart });
+          else events.push({ type: "region_open", field: iname });
+          if (raw) events.push({ type: "region_chunk", field: iname, text: raw, dirty: this.t.dirty[this.t.implicit] });
+          if (this.offsets) events.push({ type: "region_close", field: iname, start: e, end: e, value: v });
+          else events.push({ type: "region_close", field: iname, value: v });
+        }
       } else if (this.offsets) events.push({ type: "region_close", field: name, start: s, end: e, value });
       else events.push({ type: "region_close", field: name, value });
     }
@@ -2105,6 +2139,7 @@ export class StreamParser {
     this.body = [];
     this.opened = false;
     this.jsonEnd = null;
+    this.closing = "";
   }
 }
 
@@ -2158,7 +2193,7 @@ export class ResponseParser {
 /** The error of the first region_malformed event in `events`, thrown (how parseResponse ends in a recovering
  * dialect). */
 function raiseMalformed(events) {
-  for (const ev of events) if (ev.type === "region_malformed") throw ev.error;
+  for (const ev of events) if (ev.type === "region_malformed" && !hasOwn(ev, "recovered")) throw ev.error; // (on_error handled the others)
 }
 
 /** Parse a complete generation into a message object. With malformed "event" (the "vllm" dialect) the whole

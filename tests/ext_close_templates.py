@@ -1,7 +1,7 @@
 """Templates that use the region-level format extensions (not bundled): ``close_json_end`` (a region also closes
 where its JSON value ends, so text after a call goes on to the implicit field) and ``on_error`` (per-field
-recovery from a value that fails to parse), one per motivating family of ../shared/formats/inexpressible.json,
-with that file's real example outputs (copied here with their sources, so the tests run in a clean clone) and
+recovery from a value that fails to parse), one per motivating family of ../shared/formats/inexpressible.json
+(for on_error: of the sources' malformed-output tests, `RECOVERY_CASES`), with the real example outputs (copied here with their sources, so the tests run in a clean clone) and
 the message each must give (its keys in the order the parse stores them, as the reference orders them).
 
 `FAMILIES` maps a name to ``(template, [(case name, prefix, output, tools, message)], source)``, the shape of
@@ -84,10 +84,45 @@ FAMILIES: dict = {
           {"role": "assistant", "content": "Let me check the weather for you.\nWould you like to know more?",
            "tool_calls": [call("get_weather", {"city": "Tokyo"})]})],
         "vllm-project/vllm:tests/tool_parsers/test_phi4mini_tool_parser.py"),
+    # ---------------------------------------------------------------------------- on_error
+    "hermes_on_error": (
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|im_start|>assistant\n",
+         "fields": {"tool_calls": {"open_pattern": "\\s*<tool_call>", "close_pattern": "</tool_call>\\s*",
+                                   "repeats": True, "content": "json", "on_error": "content",
+                                   "transform": {"type": "function", "function": "{content}"}},
+                    "content": {"close_pattern": "\\s*(?:<\\|im_end\\|>|<\\|endoftext\\|>)", "repeats": True,
+                                "join": "\n\n"}}},
+        [("invalid_json", "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nWhat's the weather?"
+          "<|im_end|>\n<|im_start|>assistant\n",
+          "<tool_call>\n{\"name\": \"final_answer\", \"arguments\": {\"trigger\": true}", None,
+          {"role": "assistant", "content": "<tool_call>\n{\"name\": \"final_answer\", \"arguments\": {\"trigger\": true}"})],
+        "vllm-project/vllm:tests/tool_parsers/test_hermes_tool_parser.py::"
+        "test_hermes_parser_non_streaming_tool_call_invalid_json"),
+}
+
+# Malformed outputs of the families above, from the sources' tests of what a server returns for them (the
+# output kept as content). tests/test_extensions_recovery.py parses each with the family's template plus
+# ``"on_error": "content"`` on its tool calls.
+RECOVERY_CASES: dict = {
+    "granite3_json_end": [
+        ("malformed", "<|start_of_role|>user<|end_of_role|>Weather in Tokyo?<|end_of_text|>\n<|start_of_role|>"
+         "assistant<|end_of_role|>", "<|tool_call|> [{\"name\": \"func\", \"arguments\": {", None,
+         {"role": "assistant", "content": "<|tool_call|> [{\"name\": \"func\", \"arguments\": {"})],
+    # vllm-project/vllm:tests/tool_parsers/test_granite_tool_parser.py (malformed_input_outputs)
+    "phi4_mini_json_end": [
+        ("malformed", "<|user|>Weather?<|end|><|assistant|>", "functools[{\"name\": \"func\", \"arguments\": {",
+         None, {"role": "assistant", "content": "functools[{\"name\": \"func\", \"arguments\": {"})],
+    # vllm-project/vllm:tests/tool_parsers/test_phi4mini_tool_parser.py (malformed_input_outputs)
+    "hermes_on_error": [  # (written here, in the source's format: a bad call between good ones)
+        ("between_good_calls", "<|im_start|>assistant\n",
+         'Two calls.\n<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n<tool_call>\n{name: b}\n</tool_call>\n'
+         'Done.<|im_end|>', None,
+         {"role": "assistant", "content": "Two calls.\n\n<tool_call>\n{name: b}\n</tool_call>\n\nDone.",
+          "tool_calls": [{"type": "function", "function": {"name": "a", "arguments": {}}}]})],
 }
 
 # The family each extension's conformance vector (``ext_<extension>``, tests/make_vectors.py) is made of.
-VECTORS = {"close_json_end": "mistral_pre_v11_json_end"}
+VECTORS = {"close_json_end": "mistral_pre_v11_json_end", "on_error": "hermes_on_error"}
 
 # More texts for the ext_* conformance vectors (what chatparse does with them is recorded, and the JavaScript
 # runtime must do the same): the explicit close winning, strings holding brackets and escapes, a top-level
@@ -116,5 +151,13 @@ EXTRA_CASES: dict = {
         ("unfinished", "", '[TOOL_CALLS] [{"name": "f", "arguments": {}}', None),
         ("close_inside", "", '[TOOL_CALLS] [{"name": "f", "arguments": {"s": "a </s> b"}}] after', None),
         ("number_then_dot", "", "[TOOL_CALLS] 12.x", None),
+    ],
+    "hermes_on_error": [
+        ("two_bad_one_good", "", 'a <tool_call>[1,</tool_call> b <tool_call>{"name": "f", "arguments": {"x": 1}}'
+         '</tool_call><tool_call>{"x": 1} </tool_call>\n c<|im_end|>', None),
+        ("transform_and_tools", "", '<tool_call>{"name": "f", "arguments": {"n": "5"}}</tool_call><tool_call>'
+         '"just a string"</tool_call>', [{"type": "function", "function": {"name": "f", "parameters": {
+             "type": "object", "properties": {"n": {"type": "integer"}}}}}]),
+        ("unclosed", "", "text <tool_call>{\"name\": \u00e9", None),
     ],
 }

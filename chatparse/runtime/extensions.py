@@ -120,6 +120,14 @@ def _check_close_json_end(scope: str, key: str, value: Any) -> Any:
     return value if value else OMIT
 
 
+def _check_on_error(scope: str, key: str, value: Any) -> Any:
+    if value == "raise" and isinstance(value, str):
+        return OMIT
+    if not isinstance(value, str) or value not in ("content", "drop"):
+        fail(scope, key, "on_error", f"must be \"content\", \"drop\" or \"raise\" (the default), got {value!r:.60}")
+    return value
+
+
 # ------------------------------------------------------------------------------------------- the registry
 
 EXTENSIONS: dict[str, Extension] = {
@@ -143,6 +151,9 @@ EXTENSIONS: dict[str, Extension] = {
         "close_json_end", "\"close_json_end\": true: the region also closes right after the JSON value its body "
         "starts with; text after it goes on (runtime/json_end.py)", keys=("close_json_end",),
         check=_check_close_json_end),
+    "on_error": Extension(
+        "on_error", "\"on_error\": \"content\" | \"drop\": a region whose value fails to parse is kept as content "
+        "text or dropped, and the parse goes on (runtime/recovery.py)", keys=("on_error",), check=_check_on_error),
 }
 
 

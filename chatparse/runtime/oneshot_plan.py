@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 from .backtrack import backtracking_risk, match_bound, span_test
 from .json_end import json_end_fields
+from .recovery import on_error_modes
 from .literals import literal_pieces, literal_prefixes, top_alternatives
 from .parser import capture_reader, stores_for
 from .re_compat import ascii_twin
@@ -124,8 +125,10 @@ class Plan:
             self.ascii_modes.append(ModePlan(finder, start0, wide, single, watched, ascii_keyed))
         self.mode_tuples = [tuple(m) for m in self.modes]
         self.ascii_mode_tuples = [tuple(m) for m in self.ascii_modes]
-        # (a region that closes at the end of its JSON value needs the streaming parser's tracker: no lean path)
-        self.lean = LeanPlan(self.usable and not any(json_end_fields(tables)), stores_for(tables), tables.implicit,
+        # (a region that closes at the end of its JSON value needs the streaming parser's tracker, and on_error
+        # its region texts and events: no lean path for those templates)
+        lean_ok = self.usable and not any(json_end_fields(tables)) and not any(on_error_modes(tables))
+        self.lean = LeanPlan(lean_ok, stores_for(tables), tables.implicit,
                              [p.kind == "open" for p in tables.patterns], [p.field for p in tables.patterns],
                              self.captures)
 

@@ -28,6 +28,7 @@ from .args import text_error
 from .coerce import coerce_tool_calls
 from .dialect import TRANSFORMERS, Dialect
 from .json_end import JSON_END, JsonEnd, json_end_fields
+from .recovery import on_error_modes, recover_region
 from .scanner import Scanner, copy_slots
 from .schema_typing import schema_typer
 from .tables import Tables, logger
@@ -168,7 +169,7 @@ def raise_malformed(events: list) -> None:
     """Raise the error of the first ``region_malformed`` event in `events`, if any: how `parse_response`
     ends in the serving dialect (vLLM's copy parses the whole text first, then raises)."""
     for ev in events:
-        if ev["type"] == "region_malformed":
+        if ev["type"] == "region_malformed" and "recovered" not in ev:  # (on_error handled the others)
             raise ev["error"]
 
 
@@ -176,9 +177,10 @@ class StreamParser:
     """One generation's parse state. `feed`/`finish` return the events they produced."""
 
     # Slots (see `TokenParser.__slots__`)
-    __slots__ = ("body", "captures", "current", "empty_open", "failed", "finished", "inputs", "json_end",
-                 "json_ends", "malformed", "names", "offsets", "opened", "output", "pending", "prompt_end", "recover",
-                 "scanner", "stalled", "stores", "t", "tail", "tail_len", "tool_params", "usable", "__dict__")
+    __slots__ = ("body", "captures", "closing", "current", "empty_open", "failed", "finished", "inputs", "json_end",
+                 "json_ends", "malformed", "names", "offsets", "on_errors", "open_start", "open_text", "opened",
+                 "output", "pending", "prompt_end", "recover", "scanner", "stalled", "stores", "t", "tail", "tail_len",
+                 "tool_params", "usable", "__dict__")
 
     def __init__(self, tables: Tables, tool_params: dict | None = None, dialect: Dialect = TRANSFORMERS):
         self.t = tables
@@ -205,6 +207,10 @@ class StreamParser:
         # open region's tracker while it is such a field's (None otherwise: the token paths then apply)
         self.json_ends = json_end_fields(tables)
         self.json_end: JsonEnd | None = None
+        # on_error (runtime/recovery.py): per field, its mode or None; the open region's open delimiter (text,
+        # offset) and, while a region is being closed by its close delimiter, that delimiter's text
+        self.on_errors = on_error_modes(tables)
+        self.open_text, self.open_start, self.closing = "", 0, ""
         # The serving dialect (runtime/dialect.py): spans on events, malformed regions as events, prompt text
         # kept out of chunks from `prompt_end` on (set by the owner once the prefix is fed), the whole input.
         self.offsets = dialect.offsets
@@ -512,16 +518,18 @@ class StreamParser:
         close of the empty implicit field, or a zero-width close right at a zero-width open, see `warn_loop`)."""
         sc = self.scanner
         self._text(sc.take(s), events)
-        sc.take(e)
+        delim = sc.take(e)
         p = self.t.patterns[pi]
         if p.kind == "open":
             self._close(events, s, s)
             self._open(p.field, m, events, s, e)
+            self.open_text, self.open_start = delim, s  # (the raw text on_error="content" recovers starts here)
             self.empty_open = s if s == e else -1
             sc.restart(1 + p.field, e)
         else:
             had = self.opened
             fi = self.current
+            self.closing = delim
             self._close(events, s, e)
             if not had and s == e:
                 self.stalled = True
@@ -616,11 +624,11 @@ class StreamParser:
             self._flush(events)
             name = self.names[fi]
             body = "".join(self.body + self.tail)
-            if self.recover:
+            if self.recover or self.on_errors[fi] is not None:
                 try:
                     value = self.stores[fi](self.output, body, self.captures, self.tool_params)
                 except (KeyError, TypeError, ValueError) as error:
-                    self._malformed_event(events, name, s, e, error)
+                    self._failed_value(events, fi, body, s, e, error)
                 else:
                     events.append(self._close_event(name, s, e, value))
             else:
@@ -631,3 +639,19 @@ class StreamParser:
         self.body, self.tail, self.tail_len = [], [], 0
         self.opened = False
         self.json_end = None
+        self.closing = ""
+
+    def _failed_value(self, events: list, fi: int, body: str, s: int, e: int, error: Exception) -> None:
+        """The value of field `fi`'s region (raw `body`, closed at ``[s, e)``) raised `error`: recovered as its
+        ``on_error`` says (runtime/recovery.py), else a ``region_malformed`` event where the dialect asks for
+        one (`recover`), else the error propagates."""
+        mode = self.on_errors[fi]
+        if mode is not None:
+            try:
+                recover_region(self, events, fi, mode, body, s, e, error)
+                return
+            except (KeyError, TypeError, ValueError):
+                pass  # the recovered text failed in the implicit field too: as without on_error
+        if not self.recover:
+            raise error
+        self._malformed_event(events, self.names[fi], s, e, error)

@@ -109,8 +109,8 @@ class _SpanCore(StreamParser):
         if fi is not None and opened:
             rec = {"field": self.t.fields[fi]["name"], "open": self.open_span, "body": (self.region_start, end),
                    "close": close}
-            ev = events[-1] if len(events) > n and events[-1]["type"] in ("region_close", "region_malformed") \
-                else None
+            # (the region's own closing event: on_error="content" appends the recovered text's events after it)
+            ev = next((x for x in events[n:] if x["type"] in ("region_close", "region_malformed")), None)
             self.owner._on_close(ev, rec)
         self.region_start = None
         self.open_span = None

@@ -181,6 +181,9 @@ def _field(name: Any, spec: Any) -> dict:
         raise ValueError(f"{scope}: 'close_json_end' needs an explicit 'open' or 'open_pattern': the implicit "
                          "field has no region body of its own to read a JSON value from (format extension "
                          "'close_json_end')")
+    if extended.get("on_error") == "content" and open_norm is None:
+        raise ValueError(f"{scope}: 'on_error': 'content' cannot be set on the implicit field: its text would be "
+                         "recovered into itself (use 'drop') (format extension 'on_error')")
     return {
         "name": name,
         "open": open_norm,
@@ -228,6 +231,10 @@ def load_template(spec: Any) -> dict:
     anchor, _ = _anchor("response_template", spec, "start_anchor", "start_anchor_pattern")
     if anchor is None:
         raise ValueError("response_template must define 'start_anchor' or 'start_anchor_pattern'.")
+    for field in fields:
+        if field.get("on_error") == "content" and not implicit:
+            raise ValueError(f"Field '{field['name']}': 'on_error': 'content' needs an implicit field (one without "
+                             "'open'/'open_pattern') to keep the text in (format extension 'on_error')")
     extensions = sorted({name for field in fields for name in field_extensions(field)})
     if extensions:  # FORMAT.md section 2, "Extensions": only a template that uses one changes form
         return {
