@@ -378,3 +378,21 @@ def test_grammar_export_refuses_and_check_does_not_crash():
     with pytest.raises(ValueError, match="grammar export is not supported for format extension 'on_error'"):
         compiled.grammar([{"type": "function", "function": {"name": "f", "parameters": {}}}])
     run_checks(template("content"))
+
+
+def test_the_readme_example_runs_as_written_and_the_extension_is_documented():
+    import contextlib
+    import io
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    rest = readme[readme.index("A malformed call kept as content"):]
+    m = re.search(r"```python\n(.*?)```\s*```text\n(.*?)```", rest, re.S)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(m.group(1), "README.md", "exec"), {})
+    assert out.getvalue() == m.group(2)
+    assert "* `on_error`" in readme
+    assert "#### `on_error`" in (root / "FORMAT.md").read_text(encoding="utf-8")
+    assert "  on_error: {" in (root / "js" / "chatparse.mjs").read_text(encoding="utf-8")
