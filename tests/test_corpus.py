@@ -46,7 +46,8 @@ REFERENCE_GIVES: dict[str, dict] = {}
 _JOIN = ("content on both sides of a tool call is kept: the implicit content field repeats and joins its "
          "segments with a blank line (a later segment overwrote the earlier one)")
 _EOS_WS = "the content close ends in \\s*, so whitespace after the end-of-turn token does not blank the content"
-_XML = "an argument value ends at its closing tag only where the next tag or the end of the call follows"
+_XML = ("an argument value ends at its closing tag only where the next tag follows (after text without a '<') or "
+        "no later closing tag does, so a value holding the tag is whole")
 FIXED_FAMILIES: dict[str, str] = {
     **{name: _JOIN for name in ("deepseek_r1", "deepseek_v3", "deepseek_v31", "kimi_k2", "minimax_m1", "step3")},
     **{name: f"{_JOIN}; {_EOS_WS}" for name in (

@@ -18,8 +18,9 @@ The template changes these cases pin (FIXED_FAMILIES in tests/test_corpus.py lis
 * gpt-oss's final channel with a `<|constrain|>` in its header (structured output) is content, and so is a
   recipient-less commentary preamble; GigaChat 3.1's `<|function_call|>{json}<|message_sep|>` is a tool call;
   Mistral v11's `[TOOL_CALLS]name[CALL_ID]id[ARGS]{json}` is a tool call (it was left in the content);
-* an XML argument value ends at its closing tag only where the next tag or the end of the call follows, so a
-  value that contains the closing tag itself (code writing code) is kept whole.
+* an XML argument value ends at its closing tag only where the next tag follows (after text without a `<`)
+  or no later closing tag does, so a value that contains the closing tag itself (code writing code) is kept
+  whole, and text between or after the tags still does not move a value's end (`KEPT`).
 
 The content `join` is refused by vLLM's serving adapter, which never reads the joined value: the vLLM plugin
 serves these templates without it (`test_joined_content_is_served_to_vllm_without_join`).
@@ -187,9 +188,31 @@ GAPS = [
         {"role": "assistant", "tool_calls": [_call("write_file", {"content": "x = \"</arg_value>\"", "path": "t.py"})]}),
 ]
 
+# Outputs the corpus templates already parsed right and the fixes must keep: an argument value's end is found
+# with what follows its closing tag, so text the model wrote between or after the tags must not move it.
+KEPT = [
+    Gap("qwen3_coder-text-after-last-parameter", "qwen3_coder",
+        "Qwen3-Coder tool-call format with a stray line before </function>",
+        QWEN_PROMPT,
+        "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\nI think that's it.\n</function>\n</tool_call>",
+        {"role": "assistant", "tool_calls": [_call("f", {"a": 1})]}),
+    Gap("qwen3_coder-text-between-parameters", "qwen3_coder",
+        "Qwen3-Coder tool-call format with a stray line between two parameters",
+        QWEN_PROMPT,
+        "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\nnote\n<parameter=b>\n2\n</parameter>\n</function>\n"
+        "</tool_call>",
+        {"role": "assistant", "tool_calls": [_call("f", {"a": 1, "b": 2})]}),
+    Gap("glm45-text-between-arguments", "glm45",
+        "GLM-4.5 tool-call format with a stray line between two arguments",
+        GLM_PROMPT,
+        "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\nstray\n<arg_key>b</arg_key>\n"
+        "<arg_value>two</arg_value>\n</tool_call>",
+        {"role": "assistant", "tool_calls": [_call("f", {"a": 1, "b": "two"})]}),
+]
+
 
 def _params():
-    return [pytest.param(g, id=g.id) for g in GAPS]
+    return [pytest.param(g, id=g.id) for g in GAPS + KEPT]
 
 
 def _show(got, want) -> str:
