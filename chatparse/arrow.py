@@ -32,6 +32,7 @@ message; the columns are built from plain lists.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 try:
@@ -57,8 +58,27 @@ MESSAGE_SCHEMA = pa.schema([
 _TEXT_KEYS = ("role", "reasoning_content", "content")
 _CALL_KEYS = frozenset(("type", "id", "function"))
 _KNOWN = frozenset(("role", "reasoning_content", "content", "tool_calls"))
-_ARGS_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # strict JSON text of arguments
 _EXTRA_JSON = json.JSONEncoder(ensure_ascii=False, default=repr).encode  # (messages are JSON data)
+
+
+def _not_json(value):
+    raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+def _args_encoder():
+    """The strict JSON text of a call's arguments (``json.dumps(v, ensure_ascii=False, allow_nan=False)``,
+    exactly): the C encoder made once, where ``JSONEncoder.encode`` makes one per call (half its time on
+    ~100-byte arguments). No circular-reference check: parsed values are trees (a cycle would raise
+    RecursionError, which `_Columns._calls` treats like any value it cannot encode)."""
+    try:
+        from _json import encode_basestring, make_encoder
+    except ImportError:  # pragma: no cover - CPython has the C encoder
+        return json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+    encode = make_encoder(None, _not_json, encode_basestring, None, ": ", ", ", False, False, False)
+    return lambda value: "".join(encode(value, 0))
+
+
+_ARGS_JSON = _args_encoder()
 
 
 def error_of(exc: BaseException) -> str:
@@ -143,7 +163,13 @@ def _tools(data, n: int, tools, tools_column) -> list:
 
 # ------------------------------------------------------------------------------------------------ outputs
 class _Columns:
-    """The message columns, built row by row from plain lists."""
+    """The message columns, built row by row from plain lists (`add`, `fail`), then made arrays (`arrays`).
+
+    `add` takes the usual message (string role / reasoning_content / content, a list of well-formed calls,
+    no other key) with type checks only and one C-encoder call per call's arguments; anything else goes
+    through `_add_general`, which keeps it exactly in ``extra``. A string Arrow cannot hold (a lone
+    surrogate, which a JSON ``\\ud800`` escape gives) is found only when the arrays fail to build, and then
+    moved or escaped row by row (`_repair`): the usual batch pays nothing for it."""
 
     def __init__(self):
         self.role: list = []
@@ -168,8 +194,8 @@ class _Columns:
         self.offsets.append(self.offsets[-1])
 
     def add(self, message: dict) -> None:
-        get = message.get if type(message) is dict else None
-        if get is not None and _KNOWN.issuperset(message):  # the usual message: checked by type only
+        if type(message) is dict and len(message) <= 4 and _KNOWN.issuperset(message):
+            get = message.get
             role, reasoning, content, calls = get("role"), get("reasoning_content"), get("content"), get("tool_calls")
             if ((type(role) is str or role is None and "role" not in message)
                     and (type(reasoning) is str or reasoning is None and "reasoning_content" not in message)
@@ -221,29 +247,38 @@ class _Columns:
         """Append the calls to the struct lists if every one fits the struct exactly; else append nothing."""
         if type(calls) is not list:
             return False
-        rows = []
+        name, arguments, types, ids = self.name, self.arguments, self.type, self.id
+        start = len(name)
         for c in calls:
-            if type(c) is not dict or not _CALL_KEYS.issuperset(c) or "function" not in c:
-                return False
+            if type(c) is not dict or "function" not in c or len(c) > 3 or not _CALL_KEYS.issuperset(c):
+                break
             f = c["function"]
             if type(f) is not dict or len(f) != 2 or "name" not in f or "arguments" not in f:
-                return False
-            name, ty, cid = f["name"], c.get("type"), c.get("id")
-            if type(name) is not str or ("type" in c and type(ty) is not str) or ("id" in c and type(cid) is not str):
-                return False
+                break
+            fname, ty, cid = f["name"], c.get("type"), c.get("id")
+            if type(fname) is not str or ("type" in c and type(ty) is not str) or ("id" in c and type(cid) is not str):
+                break
             try:
                 args = _ARGS_JSON(f["arguments"])
-            except (TypeError, ValueError):
-                return False
-            rows.append((name, args, ty, cid))
-        for name, args, ty, cid in rows:
-            self.name.append(name)
-            self.arguments.append(args)
-            self.type.append(ty)
-            self.id.append(cid)
-        return True
+            except (TypeError, ValueError, RecursionError):
+                break
+            name.append(fname)
+            arguments.append(args)
+            types.append(ty)
+            ids.append(cid)
+        else:
+            return True
+        del name[start:], arguments[start:], types[start:], ids[start:]
+        return False
 
     def arrays(self) -> list:
+        try:
+            return self._arrays()
+        except UnicodeEncodeError:  # a lone surrogate somewhere (never in text that came from Arrow)
+            self._repair()
+            return self._arrays()
+
+    def _arrays(self) -> list:
         s = pa.string()
         structs = pa.StructArray.from_arrays(
             [pa.array(self.name, s), pa.array(self.arguments, s), pa.array(self.type, s), pa.array(self.id, s)],
@@ -253,6 +288,51 @@ class _Columns:
                                          type=pa.list_(TOOL_CALL_TYPE))
         return [pa.array(self.role, s), pa.array(self.reasoning, s), pa.array(self.content, s), calls,
                 pa.array(self.extra, s), pa.array(self.error, s)]
+
+    def _repair(self) -> None:
+        """Make every string UTF-8 encodable, keeping each message exact: JSON text (arguments, extra) gets
+        its lone surrogates as ``\\uXXXX`` escapes (they can only be inside its string literals, and
+        json.loads gives them back); a role / reasoning_content / content, or a call's name / type / id,
+        holding one moves to ``extra`` (the whole tool_calls list for a call's); an error text gets them as
+        backslash escapes (it is for people)."""
+        for i in range(len(self.role)):
+            if self.error[i] is not None:
+                if not _encodable(self.error[i]):
+                    self.error[i] = self.error[i].encode("utf-8", "backslashreplace").decode("utf-8")
+                continue
+            moved = {}
+            for col, key in ((self.role, "role"), (self.reasoning, "reasoning_content"), (self.content, "content")):
+                if col[i] is not None and not _encodable(col[i]):
+                    moved[key], col[i] = col[i], None
+            lo, hi = self.offsets[i], self.offsets[i + 1]
+            for j in range(lo, hi):
+                if not _encodable(self.arguments[j]):
+                    self.arguments[j] = _escape_surrogates(self.arguments[j])
+            if self.calls_valid[i] and not all(x is None or _encodable(x) for col in (self.name, self.type, self.id)
+                                               for x in col[lo:hi]):
+                moved["tool_calls"] = [_call({"name": self.name[j], "arguments": self.arguments[j],
+                                              "type": self.type[j], "id": self.id[j]}) for j in range(lo, hi)]
+                for col in (self.name, self.arguments, self.type, self.id):
+                    del col[lo:hi]
+                self.offsets[i + 1:] = [o - (hi - lo) for o in self.offsets[i + 1:]]
+                self.calls_valid[i] = False
+            if moved:
+                extra = json.loads(self.extra[i]) if self.extra[i] is not None else {}
+                extra.update(moved)
+                self.extra[i] = _EXTRA_JSON(extra)
+            if self.extra[i] is not None and not _encodable(self.extra[i]):
+                self.extra[i] = _escape_surrogates(self.extra[i])
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(s: str) -> bool:
+    return s.isascii() or _SURROGATE.search(s) is None
+
+
+def _escape_surrogates(json_text: str) -> str:
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
 
 
 def _result(data, cols: _Columns, keep_columns: bool, column_prefix: str):

@@ -125,6 +125,25 @@ def test_extra_holds_what_the_typed_columns_cannot():
     assert same(rows_of(got), expected(compiled, texts, [""] * len(texts)))
 
 
+def test_lone_surrogates_keep_the_batch_and_the_message():
+    """A JSON ``\\ud800`` escape gives a string Arrow cannot hold (not UTF-8): JSON text columns escape it,
+    a plain string column moves it to ``extra``; the batch never raises and every message comes back exact."""
+    texts = ['<tool_call>\n{"name": "f", "arguments": {"a": "\\ud800"}}\n</tool_call>',
+             '<think>a</think>b<tool_call>\n{"name": "g", "arguments": {}}\n</tool_call>'
+             '<tool_call>\n{"name": "f\\udc00", "arguments": {"a": "\\ud800"}}\n</tool_call>',
+             '<tool_call>\n{"name": "g", "arguments": {"x": [1, NaN]}}\n</tool_call>',
+             '<tool_call>\n{"name": "h", "arguments": {"b": 1}}\n</tool_call>', "plain"]
+    compiled = chatparse.compile_template(templates.get("qwen3"))
+    got = parse_arrow(pa.table({"text": texts}), compiled, prefix="")
+    rows = got.to_pylist()
+    assert rows[0]["tool_calls"][0]["arguments"] == '{"a": "\\ud800"}'  # escaped JSON text, still typed
+    assert rows[1]["tool_calls"] is None and json.loads(rows[1]["extra"])["tool_calls"][1]["function"]["name"] \
+        == "f\udc00"
+    assert rows[3]["tool_calls"][0]["arguments"] == '{"b": 1}'  # the rows after a repaired one keep their calls
+    assert same(rows_of(got), expected(compiled, texts, [""] * len(texts)))
+    assert rows_of(got)[0]["tool_calls"][0]["function"]["arguments"] == {"a": "\ud800"}
+
+
 def test_shared_prefix_keep_columns_and_column_prefix():
     prefixes, texts = generations("hermes", 500, seed=2)
     shared = prefixes[0]
