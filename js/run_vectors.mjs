@@ -11,6 +11,8 @@
 // marks it "loose"), `inputText` must begin with "input_start" code points before the first feed and end as
 // them plus every feed, and "oneshot" is what parseResponse(whole text, ...) gives in that dialect. Values vectors: content parsers and tool-argument coercion, value for value. Regex
 // vectors: each pattern's translation under Python finditer semantics, spans (in code points) and groups.
+// Invalid-file vectors (kind "invalid", tests/vectors/invalid/): loadTables must refuse the file with exactly
+// the vector's error.
 // Exit status 0 when every case passes. With --json the last line is a JSON summary.
 
 import { readFileSync, readdirSync } from "node:fs";
@@ -171,6 +173,18 @@ function main() {
         const d = diff(got, want);
         if (d) failures.push(`${file}[${i}] ${JSON.stringify(c).slice(0, 160)}: ${d}`);
       });
+      continue;
+    }
+    if (vec.kind === "invalid") {
+      // an invalid table file (tests/vectors/invalid/): refused with exactly the error the vector gives
+      total++;
+      let got = "loaded";
+      try {
+        loadTables(readFileSync(join(dir, vec.tables)));
+      } catch (e) {
+        got = e instanceof PyError && e.pyType === "ValueError" ? e.message : `${errType(e)}: ${e && e.message}`;
+      }
+      if (got !== vec.error) failures.push(`${file}: ${JSON.stringify(got).slice(0, 300)} != ${JSON.stringify(vec.error)}`);
       continue;
     }
     let tables;

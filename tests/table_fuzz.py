@@ -209,7 +209,7 @@ def mutate_json(rng: random.Random, root, *, port_values: bool):
 
 def _array_entry(rng: random.Random, meta: dict):
     arrays = meta.get("arrays")
-    arrays = [a for a in arrays if type(a) is dict and a.get("dtype") in _DTYPE and type(a.get("offset")) is int
+    arrays = [a for a in arrays if type(a) is dict and type(a.get("dtype")) is str and a["dtype"] in _DTYPE and type(a.get("offset")) is int
               and type(a.get("nbytes")) is int and a["nbytes"] > 0 and a["offset"] >= 0
               and a["nbytes"] % np.dtype(_DTYPE[a["dtype"]]).itemsize == 0] if type(arrays) is list else []
     return rng.choice(arrays) if arrays else None
