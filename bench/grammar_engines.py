@@ -162,9 +162,15 @@ def hint_pieces(template: dict, tools: list | None, examples: list[str] = ()) ->
                             a, b = m.start(group) - m.start(), m.end(group) - m.start()
                             piece = piece[:a] + subs[len(pieces) % len(subs)] + piece[b:]
                     pieces.append(piece)
+    tool_field = template.get("fields", {}).get("tool_calls") or {}
+    bare = bool(tool_field.get("open_pattern")) and any(
+        (m := regex.match(tool_field["open_pattern"], t, regex.DOTALL)) is not None and m.end() == 0
+        for t in ('{"name": "x"}', '[{"name": "x"}]'))
     for t in tools or []:
         fn = t.get("function", t)
         pieces.append(fn["name"])
+        if bare:  # the opener can be empty (llama3_json, xlam): the beginning of a bare JSON call
+            pieces.extend([f'{{"name": "{fn["name"]}"', f'[{{"name": "{fn["name"]}"'])
         pieces.extend((fn.get("parameters") or {}).get("properties") or {})
     return [p for p in dict.fromkeys(pieces) if p]
 

@@ -80,10 +80,15 @@ def run_family(name: str, n: int, engine: str, seed: int = 0, max_tokens: int = 
     has_calls = any(f["name"] == "tool_calls" for f in compiled.spec["fields"])
     choices = ["auto", "required", "get_weather", "none"] if has_calls else ["auto"]
     fmt = "lark" if engine == "llguidance" else "structural_tag"
-    grammars = {c: compiled.grammar(TOOLS, tool_choice=c, format=fmt).text for c in choices}
+    out = {"family": name, "samples": n, "ended": 0, "calls": 0, "with_call": 0, "failures": 0, "errors": [],
+           "refused": None, "seconds": 0.0}
+    try:
+        grammars = {c: compiled.grammar(TOOLS, tool_choice=c, format=fmt).text for c in choices}
+    except ValueError as e:  # the export refuses the family (structural_tag.Unconstrainable), saying why
+        out["refused"] = str(e)
+        return out
     pieces = hint_pieces(templates.get(name), TOOLS, examples)
     rng = random.Random(seed)
-    out = {"family": name, "samples": n, "ended": 0, "calls": 0, "with_call": 0, "failures": 0, "errors": []}
     t0 = time.perf_counter()
     for i in range(n):
         # 45% auto, 45% required, 5% named, 5% none
@@ -120,6 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--engine", choices=("llguidance", "xgrammar"), default="llguidance")
     ap.add_argument("--max-tokens", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     from chatparse import templates
 
@@ -128,14 +134,20 @@ def main(argv=None) -> int:
     print(f"| family | samples | ended | with a call | calls | failures | s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name in names:
-        r = run_family(name, args.samples, args.engine, max_tokens=args.max_tokens, log=sys.stderr)
+        r = run_family(name, args.samples, args.engine, seed=args.seed, max_tokens=args.max_tokens, log=sys.stderr)
         rows.append(r)
+        if r["refused"]:
+            print(f"| {name} | refused | | | | | |", flush=True)
+            continue
         print(f"| {name} | {r['samples']} | {r['ended']} | {r['with_call']} | {r['calls']} | {r['failures']} | "
               f"{r['seconds']:.0f} |", flush=True)
     bad = sum(r["failures"] for r in rows)
-    print(f"\n{len(rows)} families, {sum(r['samples'] for r in rows)} samples, "
+    done = [r for r in rows if not r["refused"]]
+    print(f"\n{len(done)} families ({len(rows) - len(done)} refused), {sum(r['samples'] for r in done)} samples, "
           f"{sum(r['ended'] for r in rows)} ended and checked, {bad} failures ({args.engine})")
     for r in rows:
+        if r["refused"]:
+            print(f"- {r['family']}: refused by the export: {r['refused']}")
         for e in r["errors"]:
             print(f"- {r['family']}: {e}")
     return 1 if bad else 0

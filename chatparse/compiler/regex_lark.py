@@ -25,7 +25,7 @@ import re._constants as C
 import re._parser as sre_parse
 from dataclasses import dataclass, field
 
-from .charsets import MAX_CP, class_ranges, complement, literal_ranges
+from .charsets import MAX_CP, class_ranges, complement, literal_ranges, normalize
 from .regex_ast import _in_source  # a character class as source the reference's `re` reads
 
 SPLIT_MARK = "\x00SPLIT\x00"
@@ -390,3 +390,172 @@ class _Conv:
             out = self.seq(list(yes), flags, tail) + (self.seq(list(no), flags, tail) if no else [Variant("")])
             return _merge(out)
         raise ValueError(f"unsupported regex construct {op}")
+
+
+# -------------------------------------------------------------- first-character restriction (structural tags)
+
+
+def char_ranges(rx: str) -> tuple:
+    """The code points an engine-syntax regex of one character (a class, ``(?s:.)``, a literal) matches."""
+    parsed = list(sre_parse.parse(to_python(rx), re.DOTALL))
+    if len(parsed) == 1 and parsed[0][0] is C.SUBPATTERN:
+        parsed = list(parsed[0][1][3])
+    if len(parsed) != 1:
+        raise ValueError(f"not a single character: {rx!r}")
+    op, av = parsed[0]
+    return _item_ranges(op, av, re.DOTALL)
+
+
+def _item_ranges(op, av, flags):
+    ic = bool(flags & re.IGNORECASE)
+    if op is C.LITERAL:
+        return literal_ranges(av, ic)
+    if op is C.NOT_LITERAL:
+        return complement(literal_ranges(av, ic))
+    if op is C.ANY:
+        return ((0, MAX_CP),) if flags & re.DOTALL else complement(((10, 10),))
+    if op is C.IN:
+        return class_ranges(_in_source(av), re.IGNORECASE if ic else 0)
+    return None
+
+
+def _intersect(a, b) -> tuple:
+    out = []
+    for lo, hi in normalize(a):
+        for lo2, hi2 in normalize(b):
+            lo3, hi3 = max(lo, lo2), min(hi, hi2)
+            if lo3 <= hi3:
+                out.append((lo3, hi3))
+    return normalize(out)
+
+
+def _nullable(items) -> bool:
+    for op, av in items:
+        if _item_ranges(op, av, 0) is not None or op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
+            return False
+        if op is C.BRANCH:
+            if not any(_nullable(list(b)) for b in av[1]):
+                return False
+        elif op is C.SUBPATTERN:
+            if not _nullable(list(av[3])):
+                return False
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            if av[0] > 0 and not _nullable(list(av[2])):
+                return False
+        elif op is C.ATOMIC_GROUP:
+            if not _nullable(list(av)):
+                return False
+        elif op in (C.AT, C.ASSERT, C.ASSERT_NOT):
+            continue
+        else:
+            raise ValueError(f"unsupported regex construct {op}")
+    return True
+
+
+def nullable(rx: str) -> bool:
+    """Whether an engine-syntax regex (without assertions) matches the empty string."""
+    return _nullable(list(sre_parse.parse(to_python(rx), re.DOTALL)))
+
+
+def derive(rx: str, text: str) -> str | None:
+    """The engine-syntax regex of the strings w such that `text` + w matches `rx` (None: no match of `rx`
+    begins with `text`): how a structural tag writes "a delimiter whose match begins with Y" after a closer
+    whose trailing lookahead is the literal Y."""
+    for ch in text:
+        if rx is None:
+            return None
+        rx = restrict_first(rx, ((ord(ch), ord(ch)),), consume=True)
+    return rx
+
+
+def literal_alternatives(rx: str) -> tuple[list[str], bool]:
+    """The literal strings among the top-level alternatives of an engine-syntax regex (the others are left
+    out: a caller uses these as a subset), and whether every alternative is one."""
+    parsed = list(sre_parse.parse(to_python(rx), re.DOTALL))
+
+    def lits(items) -> list[str] | None:
+        outs = [""]
+        for op, av in items:
+            if op is C.LITERAL:
+                outs = [o + chr(av) for o in outs]
+            elif op is C.SUBPATTERN and not av[1] and not av[2]:
+                sub = lits(list(av[3]))
+                if sub is None:
+                    return None
+                outs = [o + x for o in outs for x in sub]
+            elif op is C.BRANCH:
+                alts = [lits(list(b)) for b in av[1]]
+                if any(a is None for a in alts):
+                    return None
+                outs = [o + x for o in outs for a in alts for x in a]
+            else:
+                return None
+        return outs
+
+    whole = lits(parsed)
+    if whole is not None:
+        return [x for x in dict.fromkeys(whole) if x], all(whole)
+    out, complete = [], True
+    if len(parsed) == 1 and parsed[0][0] is C.BRANCH:
+        for b in parsed[0][1][1]:
+            one = lits(list(b))
+            complete = complete and bool(one) and all(one)
+            out.extend(one or [])
+    else:
+        complete = False
+    return [x for x in dict.fromkeys(out) if x], complete
+
+
+def restrict_first(rx: str, allowed, consume: bool = False) -> str | None:
+    """The non-empty matches of the engine-syntax regex `rx` whose first character is in `allowed` (code-point
+    ranges), as an engine-syntax regex; None when there is none.
+
+    Exact for the variants `convert` makes (no assertions left in them): it is how a structural tag, which has
+    no negation, says "a tool name, then anything the opener allows except a character the name's greedy
+    group would also take" (restrict what follows the name to the complement of that group's class)."""
+    parsed = sre_parse.parse(to_python(rx), re.DOTALL)
+    conv = _Conv(parsed.state, {}, ())
+    allowed = normalize(allowed)
+
+    def seq(items, flags):
+        alts = []
+        for i, (op, av) in enumerate(items):
+            r = one(op, av, flags)
+            if r is not None:
+                alts.append(r + (conv.sub(items[i + 1:], flags) if i + 1 < len(items) else ""))
+            if not _nullable([(op, av)]):
+                break
+        return _alt(alts) if alts else None
+
+    def one(op, av, flags):
+        rs = _item_ranges(op, av, flags)
+        if rs is not None:
+            inter = _intersect(rs, allowed)
+            return ("" if consume else ranges_regex(inter)) if inter else None
+        if op is C.BRANCH:
+            alts = [r for r in (seq(list(b), flags) for b in av[1]) if r is not None]
+            return _alt(alts) if alts else None
+        if op is C.SUBPATTERN:
+            r = seq(list(av[3]), (flags | av[1]) & ~av[2])
+            return None if r is None else f"(?:{r})" if r else ""
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, p = av
+            if hi == 0:
+                return None
+            r = seq(list(p), flags)
+            if r is None:
+                return None
+            lo2 = 0 if _nullable(list(p)) else max(lo - 1, 0)
+            hi2 = "" if hi >= C.MAXREPEAT else hi - 1
+            head = f"(?:{r})" if r else ""
+            if hi2 == 0:
+                return head
+            q = "*" if (lo2, hi2) == (0, "") else "{%d,%s}" % (lo2, hi2)
+            return f"{head}(?:{conv.sub(list(p), flags)}){q}"
+        if op is C.ATOMIC_GROUP:
+            return seq(list(av), flags)
+        if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
+            return None
+        raise ValueError(f"unsupported regex construct {op}")
+
+    return seq(list(parsed), parsed.state.flags)

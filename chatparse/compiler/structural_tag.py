@@ -1,21 +1,34 @@
 """A template's outputs as xgrammar's structural tag (the JSON vLLM 0.33.0 passes as ``structured_outputs``
 ``structural_tag``), for `chatparse.compiler.grammar.export(format="structural_tag")`.
 
-Structural tags have no recursion and no intersection, but the parser's modes form a star around mode 0
-(every explicit region returns to it), so the language is regular in regions:
+Structural tags have no recursion, no intersection and no negation, but the parser's modes form a star
+around mode 0 (every explicit region returns to it), so the language is regular in regions:
 
     [the rest of the region the prompt left open]  (item)*  tail
 
 where an item is text then one mode-0 delimiter (and, for an explicit field, its body and closer), and the
-tail is text, or text and a region left open at the end. Text is ``any_text`` whose ``excludes`` are the
-literal cores of what the mode watches (`schema_guard.literal_cores`: a string every match contains), so it
-is a subset where a delimiter is a pattern (text may not hold the core even where the pattern would not
-match around it); delimiters are ``regex`` elements (exact), tool-call bodies ``json_schema`` with the same
-guarded schemas as the Lark export, xml-inline parameters per schema type. ``tool_choice="required"`` is
-``(item without a call)* call-item (item)* tail``.
+tail is text, or text and a region left open at the end (or closed by a closer that only matches at the end).
+Text is ``any_text`` whose ``excludes`` are the literal cores of what the mode watches
+(`schema_guard.literal_cores`: a string every match contains), so it is a subset where a delimiter is a
+pattern; delimiters are ``regex`` elements (exact); tool-call bodies are ``json_schema`` whose strings and
+keys exclude the closer's cores (xgrammar's ``excludes``), xml-inline parameters per schema type.
+``tool_choice="required"`` is ``(item without a call)* call-item (item)* tail``.
 
-A closer's trailing lookahead cannot be joined to what follows here: such closer alternatives are dropped
-when the closer has others, and otherwise kept without their lookahead (both noted).
+What a structural tag cannot say is either narrowed (a subset, noted) or refused:
+
+* a tool name written into a greedy group (``to=functions.(?P<name>[^\\s<]+)``) is followed only by what the
+  opener allows *and* the group does not take (`regex_lark.restrict_first`), so the parser reads that name;
+* a closer's trailing lookahead cannot be joined to what follows: such closer alternatives are dropped when
+  the closer has others (a subset), and otherwise kept without their lookahead (a superset, noted);
+  an alternative that only matches at the end of the output (``\\Z``) ends it;
+* after an opener with a trailing lookahead an xml-inline call must be closed (the output cannot end right
+  after the opener, where the lookahead fails);
+* an opener that can match the empty string, whose closer has a lookbehind, is written non-empty after text
+  (the closer could otherwise match at the start of the body, looking back into the text);
+* a string-typed xml-inline value read as JSON is a JSON string or text that cannot begin a non-string
+  JSON value (a subset: ``json.loads`` must not turn it into a number, a literal, a list or an object);
+* a JSON body whose closer can begin in whitespace between JSON tokens cannot be constrained (xgrammar's
+  ``json_schema`` does not limit JSON whitespace): the export raises `Unconstrainable` naming the field.
 """
 
 from __future__ import annotations
@@ -25,8 +38,20 @@ import re
 
 from . import regex_lark as rl
 from . import schema_guard as sg
+from .charsets import MAX_CP, complement
 
 _HEX = re.compile(r"\\x\{([0-9a-f]+)\}")
+_WS_CHARS = ((9, 10), (13, 13), (32, 32))
+# Characters a JSON value that is not a string can begin with (json.loads also reads NaN, Infinity).
+_NONSTRING_FIRST = _WS_CHARS + ((ord("-"), ord("-")), (ord("0"), ord("9")), (ord("t"), ord("t")),
+                                (ord("f"), ord("f")), (ord("n"), ord("n")), (ord("N"), ord("N")),
+                                (ord("I"), ord("I")), (ord("["), ord("[")), (ord("{"), ord("{")),
+                                (ord('"'), ord('"')))
+
+
+class Unconstrainable(ValueError):
+    """A template whose outputs a structural tag cannot constrain soundly; the message says which field and
+    why. (The Lark export, for llguidance, has no such limit.)"""
 
 
 def xg_regex(rx: str) -> str:
@@ -40,13 +65,19 @@ def xg_regex(rx: str) -> str:
 
 def _seq(*els):
     els = [e for e in els if e is not None]
+    if not els:
+        return None
     return els[0] if len(els) == 1 else {"type": "sequence", "elements": list(els)}
 
 
 _WS = {"type": "regex", "pattern": "[ \\t\\n\\r]*"}
+_WS_RX = "[ \\t\\n\\r]*"
 
 
 def _or(els):
+    els = [e for e in els if e is not None]
+    if not els:
+        return None
     return els[0] if len(els) == 1 else {"type": "or", "elements": list(els)}
 
 
@@ -54,14 +85,27 @@ def _regex(rx: str):
     return {"type": "regex", "pattern": xg_regex(rx.replace(rl.SUBST_MARK, ""))}
 
 
+def _star(els):
+    alt = _or(els)
+    return {"type": "star", "content": alt} if alt is not None else None
+
+
 class _Tag:
     def __init__(self, g):
         self.g = g  # the Lark exporter: delimiters, notes, schemas
+        self._joined: dict = {}  # items with no text before them, by the literal they begin with
 
     def cores(self, mode: int) -> list[str]:
         out = []
         for f, kind in self.g.watched(mode):
             d = f[kind]
+            lead = _leading_literals(d)
+            if lead:
+                # a match beginning in the text could run into the delimiter that follows it (the parser
+                # would take that match first): text may not hold the literal a match begins with
+                self.g.note(f["name"], kind, _src(d), f"structural tag: text may not hold {lead!r} (the "
+                            "literal a match begins with): a subset", kind="subset")
+                out.extend(lead)
             c = sg.literal_cores(d.get("pattern"), d.get("literals"))
             if c is None:
                 self.g.note(f["name"], kind, _src(d), "structural tag: no literal in this delimiter, text is not "
@@ -77,29 +121,80 @@ class _Tag:
         ex = self.cores(mode)
         return {"type": "any_text", "excludes": ex} if ex else {"type": "any_text"}
 
-    def variants(self, f, kind, subst=None):
+    # -- delimiters
+    def variants(self, f, kind, subst=None) -> tuple[list, list, list]:
+        """(variants written where something follows, variants that end the output, closer variants
+        ending in a lookahead - written only joined to what follows them, see `closer_forms`)."""
         vs = self.g.delim(f, kind, subst).variants
         if kind == "open":
             vs = self.g.offered(f, vs)
-        plain = [v for v in vs if not v.lookahead]
-        if len(plain) < len(vs):
-            self.g.note(f["name"], kind, _src(f[kind]), "structural tag: alternatives ending in a lookahead are "
-                        + ("dropped (a subset)" if plain else "kept without it (a superset)"),
-                        kind="subset" if plain else "superset")
-        return plain or vs
+        ends = [v for v in vs if v.at_end]
+        vs = [v for v in vs if not v.at_end]
+        if kind == "open":
+            if ends:
+                self.g.note(f["name"], kind, _src(f[kind]), "structural tag: alternatives that only match at the "
+                            "end of the output are not offered (a subset)", kind="subset")
+            if any(v.lookahead for v in vs):
+                self.g.note(f["name"], kind, _src(f[kind]), "structural tag: trailing lookahead dropped: the body "
+                            "that follows is constrained by its own grammar, which the lookahead is not checked "
+                            "against (a superset)")
+            return vs, [], []
+        return [v for v in vs if not v.lookahead], ends, [v for v in vs if v.lookahead]
 
-    def delim(self, f, kind, subst=None, lead=""):
-        if subst and self.g.delim(f, kind, subst).follow:
-            self.g.note(f["name"], kind, _src(f[kind]), "structural tag: a tool name may be followed by characters "
-                        "its group takes (the parser then reads another name): a superset")
-        return _or([_regex(lead + v.regex) for v in self.variants(f, kind, subst)])
+    def delim(self, f, kind, subst=None, lead="", nonempty=False, at_end=False, after=None):
+        """The delimiter as one element (None when no alternative can be written): `nonempty` keeps its
+        non-empty matches only, `at_end` gives the alternatives that end the output, `after` (a literal)
+        keeps the matches that begin with it (written after a closer whose lookahead is that literal)."""
+        conv = self.g.delim(f, kind, subst)
+        keep, ends, _ = self.variants(f, kind, subst)
+        out = []
+        for v in (ends if at_end else keep):
+            rx = v.regex
+            if rl.SUBST_MARK in rx:
+                rx = self.after_name(f, rx, conv.follow)
+                if rx is None:
+                    continue
+            if nonempty:
+                rx = rl.restrict_first(rx, ((0, MAX_CP),))
+                if rx is None:
+                    continue
+            if after is not None:
+                rest = rl.derive(lead + rx, after)
+                if rest is None:
+                    continue
+                out.append(_regex(rl.literal(after) + rest))
+                continue
+            out.append(_regex(lead + rx))
+        return _or(out)
 
+    def after_name(self, f, rx: str, follow: str) -> str | None:
+        """An opener variant holding a tool name put in a greedy group, with what follows the name limited
+        to what the group does not take (the parser's capture is then exactly the name)."""
+        head, tail = rx.split(rl.SUBST_MARK)
+        allowed = complement(rl.char_ranges(follow))
+        r = rl.restrict_first(tail, allowed) if tail else None
+        if tail and not rl.nullable(tail):
+            return None if r is None else head + r
+        # the opener can end right after the name: the body must not begin with a character of the group
+        starts = _WS_CHARS + ((ord("{"), ord("{")), (ord("["), ord("[")))
+        if f["content"] != "json" or rl._intersect(starts, allowed) != rl._intersect(starts, starts):
+            self.g.note(f["name"], "open", _src(f["open"]), "structural tag: the body after a tool name may begin "
+                        "with a character the name's group takes (the parser then reads another name): a superset")
+        return head + (f"(?:{r})?" if r else "")
+
+    def can_be_empty(self, f, kind) -> bool:
+        keep, _, _ = self.variants(f, kind)
+        return any(rl.nullable(v.regex.replace(rl.SUBST_MARK, "")) for v in keep)
+
+    # -- bodies
     def body(self, fi, f, tool):
         from .grammar import call_schema, envelope
 
         env = envelope(f)
         if f["content"] == "json":
             if env is None:
+                self.g.note(f["name"], "body", json.dumps(f.get("transform")),
+                            "transform not understood: the body is any JSON value")
                 schema = {}
             elif env.each:
                 t = self.g.tools
@@ -117,19 +212,36 @@ class _Tag:
                             "generated: the body is strict JSON, which the parser also reads", kind="subset")
                 cores = cores + (["{", ","] if ca.get("unquoted_keys") else []) + [
                     d for pair in ca.get("string_delims") or [] for d in pair if isinstance(d, str) and d]
-            schema = self.g.guarded(f, schema, cores)
-            xg = schema.pop("x-guidance", None)
-            if xg:
-                self.g.note(f["name"], "body", "", "structural tag: JSON whitespace is not limited (a superset)")
-            return _seq(_WS, {"type": "json_schema", "json_schema": schema}, _WS)
+            self.check_whitespace(f, cores)
+            return _seq(_WS, self.json(schema, cores), _WS)
         if f["content"] == "xml-inline":
             return self.xml(fi, f, tool)
         return self.text(fi + 1)
 
-    def xml(self, fi, f, tool):
-        from .grammar import _ANY_KEY, _enum, _types
+    def json(self, schema, excludes: list[str]):
+        out = {"type": "json_schema", "json_schema": schema}
+        ex = [c for c in dict.fromkeys(excludes) if c]
+        if ex:
+            out["excludes"] = ex
+        return out
 
-        tag = f["content_args"]["tag_pattern"]
+    def check_whitespace(self, f, cores: list[str]) -> None:
+        pieces = sg.fit(cores) if cores else []
+        ws = [p for p in pieces if not p.strip()]
+        if ws:
+            raise Unconstrainable(
+                f"structural tag: field '{f['name']}': its closer {_src(f['close'])!r} can match between JSON "
+                f"tokens (every match holds {ws[0]!r}, which is JSON whitespace), and xgrammar's json_schema "
+                "cannot limit JSON whitespace, so a sampled call body could close early and fail to parse; "
+                "use format='lark' (llguidance limits the whitespace)")
+
+    def xml(self, fi, f, tool):
+        from .grammar import _ANY_KEY, _enum, _reads_as_other_json, _types
+
+        args = f["content_args"]
+        tag = args["tag_pattern"]
+        vp = args.get("value_parser")
+        as_json = isinstance(vp, dict) and vp.get("name") == "json"
         params = tool.parameters if isinstance(tool.parameters, dict) else {}
         props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
         required = params.get("required") or []
@@ -140,18 +252,23 @@ class _Tag:
             before, after = c.variants[0].regex.replace(rl.SUBST_MARK, "").split(rl.SPLIT_MARK)
             after_src = tag.split("(?P<value>.*?)")
             after_cores = (sg.literal_cores(after_src[1], None) or []) if len(after_src) == 2 else []
+            excludes = list(dict.fromkeys(after_cores + closer))
             types = _types(schema)
             if isinstance(schema, dict) and isinstance(schema.get("enum", schema.get("const")), (list, str)) \
                     and all(isinstance(e, str) for e in _enum(schema)):
-                return _seq(_regex("[ \\t\\n\\r]*" + before + rl._alt([rl.literal(e) for e in _enum(schema)])
-                                   + after))
+                vals = [e for e in _enum(schema) if not _reads_as_other_json(e)] if as_json else _enum(schema)
+                return _regex(_WS_RX + before + rl._alt([rl.literal(e) for e in vals] or ["x"]) + after)
             if not types or "string" in types:
-                value = {"type": "any_text", "excludes": after_cores + closer}
+                if isinstance(schema, dict) and any(k in schema for k in ("pattern", "minLength", "maxLength",
+                                                                            "format")):
+                    self.g.note(f["name"], "tag_pattern", tag, f"string constraints of parameter {key!r} are not "
+                                "enforced in xml-inline text values (a superset)")
+                value = {"type": "any_text", "excludes": excludes}
+                if as_json and types:
+                    value = self.string_text(f, tag, excludes)
             else:
-                value = {"type": "json_schema",
-                         "json_schema": self.g.guarded(f, schema, after_cores + closer)}
-                value["json_schema"].pop("x-guidance", None)
-            return _seq(_regex("[ \\t\\n\\r]*" + before), value, _regex(after))
+                value = self.json(schema, excludes)
+            return _seq(_regex(_WS_RX + before), value, _regex(after))
 
         parts = []
         for key, schema in props.items():
@@ -161,65 +278,177 @@ class _Tag:
             parts.append({"type": "star", "content": param(None, {})})
         return _seq(*parts) if parts else {"type": "const_string", "value": ""}
 
-    def items(self, with_calls: bool, calls_only: bool = False) -> list:
-        """Mode-0 items that return to mode 0, and the terminal ones (which end the output)."""
+    def string_text(self, f, tag, excludes):
+        """A string parameter's value text that the json value parser keeps a string: a JSON string, or
+        text whose first character cannot begin a non-string JSON value (nor an excluded string)."""
+        self.g.note(f["name"], "tag_pattern", tag, "structural tag: a string value is a JSON string or text that "
+                    "does not begin with whitespace, '-', a digit, 't', 'f', 'n', 'N', 'I', '[', '{' or '\"' "
+                    "(json.loads must not read it as another type): a subset", kind="subset")
+        bad = _NONSTRING_FIRST + tuple((ord(e[0]), ord(e[0])) for e in excludes)
+        first = rl.ranges_regex(rl._no_surrogates(complement(bad)))
+        plain = _seq(_regex(first), {"type": "any_text", "excludes": excludes})
+        return _or([self.json({"type": "string"}, excludes), {"type": "optional", "content": plain}])
+
+    # -- items
+    def items(self, t, after=None) -> list:
+        """Mode-0 items as (element, makes a call, ends the output): text `t` (None: none), then one mode-0
+        delimiter (beginning with the literal `after`, when given) and what it opens up to its closer."""
         g = self.g
-        back, final = [], []
-        t0 = self.text(0)
+        key = (after,)
+        if t is None and key in self._joined:
+            return self._joined[key]
+        out = []
         for fi, f in enumerate(g.fields):
             if f["open"] is None:
                 continue
-            is_tool = g.is_tool_field(f)
-            if is_tool != calls_only and calls_only:
+            if g.is_tool_field(f):
+                if g.allow_calls:
+                    out.extend(self.call_items(fi, f, t, after))
                 continue
-            if is_tool and (not with_calls or not g.allow_calls):
+            opener = self.delim(f, "open", after=after)
+            if opener is None:
                 continue
-            if not is_tool and calls_only:
-                continue
-            if is_tool:
-                from .grammar import envelope
+            head = _seq(t, opener, self.text(fi + 1))
+            if f["close"] is not None:
+                out.extend(self.closer_forms(f, head, False, joins=after is None))
+            out.append((head, False, True))
+        for f in g.fields:
+            if f["name"] == g.implicit and f["close"] is not None:
+                # (`t` is None right after a joined closer: an empty item is no item)
+                out.extend(x for x in self.closer_forms(f, t, False, joins=after is None, first=after)
+                           if x[0] is not None)
+        if t is None:
+            self._joined[key] = out
+        return out
 
-                env = envelope(f) if f["content"] in ("json", "xml-inline") else None
-                bodies = []
-                for tool in g.tools:
-                    subst = {env.name_group: tool.name} if env and env.name_group and tool.name else None
-                    bodies.append(_seq(self.delim(f, "open", subst), self.body(fi, f, tool)))
-                head = _seq(t0, _or(bodies))
-                if f["close"] is not None:
-                    back.append(_seq(head, self.delim(f, "close", lead="[ \\t\\n\\r]*")))
-                final.append(head)
-            else:
-                head = _seq(t0, self.delim(f, "open"), self.text(fi + 1))
-                if f["close"] is not None:
-                    back.append(_seq(head, self.delim(f, "close")))
-                final.append(head)
-        if not calls_only:
-            for f in g.fields:
-                if f["name"] == g.implicit and f["close"] is not None:
-                    back.append(_seq(t0, self.delim(f, "close")))
-        return back, final
+    def closer_forms(self, f, head, call: bool, joins: bool, lead: str = "", first=None) -> list:
+        """`head` then the field's closer: back to mode 0, at the end of the output, or - for a closer
+        alternative with a trailing lookahead that is a literal Y - joined to a mode-0 item that begins with
+        Y (a lookahead that is not a literal is not offered: a subset)."""
+        out = []
+        closer = self.delim(f, "close", lead=lead, after=first)
+        if closer is not None:
+            out.append((_seq(head, closer), call, False))
+        end = self.delim(f, "close", lead=lead, at_end=True, after=first)
+        if end is not None:
+            out.append((_seq(head, end), call, True))
+        _, _, las = self.variants(f, "close")
+        if not las:
+            return out
+        if not joins or first is not None:
+            self.g.note(f["name"], "close", _src(f["close"]), "structural tag: a closer alternative ending in a "
+                        "lookahead is not offered right after another one (a subset)", kind="subset")
+            return out
+        for v in las:
+            ys, complete = rl.literal_alternatives(v.lookahead)
+            if not complete:
+                self.g.note(f["name"], "close", _src(f["close"]), "structural tag: after this closer, what its "
+                            "lookahead allows is offered only where it is a literal: a subset", kind="subset")
+            for y in ys:
+                for el2, call2, final2 in self.items(None, after=y):
+                    out.append((_seq(head, _regex(lead + v.regex), el2), call or call2, final2))
+        return out
+
+    def call_items(self, fi, f, t, after) -> list:
+        from .grammar import envelope
+
+        g = self.g
+        env = envelope(f) if f["content"] in ("json", "xml-inline") else None
+        lookbehind_close = t is not None and f["close"] is not None and bool(g.delim(f, "close").lookbehinds) \
+            and self.can_be_empty(f, "open")
+        full, nonempty = [], []
+        for tool in g.tools:
+            subst = {env.name_group: tool.name} if env and env.name_group and tool.name else None
+            opener = self.delim(f, "open", subst, after=after)
+            if opener is None:
+                continue
+            body = self.body(fi, f, tool)
+            full.append(_seq(opener, body))
+            if lookbehind_close:
+                o = self.delim(f, "open", subst, nonempty=True)
+                if o is not None:
+                    nonempty.append(_seq(o, body))
+        if not full:
+            return []
+        if lookbehind_close:
+            g.note(f["name"], "open", _src(f["open"]), "structural tag: after text this opener is written "
+                   "non-empty (its closer's lookbehind could match at the start of the body, looking back into "
+                   "the text): a subset", kind="subset")
+            head = _or([_seq(t, _or(nonempty)), _or(full)])
+        else:
+            head = _seq(t, _or(full))
+        out = []
+        if f["close"] is not None:
+            out.extend(self.closer_forms(f, head, True, joins=after is None, lead=_WS_RX))
+        if f["content"] == "xml-inline" and g.open_lookahead(f):
+            g.note(f["name"], "open", _src(f["open"]), "structural tag: the call must be closed (the output "
+                   "cannot end right after the opener, where its lookahead fails): a subset", kind="subset")
+        else:
+            out.append((head, True, True))
+        return out
 
     def build(self, start_mode: int) -> dict:
         g = self.g
-        back, final = self.items(with_calls=True)
-        tail = _or([self.text(0)] + final)
+        its = self.items(self.text(0))
+        back_nc = [e for e, c, fin in its if not c and not fin]
+        back_c = [e for e, c, fin in its if c and not fin]
+        final_nc = [e for e, c, fin in its if not c and fin]
+        final_c = [e for e, c, fin in its if c and fin]
+        tail = _or([self.text(0)] + final_nc + final_c)
+        rest_any = _seq(_star(back_nc + back_c), tail)
         if g.required:
-            back_nc, _ = self.items(with_calls=False)
-            call_back, call_final = self.items(with_calls=True, calls_only=True)
-            loop_nc = {"type": "star", "content": _or(back_nc)} if back_nc else None
-            loop = {"type": "star", "content": _or(back)} if back else None
-            rest = _or([_seq(loop_nc, _or(call_back), loop, tail)] + ([_seq(loop_nc, _or(call_final))]
-                                                                      if call_final else []))
+            loop_nc = _star(back_nc)
+            forms = []
+            if back_c:
+                forms.append(_seq(loop_nc, _or(back_c), rest_any))
+            if final_c:
+                forms.append(_seq(loop_nc, _or(final_c)))
+            if not forms:
+                raise Unconstrainable("structural tag: tool_choice requires a call, and no call can be written")
+            rest = _or(forms)
         else:
-            loop = {"type": "star", "content": _or(back)} if back else None
-            rest = _seq(loop, tail)
-        if start_mode:
-            f = g.fields[start_mode - 1]
-            first = [self.text(start_mode)] if not g.required else []
-            if f["close"] is not None:
-                first = [_seq(self.text(start_mode), self.delim(f, "close"), rest)] + first
-            return {"type": "structural_tag", "format": _or(first)}
-        return {"type": "structural_tag", "format": rest}
+            rest = rest_any
+        if not start_mode:
+            return {"type": "structural_tag", "format": rest}
+        f = g.fields[start_mode - 1]
+        first = [] if g.required else [self.text(start_mode)]
+        if f["close"] is not None:
+            for el, call, final in self.closer_forms(f, self.text(start_mode), False, joins=True):
+                if final:
+                    if call or not g.required:
+                        first.append(el)
+                else:
+                    first.append(_seq(el, rest_any if call else rest))
+        return {"type": "structural_tag", "format": _or(first)}
+
+
+def _leading_literals(d: dict) -> list[str]:
+    """The literal text each alternative of a delimiter pattern begins with after a leading whitespace-like
+    run (two characters or more; none for an alternative that begins otherwise)."""
+    import re._constants as C
+    import re._parser as sre_parse
+
+    if "pattern" not in d:
+        return []
+    try:
+        items = list(sre_parse.parse(re.sub(r"\(\?P<(\w+)>", "(?:", d["pattern"]), re.DOTALL))
+    except re.error:
+        return []
+
+    def lead(items) -> list[str]:
+        run = ""
+        for i, (op, av) in enumerate(items):
+            if op is C.LITERAL:
+                run += chr(av)
+            elif op is C.BRANCH:  # (the parser factors a common prefix out of alternatives)
+                return [run + x for b in av[1] for x in lead(list(b))]
+            elif op is C.SUBPATTERN and not av[1] and not av[2]:
+                return [run + x for x in lead(list(av[3]) + items[i + 1:])]
+            else:
+                break
+        return [run]
+
+    return [x for x in dict.fromkeys(lead(rl._strip_items(items))) if len(x) >= 2]
 
 
 def _src(d: dict) -> str:
@@ -227,6 +456,8 @@ def _src(d: dict) -> str:
 
 
 def export_structural_tag(spec, tools, required, mode, start_field):
+    """The structural tag of `spec` (see the module docstring); raises `Unconstrainable` for a template a
+    structural tag cannot constrain soundly."""
     from .grammar import ExportedGrammar, _Lark
 
     g = _Lark(spec, tools, required, allow_calls=bool(tools))
