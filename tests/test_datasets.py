@@ -333,6 +333,34 @@ def test_parse_file_bad_lines_and_errors(tmp_path, file_rows):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 20])
+def test_jsonl_batches_cut_at_line_ends(tmp_path, monkeypatch, block):
+    """parse-file reads JSONL in blocks: every batch is whole lines (at most --batch-size of them), a line
+    longer than a block is read on, and the batches' line numbers and bytes add up to the file."""
+    import gzip
+    import random
+
+    from chatparse import parse_file as pf
+
+    monkeypatch.setattr(pf, "BATCH_BYTES", block)
+    rng = random.Random(block)
+    for trial in range(60):
+        lines = [b"x" * rng.choice([0, 1, 5, 50, 300]) for _ in range(rng.randint(0, 40))]
+        data = b"\n".join(lines) + (b"\n" if rng.random() < 0.5 else b"")
+        path = tmp_path / ("in.jsonl.gz" if trial % 4 == 0 else "in.jsonl")
+        with (gzip.open(path, "wb") if trial % 4 == 0 else open(path, "wb")) as f:
+            f.write(data)
+        batch_size = rng.choice([1, 3, 1000])
+        got = list(pf._jsonl_batches(path, batch_size))
+        assert b"".join(chunk for _, chunk, _ in got) == data
+        line = 1
+        for kind, chunk, first in got:
+            n = chunk.count(b"\n") + (not chunk.endswith(b"\n"))
+            assert kind == "jsonl" and first == line and 1 <= n <= batch_size
+            assert chunk.endswith(b"\n") or chunk is got[-1][1]
+            line += n
+
+
 # ------------------------------------------------------------------------------------------------ at scale
 @pytest.fixture(scope="module")
 def big_rows():
