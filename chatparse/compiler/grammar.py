@@ -52,6 +52,45 @@ _PERMISSIVE_ARGS = {"type": "object"}
 # A parameter name the schema does not list (additionalProperties): an identifier, a subset of what
 # tag patterns allow, so that a lazy key group cannot run past its end tag.
 _ANY_KEY = "[A-Za-z_][A-Za-z0-9_.\\-]*"
+_KEY_FIRST, _KEY_REST = "A-Za-z_", "A-Za-z0-9_.\\-"
+# A boolean parameter's xml-inline text: JSON's words, or Python's (the parser casts them with the tools'
+# schema: `runtime.coerce`).
+BOOL_WORDS = ("true", "false", "True", "False")
+
+
+def other_key(listed) -> str:
+    """An engine regex of the parameter names `_ANY_KEY` allows except the `listed` ones: the name of a
+    property beyond those a schema lists (a listed name there would take that parameter's value untyped)."""
+    listed = sorted({k for k in listed if regex.fullmatch(_ANY_KEY, k)})
+    if not listed:
+        return _ANY_KEY
+
+    def node(prefix: str, first: bool) -> str:
+        kids = sorted({k[len(prefix)] for k in listed if k.startswith(prefix) and len(k) > len(prefix)})
+        alts = []
+        chars = _KEY_FIRST if first else _KEY_REST
+        others = "".join(c for c in map(chr, range(128)) if regex.fullmatch(f"[{chars}]", c) and c not in kids)
+        if others:
+            alts.append(_ranges_of(others) + f"[{_KEY_REST}]*")
+        for c in kids:
+            alts.append(rl.escape_char(ord(c)) + node(prefix + c, False))
+        body = rl._alt(alts) if alts else None
+        if prefix and prefix not in listed:  # the name may end here
+            return f"(?:{body})?" if body else ""
+        return body if body is not None else "[^\\x{0}-\\x{10ffff}]"
+
+    return node("", True)
+
+
+def _ranges_of(chars: str) -> str:
+    """A character class of ASCII `chars` (as runs)."""
+    cps = sorted(ord(c) for c in chars)
+    runs, start = [], cps[0]
+    for a, b in zip(cps, cps[1:] + [None]):
+        if b != a + 1:
+            runs.append((start, a))
+            start = b
+    return "[" + "".join(f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in runs) + "]"
 
 
 @dataclass
@@ -589,7 +628,8 @@ class _Lark:
             else True
 
         def param(key: str | None, schema: Any) -> str:
-            c = rl.convert(tag, subst={"key": key if key is not None else ("rx", _ANY_KEY)}, split=("value",))
+            c = rl.convert(tag, subst={"key": key if key is not None else ("rx", other_key(props))},
+                           split=("value",))
             for how in c.approximations:
                 self.note(f["name"], "tag_pattern", tag, how)
             # (a key put in a greedy group is followed by the tag's own delimiter in the bundled patterns)
@@ -607,6 +647,9 @@ class _Lark:
                 # the raw text is the value (it does not read as JSON, or reads as that string)
                 vals = [e for e in _enum(schema) if not _reads_as_other_json(e)] if as_json else _enum(schema)
                 return self.term("PARAM", f"/{WS_OPT}{before}{rl._alt([rl.literal(e) for e in vals] or ['x'])}{after}/")
+            if types == ("boolean",):
+                words = rl._alt([rl.literal(w) for w in BOOL_WORDS])
+                return self.term("PARAM", f"/{WS_OPT}{before}{WS_OPT}{words}{WS_OPT}{after}/")
             if text_like and isinstance(schema, dict) and any(k in schema for k in (
                     "pattern", "minLength", "maxLength", "format")):
                 self.note(f["name"], "tag_pattern", tag, f"string constraints of parameter {key!r} are not "

@@ -42,11 +42,9 @@ from .charsets import MAX_CP, complement
 
 _HEX = re.compile(r"\\x\{([0-9a-f]+)\}")
 _WS_CHARS = ((9, 10), (13, 13), (32, 32))
-# Characters a JSON value that is not a string can begin with (json.loads also reads NaN, Infinity).
-_NONSTRING_FIRST = _WS_CHARS + ((ord("-"), ord("-")), (ord("0"), ord("9")), (ord("t"), ord("t")),
-                                (ord("f"), ord("f")), (ord("n"), ord("n")), (ord("N"), ord("N")),
-                                (ord("I"), ord("I")), (ord("["), ord("[")), (ord("{"), ord("{")),
-                                (ord('"'), ord('"')))
+# Characters a JSON value (json.loads also reads NaN, Infinity) can begin with, whitespace first.
+_NONSTRING_FIRST_CHARS = ' \t\n\r-0123456789tfnNI[{"'
+
 
 
 class Unconstrainable(ValueError):
@@ -236,7 +234,7 @@ class _Tag:
                 "use format='lark' (llguidance limits the whitespace)")
 
     def xml(self, fi, f, tool):
-        from .grammar import _ANY_KEY, _enum, _reads_as_other_json, _types
+        from .grammar import BOOL_WORDS, _enum, _reads_as_other_json, _types, other_key
 
         args = f["content_args"]
         tag = args["tag_pattern"]
@@ -248,7 +246,8 @@ class _Tag:
         closer = self.g.close_cores(f)
 
         def param(key, schema):
-            c = rl.convert(tag, subst={"key": key if key is not None else ("rx", _ANY_KEY)}, split=("value",))
+            c = rl.convert(tag, subst={"key": key if key is not None else ("rx", other_key(props))},
+                           split=("value",))
             before, after = c.variants[0].regex.replace(rl.SUBST_MARK, "").split(rl.SPLIT_MARK)
             after_src = tag.split("(?P<value>.*?)")
             after_cores = (sg.literal_cores(after_src[1], None) or []) if len(after_src) == 2 else []
@@ -258,6 +257,9 @@ class _Tag:
                     and all(isinstance(e, str) for e in _enum(schema)):
                 vals = [e for e in _enum(schema) if not _reads_as_other_json(e)] if as_json else _enum(schema)
                 return _regex(_WS_RX + before + rl._alt([rl.literal(e) for e in vals] or ["x"]) + after)
+            if types == ("boolean",):
+                return _regex(_WS_RX + before + _WS_RX + rl._alt([rl.literal(w) for w in BOOL_WORDS]) + _WS_RX
+                              + after)
             if not types or "string" in types:
                 if isinstance(schema, dict) and any(k in schema for k in ("pattern", "minLength", "maxLength",
                                                                             "format")):
@@ -267,27 +269,44 @@ class _Tag:
                 if as_json and types:
                     value = self.string_text(f, tag, excludes)
             else:
-                value = self.json(schema, excludes)
+                value = _seq(_WS, self.json(schema, excludes), _WS)
             return _seq(_regex(_WS_RX + before), value, _regex(after))
 
         parts = []
         for key, schema in props.items():
             p = param(key, schema)
             parts.append(p if key in required else {"type": "optional", "content": p})
-        if params.get("additionalProperties", True) is not False and not props:
+        if params.get("additionalProperties", True) is not False:
             parts.append({"type": "star", "content": param(None, {})})
         return _seq(*parts) if parts else {"type": "const_string", "value": ""}
 
     def string_text(self, f, tag, excludes):
-        """A string parameter's value text that the json value parser keeps a string: a JSON string, or
-        text whose first character cannot begin a non-string JSON value (nor an excluded string)."""
-        self.g.note(f["name"], "tag_pattern", tag, "structural tag: a string value is a JSON string or text that "
-                    "does not begin with whitespace, '-', a digit, 't', 'f', 'n', 'N', 'I', '[', '{' or '\"' "
-                    "(json.loads must not read it as another type): a subset", kind="subset")
-        bad = _NONSTRING_FIRST + tuple((ord(e[0]), ord(e[0])) for e in excludes)
-        first = rl.ranges_regex(rl._no_surrogates(complement(bad)))
-        plain = _seq(_regex(first), {"type": "any_text", "excludes": excludes})
-        return _or([self.json({"type": "string"}, excludes), {"type": "optional", "content": plain}])
+        """A string parameter's value text that the json value parser keeps a string: empty, a JSON string,
+        or text that `json.loads` refuses - one that begins with a character no JSON value begins with, or
+        with a word's beginning (``tr``, ``nul``, ``NaN``) and then something else, or with ``-`` and no
+        number (text beginning with a digit, whitespace, ``[`` or ``{`` is not offered: a subset)."""
+        self.g.note(f["name"], "tag_pattern", tag, "structural tag: a string value read as JSON does not begin "
+                    "with whitespace, a digit, '[' or '{' (json.loads must not read it as another type): "
+                    "a subset", kind="subset")
+        ex_first = {e[0] for e in excludes if e}
+        text = {"type": "any_text", "excludes": excludes} if excludes else {"type": "any_text"}
+
+        def other(chars) -> str:
+            bad = tuple((ord(c), ord(c)) for c in set(chars) | ex_first)
+            return rl.ranges_regex(rl._no_surrogates(complement(bad)))
+
+        forms = [self.json({"type": "string"}, excludes),
+                 _seq(_regex(other(_NONSTRING_FIRST_CHARS)), text),
+                 _seq(_regex("-" + other("0123456789I")), text)]
+        for word in ("true", "false", "null", "NaN", "Infinity"):
+            if ex_first & set(word):
+                continue
+            for k in range(1, len(word)):
+                forms.append(_regex(rl.literal(word[:k])))
+                forms.append(_seq(_regex(rl.literal(word[:k]) + other(word[k])), text))
+            forms.append(_seq(_regex(rl.literal(word) + _WS_RX + other(" \t\n\r")), text))
+        forms.append(_regex("-"))
+        return {"type": "optional", "content": _or(forms)}
 
     # -- items
     def items(self, t, after=None) -> list:
