@@ -46,25 +46,33 @@ REFERENCE_GIVES: dict[str, dict] = {}
 _JOIN = ("content on both sides of a tool call is kept: the implicit content field repeats and joins its "
          "segments with a blank line (a later segment overwrote the earlier one)")
 _EOS_WS = "the content close ends in \\s*, so whitespace after the end-of-turn token does not blank the content"
+_TOOL_WS = ("the tool-call close ends in \\s*, so whitespace after the end-of-turn token that closes the call "
+            "does not blank the content")
+_THINK_WS = ("the reasoning open takes the whitespace before it (\\s*<think>), so that whitespace is no content "
+             "segment of its own (joined, it would lead the content with a blank line)")
 _XML = ("an argument value ends at its closing tag only where the next tag follows (after text without a '<') or "
         "no later closing tag does, so a value holding the tag is whole")
 FIXED_FAMILIES: dict[str, str] = {
-    **{name: _JOIN for name in ("deepseek_r1", "deepseek_v3", "deepseek_v31", "kimi_k2", "minimax_m1", "step3")},
-    **{name: f"{_JOIN}; {_EOS_WS}" for name in (
-        "functiongemma", "granite4", "hermes", "internlm2", "jamba", "lfm2", "longcat", "nemotron_json", "qwen3",
-        "smollm3")},
-    **{name: _EOS_WS for name in (
-        "granite3", "granite_20b_fc", "kimi_vl_think", "llama3_json", "mistral_pre_v11", "phi4_mini", "xlam")},
-    "mistral_v11": f"a call with an id, [TOOL_CALLS]name[CALL_ID]id[ARGS]{{json}}, is a tool call; {_EOS_WS}",
-    "deepseek_v32": f"{_JOIN}; {_XML}",
-    "ernie45": "content segments around a tool call or a <response> marker join with a blank line, not glued (join '')",
-    "hunyuan_a13b": "content segments around a tool call or an <answer> marker join with a blank line, not glued "
-                    "(join '')",
-    "gemma4": f"{_JOIN}; the content close is a pattern ending in \\s* (was a literal list) for the same reason",
+    **{name: _JOIN for name in ("deepseek_v3", "minimax_m1")},
+    **{name: f"{_JOIN}; {_THINK_WS}" for name in ("deepseek_r1", "deepseek_v31", "kimi_k2", "step3")},
+    **{name: f"{_JOIN}; {_EOS_WS}" for name in ("functiongemma", "granite4", "hermes", "internlm2", "jamba", "longcat")},
+    **{name: f"{_JOIN}; {_EOS_WS}; {_THINK_WS}" for name in ("lfm2", "nemotron_json", "qwen3", "smollm3")},
+    **{name: f"{_EOS_WS}; {_TOOL_WS}" for name in ("granite3", "granite_20b_fc", "mistral_pre_v11", "phi4_mini",
+                                                     "xlam")},
+    **{name: _EOS_WS for name in ("kimi_vl_think", "llama3_json")},
+    "mistral_v11": f"a call with an id, [TOOL_CALLS]name[CALL_ID]id[ARGS]{{json}}, is a tool call; {_EOS_WS}; {_TOOL_WS}",
+    "deepseek_v32": f"{_JOIN}; {_THINK_WS}; {_XML}",
+    "ernie45": ("content segments around a tool call or a <response> marker join with a blank line, not glued "
+                f"(join ''); {_THINK_WS}"),
+    "hunyuan_a13b": ("content segments around a tool call or an <answer> marker join with a blank line, not glued "
+                     f"(join ''); {_THINK_WS}"),
+    "gemma4": (f"{_JOIN}; the content close is a pattern ending in \\s* (was a literal list), and the reasoning and "
+               "tool-call delimiters take the whitespace on their content side, so whitespace between them is no "
+               "content segment"),
     "glm45": f"{_JOIN}; {_EOS_WS}; {_XML}",
     "glm47": f"{_JOIN}; {_EOS_WS}; {_XML}",
-    "qwen3_coder": f"{_JOIN}; {_EOS_WS}; {_XML}",
-    "seed_oss": f"{_JOIN}; {_EOS_WS}; {_XML}",
+    "qwen3_coder": f"{_JOIN}; {_EOS_WS}; {_THINK_WS}; {_XML}",
+    "seed_oss": f"{_JOIN}; {_EOS_WS}; {_THINK_WS}; {_XML}",
     "minimax_m2": f"{_XML} (content keeps join '': a stray </think> inside the answer must glue, corpus case 2)",
     "gpt_oss": ("content opens on a final channel whose header holds <|constrain|> (structured output), and on a "
                 "recipient-less commentary preamble; content messages join with a blank line"),

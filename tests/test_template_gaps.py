@@ -13,8 +13,10 @@ The template changes these cases pin (FIXED_FAMILIES in tests/test_corpus.py lis
 * content on both sides of a tool call - and between two calls - is kept: the implicit content field
   `repeats` and joins its segments with a blank line (`"join": "\\n\\n"`); without it each segment
   overwrote the one before, so only the text after the last call survived;
-* content closes end in `\\s*`, so whitespace after the end-of-turn token is not a segment of its own (an
-  empty segment overwrote the content before; with `join` it would add a separator);
+* whitespace between delimiters is taken by the delimiters, never a content segment of its own: content
+  closes, and tool-call closes at the end of the turn, end in `\\s*`; reasoning opens start with it
+  (`\\s*<think>`); gemma4's thought and tool-call delimiters take it on their content side. (An empty segment
+  overwrote the content before - 'Hello<|im_end|>\\n' gave no content - and joined it adds a blank line);
 * gpt-oss's final channel with a `<|constrain|>` in its header (structured output) is content, and so is a
   recipient-less commentary preamble; GigaChat 3.1's `<|function_call|>{json}<|message_sep|>` is a tool call;
   Mistral v11's `[TOOL_CALLS]name[CALL_ID]id[ARGS]{json}` is a tool call (it was left in the content);
@@ -126,6 +128,23 @@ GAPS = [
         "emits the newline too",
         QWEN_PROMPT, "Hello! How can I help?<|im_end|>\n",
         {"role": "assistant", "content": "Hello! How can I help?"}),
+    Gap("qwen3-newline-before-think", "qwen3",
+        "Qwen3 output with a newline before <think> (the generation prompt ends in 'assistant\\n')",
+        QWEN_PROMPT, "\n<think>\nShort.\n</think>\n\nAnswer.<|im_end|>",
+        {"role": "assistant", "reasoning_content": "Short.", "content": "Answer."}),
+    Gap("gemma4-whitespace-around-calls", "gemma4",
+        "Gemma 4 thought channel and tool call separated by newlines",
+        "<|turn>user\nWeather?<turn|>\n<|turn>model\n",
+        "<|channel>thought\nNeed it.<channel|>\n<|tool_call>call:get_weather{location:<|\"|>Paris<|\"|>}<tool_call|>\n"
+        "\n<|tool_call>call:get_time{}<tool_call|>\nDone.<turn|>",
+        {"role": "assistant", "reasoning_content": "Need it.",
+         "tool_calls": [_call("get_weather", {"location": "Paris"}), _call("get_time", {})], "content": "Done."}),
+    Gap("granite_20b_fc-newline-after-endoftext", "granite_20b_fc",
+        "Granite-20B-FunctionCalling call ended by <|endoftext|> and a newline (corpus case 2's output + '\\n')",
+        "", "Let me check the weather for you.\n<function_call> {\"name\": \"get_weather\", \"arguments\": "
+            "{\"city\": \"Tokyo\"}}<|endoftext|>\n",
+        {"role": "assistant", "content": "Let me check the weather for you.",
+         "tool_calls": [_call("get_weather", {"city": "Tokyo"})]}),
     # ---- header variants ---------------------------------------------------------------------------------------
     Gap("gpt_oss-final-constrain", "gpt_oss",
         "harmony structured output: '<|channel|>final <|constrain|>json<|message|>' (vLLM's harmony parser tests, "
