@@ -57,10 +57,12 @@ FIXED_FAMILIES: dict[str, str] = {
     **{name: f"{_JOIN}; {_THINK_WS}" for name in ("deepseek_r1", "deepseek_v31", "kimi_k2", "step3")},
     **{name: f"{_JOIN}; {_EOS_WS}" for name in ("functiongemma", "granite4", "hermes", "internlm2", "jamba", "longcat")},
     **{name: f"{_JOIN}; {_EOS_WS}; {_THINK_WS}" for name in ("lfm2", "nemotron_json", "qwen3", "smollm3")},
-    **{name: f"{_EOS_WS}; {_TOOL_WS}" for name in ("granite3", "granite_20b_fc", "mistral_pre_v11", "phi4_mini",
-                                                     "xlam")},
-    **{name: _EOS_WS for name in ("kimi_vl_think", "llama3_json")},
-    "mistral_v11": f"a call with an id, [TOOL_CALLS]name[CALL_ID]id[ARGS]{{json}}, is a tool call; {_EOS_WS}; {_TOOL_WS}",
+    **{name: f"{_EOS_WS}; {_TOOL_WS}" for name in ("granite_20b_fc", "mistral_pre_v11", "phi4_mini", "xlam")},
+    "granite3": f"{_EOS_WS}; {_TOOL_WS}; {_THINK_WS}",
+    "kimi_vl_think": f"{_EOS_WS}; {_THINK_WS}",
+    "llama3_json": _EOS_WS,
+    "mistral_v11": (f"a call with an id, [TOOL_CALLS]name[CALL_ID]id[ARGS]{{json}}, is a tool call; {_EOS_WS}; "
+                    f"{_TOOL_WS}; {_THINK_WS}"),
     "deepseek_v32": f"{_JOIN}; {_THINK_WS}; {_XML}",
     "ernie45": ("content segments around a tool call or a <response> marker join with a blank line, not glued "
                 f"(join ''); {_THINK_WS}"),

@@ -24,6 +24,9 @@ The template changes these cases pin (FIXED_FAMILIES in tests/test_corpus.py lis
   or no later closing tag does, so a value that contains the closing tag itself (code writing code) is kept
   whole, and text between or after the tags still does not move a value's end (`KEPT`).
 
+Every corpus case must also give its message with whitespace before or after its output
+(`test_whitespace_around_an_output_changes_nothing`; skipped without ../shared).
+
 The content `join` is refused by vLLM's serving adapter, which never reads the joined value: the vLLM plugin
 serves these templates without it (`test_joined_content_is_served_to_vllm_without_join`).
 """
@@ -287,3 +290,22 @@ def test_joined_content_is_served_to_vllm_without_join():
             assert served["fields"]["content"] == {k: v for k, v in content.items() if k not in ("join", "repeats")}
         others = {k: v for k, v in template["fields"].items() if k not in ("content", "reasoning_content")}
         assert {k: v for k, v in served["fields"].items() if k not in ("content", "thinking")} == others, name
+
+
+def _corpus_cases():
+    corpus, reason = cc.load()
+    if corpus is None:
+        return [pytest.param(None, id="no-corpus", marks=pytest.mark.skip(reason=reason))]
+    return [pytest.param(case, id=case.id) for case in corpus.cases]
+
+
+@pytest.mark.parametrize("case", _corpus_cases())
+def test_whitespace_around_an_output_changes_nothing(case):
+    """Every corpus case gives its expected message (values and key order) also with whitespace before or after
+    its output: no delimiter leaves whitespace to the content field as a segment of its own, which a joined
+    content would turn into a blank line and an overwriting one into a blank content."""
+    template = templates.get(case.name)
+    for label, output in (("before", "\n" + case.output), ("after", case.output + "\n"),
+                          ("both", " \n" + case.output + " \n ")):
+        got = parse_response(output, template, prefix=case.prefix, tools=case.tools)
+        assert cc.strict_equal(got, case.expected), f"{case.id}, whitespace {label}{_show(got, case.expected)}"
