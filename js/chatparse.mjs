@@ -1361,8 +1361,20 @@ class Scanner {
       if (!attempts.length && !(scan === 0 && mode.start0)) {
         const first = mode.firstRe;
         if (first !== null) {
-          first.lastIndex = scan - base;
-          const m = first.exec(text);
+          let m;
+          if (stop < 0) {
+            first.lastIndex = scan - base;
+            m = first.exec(text);
+          } else {
+            // only attempts starting at or before `stop` matter: search no further than the prefilter's two
+            // characters past it (its end there counts as the end of the text: only more offsets pass), so the
+            // search does not run on through the rest of a long text once per region (skip_within in Python)
+            const from = scan - base, limit = Math.min(text.length, stop - base + 5);
+            first.lastIndex = 0;
+            m = from < limit ? first.exec(text.slice(from, limit)) : null;
+            if (m !== null) m = { index: m.index + from };
+            else if (limit < text.length) m = { index: limit };
+          }
           if (m === null) {
             this.scan = this.end;
             continue;

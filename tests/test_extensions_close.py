@@ -390,6 +390,42 @@ def test_long_outputs_cost_flat_per_character():
     assert big < 3 * small, (small, big)
 
 
+def test_the_close_search_stops_at_the_end_of_the_value(monkeypatch):
+    """Work, not time: in a call's mode the delimiter search reads up to the value's end (plus the prefilter's
+    look-ahead), not the rest of the text, so many calls with text after them cost linear work one-shot and
+    streamed. Counted: characters the call mode's candidate searches are given to look over."""
+    from chatparse.runtime import oneshot, scanner
+    from chatparse.runtime.tables import Mode
+
+    looked = [0]
+    real_skip, real_within = Mode.skip_to, scanner.skip_within
+    calls_mode = []
+
+    def skip_to(mode, text, i):
+        if mode in calls_mode:
+            looked[0] += len(text) - i
+        return real_skip(mode, text, i)
+
+    def within(mode, text, i, stop):
+        if mode in calls_mode:
+            looked[0] += min(len(text), stop + 1 + 3) - i
+        return real_within(mode, text, i, stop)
+
+    monkeypatch.setattr(Mode, "skip_to", skip_to)
+    monkeypatch.setattr(scanner, "skip_within", within)
+    monkeypatch.setattr(oneshot, "skip_within", within)
+    for close in CLOSES[1:]:
+        compiled = compile_template(region_template(close))
+        calls_mode[:] = [compiled.tables.modes[1]]
+        text = '[C] {"k": [1, "x y"]} some words after it\n' * 2000
+        for run in (lambda: compiled.parse(text, prefix=""), lambda: _stream(compiled, [text[i:i + 512] for i in
+                                                                                 range(0, len(text), 512)],
+                                                                        "transformers")):
+            looked[0] = 0
+            run()
+            assert looked[0] < 2 * len(text), (close, looked[0], len(text))
+
+
 # ============================================================================================== per token
 
 

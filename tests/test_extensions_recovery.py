@@ -294,6 +294,13 @@ def test_per_token_parsing_gives_the_text_parsers_events(tokenizer, text, on_err
             strip = [{k: v for k, v in e.items() if k not in ("open", "span", "token_start", "token_end")}
                      for e in got[2]]
             assert strict_equal(got[1], want[1]) and normalize(strip) == normalize(want[2])
+    if want[0] == "ok":  # TokenStreams: this stream and an empty one stepped together
+        import numpy as np
+
+        s = chatparse.TokenStreams(binding, 2, prefix="", dialect=dialect)
+        for i in ids:
+            s.step(np.array([i, 0]), np.array([True, False]))
+        assert strict_equal(s.finalize(0)[0], want[1])
 
 
 # ============================================================================================== families

@@ -37,7 +37,7 @@ from time import perf_counter
 from .backtrack import stops_within
 from .oneshot_plan import WindowTwin, plan_for
 from .parser import StreamParser, final_output, fresh_output, warn_loop, warn_stall
-from .scanner import Scanner, pick_winner, record_ends
+from .scanner import Scanner, pick_winner, record_ends, skip_within
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
 BOUNDED_SPAN = 1024  # a quadratic pattern's call on at most this many characters needs no timeout
@@ -86,7 +86,9 @@ class WholeTextScanner(Scanner):
         i = self.scan - base
         while True:
             # Offset 0 is always a candidate: `^` can hold there, and the prefilter describes offsets > 0.
-            p = i if base + i == 0 and mode.start0 else mode.skip_to(text, i)
+            stop = self.stop  # (`Scanner.stop`: only offsets up to the end of a JSON value that closes first matter)
+            p = i if base + i == 0 and mode.start0 else (
+                mode.skip_to(text, i) if stop < 0 else skip_within(mode, text, i, stop - base))
             if p >= n:  # a match starting at the very end never counts (as in the reference)
                 self.scan = self.end
                 return None

@@ -18,6 +18,8 @@ few held characters after a match, so the cost of a feed does not grow with what
 
 from __future__ import annotations
 
+from .tables import PREFILTER_DEPTH
+
 WAIT = object()
 
 
@@ -150,7 +152,7 @@ class Scanner:
             scan = self.scan
             text, base = self.text, self.base
             if not attempts and not (scan == 0 and mode.start0):
-                i = mode.skip_to(text, scan - base)
+                i = mode.skip_to(text, scan - base) if stop < 0 else skip_within(mode, text, scan - base, stop - base)
                 if i >= len(text):
                     self.scan = self.end
                     continue
@@ -429,6 +431,20 @@ def _promote(a: Attempt) -> Attempt:
         for k, e in a.ends.items():
             ends.setdefault(k, e)
     return f
+
+
+def skip_within(mode, text: str, i: int, stop: int) -> int:
+    """`Mode.skip_to` for a caller that cares only about attempts starting at or before index `stop`: the first
+    candidate offset >= i, or some offset > `stop` when there is none up to `stop`. The search reads no further
+    than the prefilter can look past `stop` (its end there counts as the end of the text, which only lets more
+    offsets through), so a delimiter search bounded by the end of a JSON value (`Scanner.stop`) does not run on
+    through the rest of a long text once per region."""
+    deep = mode.first_re
+    if deep is None:
+        return i
+    limit = min(len(text), stop + 1 + PREFILTER_DEPTH)
+    m = deep.search(text, i, limit)
+    return m.start() if m is not None else limit
 
 
 def _viable(guards: tuple, text: str, i: int) -> bool:
