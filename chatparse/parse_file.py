@@ -499,15 +499,22 @@ def _table_bytes_of(template) -> bytes:
 
 
 def _tables_of(template) -> bytes:
-    """The template's table bytes, made in a short-lived process: the compiler's working memory (about 100 MB
+    """The template's table bytes: from the disk cache (`chatparse.table_cache`: a run after the first skips
+    the compiler), else made in a short-lived process, so that the compiler's working memory (about 100 MB
     for a bundled template) never joins this long-running one, which then only loads the bytes."""
     if isinstance(template, (bytes, bytearray)):
         return bytes(template)
-    import concurrent.futures
-    import multiprocessing as mp
+    from .table_cache import cached_table_bytes
 
     if isinstance(template, os.PathLike):
         template = os.fspath(template)
+    return cached_table_bytes(template, lambda: _compile_apart(template))
+
+
+def _compile_apart(template) -> bytes:
+    import concurrent.futures
+    import multiprocessing as mp
+
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
         return ex.submit(_table_bytes_of, template).result()
 
