@@ -20,6 +20,10 @@ server needs in four ways that transformers 5.23's does not give:
   before the first feed is where generated text begins). Off by default: it costs one character per
   character generated, beyond the open region's body.
 
+A field with the ``on_error`` format extension recovers from a failed value in every dialect, with a
+``region_malformed`` event that says ``"recovered"`` (runtime/recovery.py); ``malformed`` decides only for the
+other fields.
+
 `TRANSFORMERS` and `VLLM` are the two presets; `resolve` turns a caller's ``dialect=`` and keyword overrides
 into one `Dialect`.
 """
