@@ -109,10 +109,13 @@ def _column(values):
     return pa.array(values)
 
 
-def parse_dataset(ds, template: Any, *, concurrency: int | tuple | None = None, batch_size: int | None = 1024,
+def parse_dataset(ds, template: Any, *, concurrency: int | tuple | None = None, batch_size: int | None = 4096,
                   **options):
     """``ds.map_batches(ParseBatches, ...)`` for a Ray Dataset `ds` with `template` shipped as table bytes:
-    the input columns plus the message columns (lazy, as Ray datasets are)."""
+    the input columns plus the message columns (lazy, as Ray datasets are). Batches are Arrow and zero-copy
+    (`ParseBatches` never writes to its input), 4096 rows by default, which spreads Ray's cost per batch
+    over more rows (one actor, ~300-byte rows, loaded 2-core machine: 19-23k rows/s with 2,000-row batches,
+    24k with whole 10,000-row blocks)."""
     kw = {} if concurrency is None else {"concurrency": concurrency}
     return ds.map_batches(ParseBatches, fn_constructor_kwargs=ParseBatches.kwargs(template, **options),
-                          batch_format="pyarrow", batch_size=batch_size, **kw)
+                          batch_format="pyarrow", batch_size=batch_size, zero_copy_batch=True, **kw)
