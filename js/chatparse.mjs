@@ -1870,7 +1870,8 @@ export class StreamParser {
     // on_error (chatparse/runtime/recovery.py): the open region's open delimiter (text, code-point offset) and,
     // while a region is closed by its close delimiter, that delimiter's text
     this.openText = "";
-    this.openStart = 0;
+    this.openStart = 0; // (code points, for the events)
+    this.openAt = 0; // (UTF-16, against promptEnd)
     this.closing = "";
   }
 
@@ -1977,6 +1978,7 @@ export class StreamParser {
         this.open(p.field, m, p, events, cs, ce);
         this.openText = delim; // (the raw text on_error "content" recovers starts here)
         this.openStart = cs;
+        this.openAt = s;
         this.emptyOpen = s === e ? s : -1;
         sc.restart(1 + p.field, e);
         if (t.fields[p.field].close_json_end === true) this.jsonEnd = new JsonEnd(e);
@@ -2139,7 +2141,9 @@ export class StreamParser {
           const [raw, v] = recovered;
           if (this.offsets) events.push({ type: "region_open", field: iname, start: this.openStart, end: this.openStart });
           else events.push({ type: "region_open", field: iname });
-          if (raw) events.push({ type: "region_chunk", field: iname, text: raw, dirty: this.t.dirty[this.t.implicit] });
+          // (without prompt chunks, the prompt's characters are never in a chunk: the value still holds them)
+          const chunk = this.promptEnd > this.openAt ? raw.slice(this.promptEnd - this.openAt) : raw;
+          if (chunk) events.push({ type: "region_chunk", field: iname, text: chunk, dirty: this.t.dirty[this.t.implicit] });
           if (this.offsets) events.push({ type: "region_close", field: iname, start: e, end: e, value: v });
           else events.push({ type: "region_close", field: iname, value: v });
         }

@@ -403,3 +403,16 @@ def test_the_readme_example_runs_as_written_and_the_extension_is_documented():
     assert "* `on_error`" in readme
     assert "#### `on_error`" in (root / "FORMAT.md").read_text(encoding="utf-8")
     assert "  on_error: {" in (root / "js" / "chatparse.mjs").read_text(encoding="utf-8")
+
+
+def test_a_recovered_region_opened_in_the_prompt():
+    """The prompt ends inside a call that then fails: the value holds the whole raw text; in the serving
+    dialect (no prompt chunks) the recovered chunk leaves out the prompt's characters, in the default it has
+    them all."""
+    tpl = template("content")
+    for dialect, chunk in (("vllm", "{bad}</c>"), ("transformers", "<c>{bad}</c>")):
+        p = ResponseParser(tpl, prefix="<A>a<c>", dialect=dialect)
+        events = p.initial_events + p.feed("{bad}</c>b") + p.finalize()[1]
+        recovered = [e for e in events if e["type"] == "region_chunk" and e["field"] == "content" and "{" in e["text"]]
+        assert [e["text"] for e in recovered] == [chunk], dialect
+        assert p._core.output["content"] == "a|<c>{bad}</c>|b"

@@ -17,8 +17,9 @@ Guarantees (`recover_region` is called by `StreamParser._close` with the failure
   after it; without ``repeats`` it replaces earlier content, as any later implicit region does). ``R`` is not
   scanned for delimiters again. Events: ``region_open``, one ``region_chunk`` with ``R``, ``region_close`` of
   the implicit field, right after the ``region_malformed`` (with offsets: the open at the region's open
-  delimiter, the close at the failed region's end, both empty spans). If storing ``R`` fails too, the region
-  fails as it would without ``on_error``.
+  delimiter, the close at the failed region's end, both empty spans; in a dialect without prompt chunks, the
+  chunk leaves out the characters of ``R`` that were the prompt's, as every chunk does). If storing ``R`` fails
+  too, the region fails as it would without ``on_error``.
 * ``"drop"``: nothing else happens.
 
 Recovery costs nothing until a value fails: the parser keeps the open delimiter's text (a slice it makes
@@ -58,6 +59,8 @@ def recover_region(parser, events: list, fi: int, mode: str, body: str, s: int, 
             events.append({"type": "region_open", "field": name, "start": at, "end": at})
         else:
             events.append({"type": "region_open", "field": name})
-        if raw:
-            events.append({"type": "region_chunk", "field": name, "text": raw, "dirty": parser.t.dirty[ii]})
+        # (with prompt_chunks=False, prompt characters are never in a chunk: the value still holds them)
+        chunk = raw[parser.prompt_end - parser.open_start:] if parser.prompt_end > parser.open_start else raw
+        if chunk:
+            events.append({"type": "region_chunk", "field": name, "text": chunk, "dirty": parser.t.dirty[ii]})
         events.append(parser._close_event(name, e, e, value))
