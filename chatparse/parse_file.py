@@ -5,7 +5,8 @@ after a JSONL one is read and written gzip-compressed). The file is streamed in 
 ``--batch-size`` rows (JSONL batches also end at about 2 MB), so memory stays flat in the file's size: at
 most ``2 * workers`` batches are in flight.
 Each batch is parsed by `chatparse.arrow.parse_arrow` (one-shot path, one row = one ``CompiledTemplate.parse``)
-in ``--workers`` processes, which load the compiled tables from the table-format bytes (not a pickle).
+in ``--workers`` processes, which load the compiled tables from the table-format bytes (not a pickle); the
+bytes come from the disk cache when a run before made them (`chatparse.table_cache`).
 
 Output rows are the input's fields followed by the message columns (`chatparse.arrow.MESSAGE_SCHEMA`:
 role, reasoning_content, content, tool_calls with arguments as JSON text, extra, error), in input order;
