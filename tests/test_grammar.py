@@ -211,3 +211,49 @@ def test_cli(tmp_path, capsys):
     d = json.loads(capsys.readouterr().out)
     assert json.loads(d["grammar"])["type"] == "structural_tag"
     assert main(["grammar", "hermes", "--tools", str(tools), "--tool-choice", "nope"]) == 2
+
+
+def _tag(name, tools=TOOLS, **kw):
+    return compile_template(templates.get(name)).grammar(tools, format="structural_tag", **kw).text
+
+
+def test_structural_tag_fixes_found_by_sampling():
+    """Each refusal below is an output the structural tag once allowed and the template does not parse as
+    generated (xgrammar soundness runs); each acceptance is its valid neighbour."""
+    pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install xgrammar)")
+    # gpt_oss: a tool name in a greedy group may not run on (the parser would read 'searchx')
+    g = _tag("gpt_oss")
+    assert ge.xg_accepts(g, '<|channel|>commentary to=functions.search <|constrain|>json<|message|>{}<|call|>')[0]
+    assert ge.xg_accepts(g, 'to=functions.search<|channel|>commentary json<|message|>{}<|call|>')[0]
+    assert not ge.xg_accepts(g, '<|channel|>commentary to=functions.searchx<|message|>{}<|call|>')[0]
+    assert not ge.xg_accepts(g, 'to=functions.searchx <|channel|>commentary json<|message|>{}<|call|>')[0]
+    # ... nor may text end with the beginning of another opener ('to=functions.q' then the content opener)
+    assert not ge.xg_accepts(g, 'to=functions.q<|channel|>commentary <|message|>Hi<|return|>')[0]
+    # deepseek_v31: JSON strings are JSON (xgrammar let raw quotes through a string `pattern`)
+    g = _tag("deepseek_v31")
+    call = '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "%s"}<｜tool▁call▁end｜>'
+    assert ge.xg_accepts(g, call % "Paris")[0]
+    assert not ge.xg_accepts(g, call % 'a" b')[0]
+    assert not ge.xg_accepts(g, call % "a<｜tool▁call▁end｜>")[0]
+    # glm45, required: the call must be closed (its opener's lookahead fails at the end of the output)
+    g = _tag("glm45", tool_choice="required")
+    assert ge.xg_accepts(g, "<tool_call>refresh</tool_call>")[0]
+    assert not ge.xg_accepts(g, "<tool_call>refresh")[0]
+    # ernie45: reasoning closed by the tool call's opener (the closer's lookahead joined to the call)
+    prompt = "User: hi\nAssistant: <think>\n"
+    g = _tag("ernie45", prefix=prompt)
+    out = 'Let me check.\n<tool_call>\n{"name": "refresh", "arguments": {}}\n</tool_call>\n'
+    assert ge.xg_accepts(g, out)[0]
+    msg = compile_template(templates.get("ernie45")).parse(out, prefix=prompt)
+    assert msg["reasoning_content"] == "Let me check." and msg["tool_calls"][0]["function"]["name"] == "refresh"
+    # qwen3_coder: a string value read as JSON stays a string ('New York', not 'null' or '42')
+    g = _tag("qwen3_coder")
+    call = "<tool_call>\n<function=get_weather>\n<parameter=city>%s</parameter>\n</function>\n</tool_call>"
+    assert ge.xg_accepts(g, call % "New York")[0] and ge.xg_accepts(g, call % "nullable")[0]
+    assert not ge.xg_accepts(g, call % "null")[0] and not ge.xg_accepts(g, call % "42")[0]
+
+
+def test_structural_tag_refuses_what_it_cannot_constrain():
+    with pytest.raises(Unconstrainable, match="tool_calls.*JSON whitespace"):
+        _tag("minimax_m1")
+    assert json.loads(_tag("minimax_m1", tool_choice="none"))["type"] == "structural_tag"  # no call body

@@ -248,6 +248,8 @@ class _Tag:
         def param(key, schema):
             c = rl.convert(tag, subst={"key": key if key is not None else ("rx", other_key(props))},
                            split=("value",))
+            for how in c.approximations:
+                self.g.note(f["name"], "tag_pattern", tag, how)
             before, after = c.variants[0].regex.replace(rl.SUBST_MARK, "").split(rl.SPLIT_MARK)
             after_src = tag.split("(?P<value>.*?)")
             after_cores = (sg.literal_cores(after_src[1], None) or []) if len(after_src) == 2 else []
