@@ -22,7 +22,7 @@ from .runtime.coerce import tool_params
 from .runtime.args import check_tools, text_error
 from .runtime.dialect import Dialect, resolve
 from .runtime.oneshot import parse_whole
-from .runtime.parser import StreamParser, raise_malformed
+from .runtime.parser import StreamParser, joined, raise_malformed
 
 __all__ = ["ResponseParser", "parse_response", "_coerce", "_schema_types"]
 
@@ -116,7 +116,7 @@ class ResponseParser:
 
     @property
     def _output(self) -> dict:
-        return self._core.output
+        return joined(self._core.output)
 
     def _coerce_tool_calls(self, value: Any) -> Any:
         return coerce_tool_calls(value, self._tool_params)

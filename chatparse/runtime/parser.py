@@ -72,7 +72,14 @@ def field_store(field: dict) -> Callable[[dict, str, dict, dict], Any]:
                 raise ValueError(f"Field '{name}': 'join' requires each match to parse to a string, "
                                  f"got {type(value).__name__}.")
             prev = output.get(name)
-            output[name] = value if prev is None else prev + join + value
+            if prev is None:
+                output[name] = value
+            elif type(prev) is JoinedParts:
+                prev.append(value)
+            elif type(prev) is str:
+                output[name] = JoinedParts(join, (prev, value))
+            else:  # (a default that is no string: the reference's concatenation fails, or does what it does)
+                output[name] = prev + join + value
         elif repeats:
             output.setdefault(name, []).append(value)
         else:
@@ -98,6 +105,29 @@ def flat_defaults(tables: Tables) -> bool:
         flat = tables.flat_defaults = all(isinstance(v, (str, int, float, bool, type(None)))
                                           for v in tables.template["defaults"].values())
     return flat
+
+
+class JoinedParts(list):
+    """The values of a `join` field stored so far, joined with its separator only when the message is read
+    (`joined`, `final_output`): joining them at every region made each region cost the length of all the
+    text before it, quadratic in the number of regions (content between many tool calls)."""
+
+    __slots__ = ("sep",)
+
+    def __init__(self, sep: str, parts):
+        super().__init__(parts)
+        self.sep = sep
+
+    def text(self) -> str:
+        return self.sep.join(self)
+
+
+def joined(output: dict) -> dict:
+    """`output` as the message reads so far: `JoinedParts` joined (a new dict where there are any)."""
+    for v in output.values():
+        if type(v) is JoinedParts:
+            return {k: v.text() if type(v) is JoinedParts else v for k, v in output.items()}
+    return output
 
 
 def fresh_output(tables: Tables) -> dict:
@@ -154,6 +184,7 @@ def final_output(tables: Tables, output: dict, malformed: set | None = None) -> 
     """The message at the end of a parse: ValueError if a required field is missing (a field in `malformed`,
     whose value failed to parse in the serving dialect, is not missing), then keys without a value dropped
     unless they come from `defaults`. Shared by the streaming parser and the one-shot path."""
+    output = joined(output)
     for name in tables.required:
         if name not in output and not (malformed and name in malformed):
             missing = [n for n in tables.required if n not in output and not (malformed and n in malformed)]
@@ -243,7 +274,8 @@ class StreamParser:
         c.body, c.tail, c.pending = list(self.body), list(self.tail), list(self.pending)
         c.captures = dict(self.captures)
         # a stored value is never changed after it is stored; only a repeated field's list grows
-        c.output = {k: list(v) if type(v) is list else v for k, v in self.output.items()}
+        c.output = {k: list(v) if type(v) is list else JoinedParts(v.sep, v) if type(v) is JoinedParts else v
+                    for k, v in self.output.items()}
         c.malformed = None if self.malformed is None else set(self.malformed)
         c.inputs = None
         c.scanner = self.scanner.fork()

@@ -27,7 +27,7 @@ from codecs import utf_8_decode
 
 from .dialect import resolve
 from .json_end import JSON_END
-from .parser import StreamParser
+from .parser import StreamParser, joined
 from .scanner import Scanner
 from .token_binding import TokenBinding, token_binding
 from .token_decode import _Decoder, _ids_list, _out_of_range
@@ -310,7 +310,7 @@ class TokenParser:
     @property
     def _output(self) -> dict:
         self._sync()
-        return self._core.output
+        return joined(self._core.output)
 
     def _refresh(self) -> None:
         """Recompute the token paths from the core's state (after the core has run)."""
