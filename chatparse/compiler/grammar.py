@@ -15,7 +15,9 @@ no match of anything the current mode watches, then one delimiter, which decides
   byte where it happens: that is why delimiters are joined to the text before them;
 * a structured region (``json``, ``xml-inline``) is its body grammar between optional whitespace: a tool
   call's JSON through ``%json`` with the tool's schema (names from the tool list, arguments per schema, the
-  envelope the field's ``transform`` reads), xml-inline parameters per their schema types;
+  envelope the field's ``transform`` reads), xml-inline parameters per their schema types (booleans also as
+  Python's ``True``/``False``, which the parser casts with the tools; parameters beyond the listed ones may
+  not take a listed name, `other_key`);
 * tool names written by an opener (``(?P<name>..)``) become one opener per tool with the name substituted;
 * a closer's trailing lookahead ``(?=Y)`` is exact: that closer's lexeme is joined to the next segment,
   which must begin with Y; an opener's is not checked (the body's grammar follows), and text may not hold

@@ -16,6 +16,9 @@ What a grammar cannot say is rewritten and *reported* (`Converted.approximations
 Named groups can be *substituted*: ``subst={"name": "get_weather"}`` replaces group ``name`` by that literal
 (how a tool name is written into an opener), and a group listed in ``split`` is replaced by a marker, so the
 caller can cut a tag pattern around its ``value`` group.
+
+For structural tags, which have no negation, `restrict_first` (the matches whose first character is in a
+set) and `derive` (what may follow a given literal beginning) rewrite a converted variant exactly.
 """
 
 from __future__ import annotations

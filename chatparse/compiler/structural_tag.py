@@ -18,15 +18,21 @@ What a structural tag cannot say is either narrowed (a subset, noted) or refused
 
 * a tool name written into a greedy group (``to=functions.(?P<name>[^\\s<]+)``) is followed only by what the
   opener allows *and* the group does not take (`regex_lark.restrict_first`), so the parser reads that name;
-* a closer's trailing lookahead cannot be joined to what follows: such closer alternatives are dropped when
-  the closer has others (a subset), and otherwise kept without their lookahead (a superset, noted);
-  an alternative that only matches at the end of the output (``\\Z``) ends it;
+* a closer alternative with a trailing lookahead is written joined to a mode-0 item that begins with the
+  lookahead's literal (``\\s*(?=<tool_call>)`` closing reasoning, then the call's opener from
+  `regex_lark.derive`); a lookahead alternative that is not a literal is not offered, nor a second such
+  closer right after the first (subsets, noted); an alternative that only matches at the end of the output
+  (``\\Z``) ends it;
+* text may not hold the literal a watched delimiter's match begins with either (a match beginning in the
+  text could run into the delimiter that follows it, and the parser would take it first);
 * after an opener with a trailing lookahead an xml-inline call must be closed (the output cannot end right
   after the opener, where the lookahead fails);
 * an opener that can match the empty string, whose closer has a lookbehind, is written non-empty after text
   (the closer could otherwise match at the start of the body, looking back into the text);
-* a string-typed xml-inline value read as JSON is a JSON string or text that cannot begin a non-string
-  JSON value (a subset: ``json.loads`` must not turn it into a number, a literal, a list or an object);
+* a string-typed xml-inline value read as JSON is empty, a JSON string, or text ``json.loads`` refuses
+  (`_Tag.string_text`; text beginning with a digit, whitespace, ``[`` or ``{`` is not offered: a subset);
+* xml-inline parameters come in the schema's order (as in the Lark export), then any others, whose names
+  may not be listed ones (`grammar.other_key`);
 * a JSON body whose closer can begin in whitespace between JSON tokens cannot be constrained (xgrammar's
   ``json_schema`` does not limit JSON whitespace): the export raises `Unconstrainable` naming the field.
 """
