@@ -14,9 +14,10 @@ Three paths give the same answer; `parse_whole` takes the first that applies:
    patterns by `regex` after a literal-prefix test. Where the literal found names the only pattern (and
    top-level alternative) that can match there (`oneshot_plan._keyed`), only that one is asked, by its `re`
    twin where the text it may read is ASCII (runtime/re_compat.py). Whitespace-led modes (``\\s*</think>``)
-   are decided by one attempt of the automaton per candidate (`_dfa_decide`): a `regex` call on such a
-   pattern first scans the whole rest of the text for its literal, which would make many candidates
-   quadratic.
+   are decided by one attempt of the automaton per candidate (`_dfa_decide`) while more than
+   `SCAN_PRONE_LIMIT` characters are left: a `regex` call on such a pattern first scans the whole rest of
+   the text for its literal, which would make many candidates quadratic; closer to the end, `regex`
+   decides, as in `WholeTextScanner`.
 2. The streaming parser's region logic with `WholeTextScanner`, which asks `regex` at each candidate and
    keeps the automaton for whitespace-led modes on long texts.
 3. The streaming parser alone (the automaton), which is linear.
@@ -192,7 +193,11 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
                     raise _Fallback(automaton=True)
                 if wide is not None:
-                    found = _dfa_decide(tables, wide.mode, text, p, dead)
+                    # `regex` where the text left is short, as in WholeTextScanner (its scan for the pattern's
+                    # literal then reads little, and the call costs less than an attempt stepped in Python:
+                    # bench/PERF_NOTES.md#wide-candidates), else one attempt of the automaton
+                    found = (_decide_at(watched, text, p) if n - p <= SCAN_PRONE_LIMIT
+                             else _dfa_decide(tables, wide.mode, text, p, dead))
                     if found is not None:
                         dead.clear()
                         break
