@@ -7,7 +7,10 @@ sample that ended must parse under the template without error (`chatparse.parse_
 call's arguments must validate against the tool's schema (`jsonschema`), "required" samples must hold a call
 and named ones only the named tool. Samples cut at `--max-tokens` are counted, not checked.
 
-    python -m bench.grammar_soundness [--samples 1000] [--engine llguidance|xgrammar] [FAMILY ...]
+    python -m bench.grammar_soundness [--samples 1000] [--engine llguidance|xgrammar] [--open-region] [FAMILY ...]
+
+``--open-region`` starts each family inside the region a real prompt leaves open (a pre-written
+``<think>``: tests/real_outputs or the format corpus), so the grammar's start-region forms are sampled too.
 
 Writes a table (markdown) to stdout; bench/results/GRAMMAR.md records a run.
 """
@@ -32,15 +35,15 @@ TOOLS = [
 ]
 
 
-def check(text: str, compiled, tools, choice) -> tuple[int, str | None]:
-    """(number of calls, what is wrong or None)."""
+def check(text: str, compiled, tools, choice, prefix: str = "") -> tuple[int, str | None]:
+    """(number of calls, what is wrong or None); `prefix` is the prompt the output follows."""
     import jsonschema
 
     from chatparse import parse_response
 
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
     try:
-        msg = parse_response(text, compiled, prefix="", tools=tools)
+        msg = parse_response(text, compiled, prefix=prefix, tools=tools)
     except Exception as e:  # noqa: BLE001 - any parse error is a soundness failure
         return 0, f"parse error {type(e).__name__}: {e}"
     calls = msg.get("tool_calls") or []
@@ -62,7 +65,36 @@ def check(text: str, compiled, tools, choice) -> tuple[int, str | None]:
     return len(calls), None
 
 
-def run_family(name: str, n: int, engine: str, seed: int = 0, max_tokens: int = 300, log=None) -> dict:
+def open_region_prompt(name: str) -> str | None:
+    """The first prompt in tests/real_outputs/<name>.json that leaves a region open (the output starts inside
+    it, e.g. after a pre-written ``<think>``), or None."""
+    import json
+    from pathlib import Path
+
+    from chatparse import compile_template, templates
+    from chatparse.compiler.grammar import start_mode
+
+    path = Path(__file__).resolve().parents[1] / "tests" / "real_outputs" / f"{name}.json"
+    prompts = [c.get("prefix") for c in json.loads(path.read_text(encoding="utf-8"))["cases"]] \
+        if path.exists() else []
+    try:
+        try:
+            from tests.corpus_cases import load
+        except ImportError:  # under pytest, tests/ is on sys.path but is not a package
+            from corpus_cases import load
+        corpus, _ = load()
+        prompts += [c.prefix for c in corpus.cases if c.name == name] if corpus else []
+    except Exception:  # noqa: BLE001 - the format corpus only adds prompts
+        pass
+    compiled = compile_template(templates.get(name))
+    for prompt in prompts:
+        if prompt and start_mode(compiled, prompt):
+            return prompt
+    return None
+
+
+def run_family(name: str, n: int, engine: str, seed: int = 0, max_tokens: int = 300, log=None,
+               prefix: str = "") -> dict:
     from bench.grammar_engines import hint_pieces, sample, xg_sample
     from chatparse import compile_template, templates
 
@@ -83,7 +115,7 @@ def run_family(name: str, n: int, engine: str, seed: int = 0, max_tokens: int = 
     out = {"family": name, "samples": n, "ended": 0, "calls": 0, "with_call": 0, "failures": 0, "errors": [],
            "refused": None, "seconds": 0.0}
     try:
-        grammars = {c: compiled.grammar(TOOLS, tool_choice=c, format=fmt).text for c in choices}
+        grammars = {c: compiled.grammar(TOOLS, tool_choice=c, format=fmt, prefix=prefix).text for c in choices}
     except ValueError as e:  # the export refuses the family (structural_tag.Unconstrainable), saying why
         out["refused"] = str(e)
         return out
@@ -106,7 +138,7 @@ def run_family(name: str, n: int, engine: str, seed: int = 0, max_tokens: int = 
         if not ended:
             continue
         out["ended"] += 1
-        k, err = check(text, compiled, TOOLS, choice)
+        k, err = check(text, compiled, TOOLS, choice, prefix)
         out["calls"] += k
         out["with_call"] += k > 0
         if err:
@@ -126,6 +158,9 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", choices=("llguidance", "xgrammar"), default="llguidance")
     ap.add_argument("--max-tokens", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--open-region", action="store_true",
+                    help="start each family inside the region a real prompt leaves open (tests/real_outputs; "
+                         "families without such a prompt are skipped)")
     args = ap.parse_args(argv)
     from chatparse import templates
 
@@ -134,7 +169,13 @@ def main(argv=None) -> int:
     print(f"| family | samples | ended | with a call | calls | failures | s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name in names:
-        r = run_family(name, args.samples, args.engine, seed=args.seed, max_tokens=args.max_tokens, log=sys.stderr)
+        prefix = ""
+        if args.open_region:
+            prefix = open_region_prompt(name)
+            if prefix is None:
+                continue
+        r = run_family(name, args.samples, args.engine, seed=args.seed, max_tokens=args.max_tokens, log=sys.stderr,
+                       prefix=prefix)
         rows.append(r)
         if r["refused"]:
             print(f"| {name} | refused | | | | | |", flush=True)

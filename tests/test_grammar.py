@@ -183,6 +183,14 @@ def test_prefix_sets_the_start_region():
     assert g.start_field == "reasoning_content"
     assert ge.accepts(g.text, "Thinking.\n</think>\n\nHello.<|im_end|>")[0]
     assert c.grammar(TOOLS, prefix="").start_field is None
+    # a closer that matched at the end of the prompt, held only because its trailing \s* could go on,
+    # closed the region: the output starts in mode 0 (sampling found the reasoning region reopened there)
+    s = compile_template(templates.get("smollm3"))
+    closed = "<|im_start|>assistant\n<think>\n\n</think>\n"
+    assert s.grammar(TOOLS, prefix=closed).start_field is None
+    out = '<tool_call>\n{"name": "refresh", "arguments": {}}\n</tool_call>'
+    assert ge.accepts(s.grammar(TOOLS, prefix=closed).text, out)[0]
+    assert s.parse(out, prefix=closed, tools=TOOLS)["tool_calls"][0]["function"]["name"] == "refresh"
 
 
 def test_approximations_are_reported():

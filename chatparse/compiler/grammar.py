@@ -725,12 +725,17 @@ def _src(d: dict) -> str:
 
 
 def start_mode(compiled, prefix) -> int:
-    """The mode the output starts in after `prefix` (the prompt): the explicit field it left open, or 0."""
+    r"""The mode the output starts in after `prefix` (the prompt): the explicit field it left open, or 0.
+
+    A region whose closer already matched at the end of the prompt and is only held because it could go on
+    (``</think>\n`` before a closer's trailing ``\s*``) is closed: what the output writes first extends that
+    closer or is mode-0 text. Told apart by finishing the prompt alone with offsets: the region's close then
+    spans the closer's text (an open region's close at the end spans nothing)."""
     if not prefix:
         return 0
     from ..response_parser import ResponseParser
 
-    parser = ResponseParser(compiled, prefix=prefix)
+    parser = ResponseParser(compiled, prefix=prefix, dialect="vllm")
     open_field = None
     for e in parser.initial_events:
         if e["type"] == "region_open":
@@ -739,6 +744,13 @@ def start_mode(compiled, prefix) -> int:
             open_field = None
     names = [f["name"] for f in compiled.spec["fields"]]
     if open_field is None or open_field == compiled.spec["implicit"]:
+        return 0
+    try:
+        _, final = parser.finalize()
+    except ValueError:  # the prompt's region does not parse on its own: it stays open
+        final = []
+    if any(e["type"] == "region_close" and e["field"] == open_field and e.get("end", 0) > e.get("start", 0)
+           for e in final):
         return 0
     return names.index(open_field) + 1
 
