@@ -155,14 +155,16 @@ def test_round_trip_identical_events(toks, tokname, tmp_path):
     loaded: dict = {}
     for name, template, prefix, output, tools, cid in CASES:
         b = bind(template, tok)
-        if name not in loaded:
-            data, ct, lb = round_trip(b, tmp_path, f"{name}.cpt")
+        # (a family's cases may come with its bundled template and with the corpus's, where they differ)
+        key = json.dumps(template)
+        if key not in loaded:
+            data, ct, lb = round_trip(b, tmp_path, f"{name}-{len(loaded)}.cpt")
             assert_same_tables(b, lb)
             raw = loads(data)
             assert raw["header"]["vocab_sha256"] == vocab_hash(tok)
             assert set(raw["tokens"]) >= {"meta", "offsets", "bytes", "flags", "inert", "delims"}
-            loaded[name] = lb
-        lb = loaded[name]
+            loaded[key] = lb
+        lb = loaded[key]
         ids = tok.encode(output).ids
         if tokname == "metaspace":
             variants = [ids, mutate(tok, ids, rng)]
