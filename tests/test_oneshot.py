@@ -8,6 +8,8 @@ reference with the lean path on and off.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import regex
 from hypothesis import HealthCheck, given, settings
@@ -400,6 +402,17 @@ def test_ascii_class_escapes_agree_on_every_ascii_character():
         assert [t for t in texts if bool(rx.match(t)) != bool(twin.match(t))] == [], esc
 
 
+def _gpt_oss_literal_content_open() -> dict:
+    """gpt-oss's template as the format corpus has it: content opened by the literal final header (the bundled
+    one's became a pattern with the <|constrain|> fix, and its mode 0 is no longer keyed by literals), the mode
+    the window twin is for."""
+    from chatparse import templates
+
+    template = copy.deepcopy(templates.get("gpt_oss"))
+    template["fields"]["content"] = {"open": "<|channel|>final<|message|>", "close": ["<|return|>", "<|end|>"]}
+    return template
+
+
 @pytest.mark.parametrize("name", ["write_file", "wrïte_file", "w" * 1500, "w" * 700 + "é" + "w" * 700])
 @pytest.mark.parametrize("before", ["", "→ ", "é" * 1100])
 @pytest.mark.parametrize("sep", [" ", "\xa0"])  # regex's \s takes U+00A0, re.ASCII's does not
@@ -411,10 +424,9 @@ def test_window_twin_runs_only_where_its_span_is_ascii(name, before, sep, body):
     sits (before the call, in the name, past the span, past the span's stop: the (k+1)-th '<')."""
     from harness import run_reference
 
-    from chatparse import templates
     from chatparse.runtime.oneshot_plan import WindowTwin, plan_for
 
-    template = templates.get("gpt_oss")
+    template = _gpt_oss_literal_content_open()
     compiled = chatparse.compile_template(template)
     assert {type(e[2]) for e in plan_for(compiled.tables).modes[0][5].values() if e[1] is not None} == {WindowTwin}
     text = (f"<|channel|>analysis<|message|>{before}think<|end|><|start|>assistant<|channel|>commentary{sep}"
