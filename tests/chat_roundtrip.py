@@ -154,6 +154,10 @@ CAPS: dict[str, Caps] = {
                                     "<|message_sep|>, but the bundled template closes a call only at </s>, so the "
                                     "JSON body takes the <|message_sep|> and fails to parse"}),
     # ---- CHAT-2's families
+    "jamba": Caps(reasoning=False, text_between_calls=False,
+                  reasons={"reasoning": NO_REASONING,
+                           "text_between_calls": "all calls are one JSON list in one <tool_calls> block after the "
+                                                 "text"}),
     "kimi_k2": Caps(call_ids=True, call_id_format="functions.{name}:{index}", text_between_calls=False,
                     reasons={"text_between_calls": "all calls are written in one <|tool_calls_section_begin|> ... "
                                                    "<|tool_calls_section_end|> section"}),

@@ -171,9 +171,8 @@ ONE_CALL_PER_TURN = {"gigachat3": "GigaChat 3's own chat template renders only t
 
 # chat templates written from the model's documented format that the bundled response template cannot parse yet
 # (strict xfail: the fix shows up)
-ROUND_TRIP_GAPS = {"jamba": "template gap: jamba.json's start_anchor is <|start_of_role|>assistant<|end_of_role|> "
-                            "(Granite's), but Jamba's generation prompt ends <|bom|><|assistant|>, so the whole "
-                            "prompt is read back as content; start_anchor <|bom|><|assistant|> fixes it"}
+# (none now: jamba's start_anchor, Granite's, became Jamba's own <|bom|><|assistant|>)
+ROUND_TRIP_GAPS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("renderer", ["transformers", "jinja2"])

@@ -55,7 +55,9 @@ _XML = ("an argument value ends at its closing tag only where the next tag follo
 FIXED_FAMILIES: dict[str, str] = {
     **{name: _JOIN for name in ("deepseek_v3", "minimax_m1")},
     **{name: f"{_JOIN}; {_THINK_WS}" for name in ("deepseek_r1", "deepseek_v31", "kimi_k2", "step3")},
-    **{name: f"{_JOIN}; {_EOS_WS}" for name in ("functiongemma", "granite4", "hermes", "internlm2", "jamba", "longcat")},
+    **{name: f"{_JOIN}; {_EOS_WS}" for name in ("functiongemma", "granite4", "hermes", "internlm2", "longcat")},
+    "jamba": (f"{_JOIN}; {_EOS_WS}; the start anchor is Jamba's generation prompt <|bom|><|assistant|> (the corpus's "
+              "is Granite's <|start_of_role|>assistant<|end_of_role|>: a Jamba prompt came back as content)"),
     **{name: f"{_JOIN}; {_EOS_WS}; {_THINK_WS}" for name in ("lfm2", "nemotron_json", "qwen3", "smollm3")},
     **{name: f"{_EOS_WS}; {_TOOL_WS}" for name in ("granite_20b_fc", "mistral_pre_v11", "phi4_mini", "xlam")},
     "granite3": f"{_EOS_WS}; {_TOOL_WS}; {_THINK_WS}",
