@@ -107,9 +107,16 @@ def encode(text: str, vocab_size: int = 4096) -> list[int]:
     return hf_tokenizer(vocab_size).encode(text).ids
 
 
+@lru_cache(maxsize=64)
+def _ll_fresh(grammar_text: str, vocab_size: int):
+    """A matcher for the grammar, built once; `accepts` works on deep copies of it (building one compiles
+    the grammar, which costs more than the walk)."""
+    return ll_matcher(grammar_text, vocab_size)
+
+
 def accepts(grammar_text: str, text: str, vocab_size: int = 4096) -> tuple[bool, str]:
     """Feed `text` token by token, then EOS: (accepted, why not)."""
-    m = ll_matcher(grammar_text, vocab_size)
+    m = _ll_fresh(grammar_text, vocab_size).deep_copy()
     ids = encode(text, vocab_size)
     for i, t in enumerate(ids):
         if not m.consume_token(t):
@@ -252,10 +259,16 @@ def xg_compiler(vocab_size: int = 4096):
     return xgr.GrammarCompiler(info, max_threads=1)
 
 
+@lru_cache(maxsize=64)
+def _xg_compiled(structural_tag_json: str, vocab_size: int):
+    return xg_compiler(vocab_size).compile_structural_tag(structural_tag_json)
+
+
 def xg_matcher(structural_tag_json: str, vocab_size: int = 4096):
+    """A fresh xgrammar matcher (the compiled grammar is cached: matchers share it)."""
     import xgrammar as xgr
 
-    return xgr.GrammarMatcher(xg_compiler(vocab_size).compile_structural_tag(structural_tag_json))
+    return xgr.GrammarMatcher(_xg_compiled(structural_tag_json, vocab_size))
 
 
 def xg_accepts(structural_tag_json: str, text: str, vocab_size: int = 4096) -> tuple[bool, str]:

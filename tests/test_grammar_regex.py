@@ -64,9 +64,9 @@ def test_nullable_and_literal_alternatives():
     for pattern in PATTERNS:
         assert rl.nullable(_engine(pattern)) == (regex.fullmatch(pattern, "") is not None), pattern
     la = rl.convert(r"x(?=<a>|<b>|\{\s*\"n\")").variants[0].lookahead
-    assert rl.literal_alternatives(la) == (["<a>", "<b>"], False)
+    assert rl.literal_alternatives(la) == (("<a>", "<b>"), False)
     assert rl.literal_alternatives(rl.convert(r"x(?=<\|eot\|>|<\|eom\|>)").variants[0].lookahead) == \
-        (["<|eot|>", "<|eom|>"], True)
+        (("<|eot|>", "<|eom|>"), True)
 
 
 def test_other_key_leaves_out_exactly_the_listed_names():

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import re._constants as C
+from functools import lru_cache
 import re._parser as sre_parse
 from dataclasses import dataclass, field
 
@@ -398,6 +399,7 @@ class _Conv:
 # -------------------------------------------------------------- first-character restriction (structural tags)
 
 
+@lru_cache(maxsize=4096)  # pure, and asked again per tool and per export
 def char_ranges(rx: str) -> tuple:
     """The code points an engine-syntax regex of one character (a class, ``(?s:.)``, a literal) matches."""
     parsed = list(sre_parse.parse(to_python(rx), re.DOTALL))
@@ -418,6 +420,10 @@ def _item_ranges(op, av, flags):
     if op is C.ANY:
         return ((0, MAX_CP),) if flags & re.DOTALL else complement(((10, 10),))
     if op is C.IN:
+        if not ic and all(k in (C.LITERAL, C.RANGE, C.NEGATE) for k, _ in av):
+            # the classes `ranges_regex` prints: code points and ranges (fast; no scan of all characters)
+            rs = normalize([(v, v) if k is C.LITERAL else v for k, v in av if k is not C.NEGATE])
+            return complement(rs) if any(k is C.NEGATE for k, _ in av) else rs
         return class_ranges(_in_source(av), re.IGNORECASE if ic else 0)
     return None
 
@@ -455,11 +461,13 @@ def _nullable(items) -> bool:
     return True
 
 
+@lru_cache(maxsize=4096)  # pure, and asked again per tool and per export
 def nullable(rx: str) -> bool:
     """Whether an engine-syntax regex (without assertions) matches the empty string."""
     return _nullable(list(sre_parse.parse(to_python(rx), re.DOTALL)))
 
 
+@lru_cache(maxsize=4096)  # pure, and asked again per tool and per export
 def derive(rx: str, text: str) -> str | None:
     """The engine-syntax regex of the strings w such that `text` + w matches `rx` (None: no match of `rx`
     begins with `text`): how a structural tag writes "a delimiter whose match begins with Y" after a closer
@@ -471,7 +479,8 @@ def derive(rx: str, text: str) -> str | None:
     return rx
 
 
-def literal_alternatives(rx: str) -> tuple[list[str], bool]:
+@lru_cache(maxsize=4096)  # pure, and asked again per tool and per export
+def literal_alternatives(rx: str) -> tuple[tuple, bool]:
     """The literal strings among the top-level alternatives of an engine-syntax regex (the others are left
     out: a caller uses these as a subset), and whether every alternative is one."""
     parsed = list(sre_parse.parse(to_python(rx), re.DOTALL))
@@ -497,7 +506,7 @@ def literal_alternatives(rx: str) -> tuple[list[str], bool]:
 
     whole = lits(parsed)
     if whole is not None:
-        return [x for x in dict.fromkeys(whole) if x], all(whole)
+        return tuple(x for x in dict.fromkeys(whole) if x), all(whole)
     out, complete = [], True
     if len(parsed) == 1 and parsed[0][0] is C.BRANCH:
         for b in parsed[0][1][1]:
@@ -506,9 +515,10 @@ def literal_alternatives(rx: str) -> tuple[list[str], bool]:
             out.extend(one or [])
     else:
         complete = False
-    return [x for x in dict.fromkeys(out) if x], complete
+    return tuple(x for x in dict.fromkeys(out) if x), complete
 
 
+@lru_cache(maxsize=4096)  # pure, and asked again per tool and per export
 def restrict_first(rx: str, allowed, consume: bool = False) -> str | None:
     """The non-empty matches of the engine-syntax regex `rx` whose first character is in `allowed` (code-point
     ranges), as an engine-syntax regex; None when there is none.
