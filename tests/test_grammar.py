@@ -116,7 +116,7 @@ def test_lark_samples_parse_and_validate(name):
 
 
 @needs_corpus  # the sampler writes pieces of the family's corpus outputs to reach its tool calls
-@pytest.mark.parametrize("name", ["hermes", "qwen3_coder"])
+@pytest.mark.parametrize("name", ["hermes", "qwen3_coder", "gpt_oss", "glm45", "mistral_v11", "deepseek_v31"])
 def test_structural_tag_samples_parse_and_validate(name):
     pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install xgrammar)")
     pytest.importorskip("torch", reason="xgrammar's token bitmask is a torch tensor")
