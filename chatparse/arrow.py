@@ -370,21 +370,24 @@ def parse_arrow(data, template: Any, *, text_column: str = "text", prefix: str |
     texts = _strings(data, text_column, "text_column")
     prefixes = _prefixes(data, n, prefix, prefix_column)
     row_tools = _tools(data, n, tools, tools_column)
-    parse = compiled.parse
+    if dialect is None and malformed is None:  # what CompiledTemplate.parse calls then, without its layer
+        from .response_parser import parse_compiled
+    else:
+        def parse_compiled(compiled, text, p, t):
+            return compiled.parse(text, prefix=p, tools=t, dialect=dialect, malformed=malformed)
     cols = _Columns()
-    kw = {} if dialect is None and malformed is None else {"dialect": dialect, "malformed": malformed}
-    for i in range(n):
-        text, p, t = texts[i], prefixes[i], row_tools[i]
+    add, fail = cols.add, cols.fail
+    for text, p, t in zip(texts, prefixes, row_tools):
         try:
             if text is None:
                 raise ValueError(f"`text_column` {text_column!r} is null in this row")
             if isinstance(t, Exception):
                 raise t
-            message = parse(text, prefix=p, tools=t, **kw)
+            message = parse_compiled(compiled, text, p, t)
         except Exception as e:  # noqa: BLE001 - a bad row is reported in its row, never lost with the batch
-            cols.fail(e)
+            fail(e)
             continue
-        cols.add(message)
+        add(message)
     return _result(data, cols, keep_columns, column_prefix)
 
 
