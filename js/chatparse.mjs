@@ -328,11 +328,12 @@ function quote(s) {
 }
 const quoteList = (items) => `[${items.map(quote).join(", ")}]`;
 
-/** The offset of the first byte that starts an ill-formed UTF-8 sequence (Python's UnicodeDecodeError.start), or -1. */
-function utf8ErrorAt(b) {
-  const n = b.length;
-  let i = 0;
-  while (i < n) {
+/** The first ill-formed UTF-8 sequence of `b` as Python's strict decoder reports it: [offset of its first byte
+ * (UnicodeDecodeError.start), reason ("invalid start byte", "invalid continuation byte" or, when the bytes run out
+ * before a well-begun sequence ends, "unexpected end of data")], or null when `b` is well-formed. */
+function utf8Error(b, from = 0, to = b.length) {
+  let i = from;
+  while (i < to) {
     const c = b[i];
     if (c < 0x80) {
       i++;
@@ -346,14 +347,20 @@ function utf8ErrorAt(b) {
     else if (c === 0xf0) [need, lo] = [3, 0x90];
     else if (c >= 0xf1 && c <= 0xf3) need = 3;
     else if (c === 0xf4) [need, hi] = [3, 0x8f];
-    else return i;
+    else return [i - from, "invalid start byte"];
     for (let k = 1; k <= need; k++) {
+      if (i + k >= to) return [i - from, "unexpected end of data"];
       const x = b[i + k];
-      if (x === undefined || (k === 1 ? x < lo || x > hi : x < 0x80 || x > 0xbf)) return i;
+      if (k === 1 ? x < lo || x > hi : x < 0x80 || x > 0xbf) return [i - from, "invalid continuation byte"];
     }
     i += need + 1;
   }
-  return -1;
+  return null;
+}
+/** The offset of the first byte that starts an ill-formed UTF-8 sequence (Python's UnicodeDecodeError.start), or -1. */
+function utf8ErrorAt(b) {
+  const e = utf8Error(b);
+  return e === null ? -1 : e[0];
 }
 
 const MAX_DEPTH = 100;
@@ -740,8 +747,160 @@ function checkMetadata(meta, spec, header, data, fail) {
   const extra = [...arrays.keys()].filter((k) => !known.has(k)).sort(cmpStr);
   if (extra.length) fail(`unknown arrays ${quoteList(extra)}`);
   if (Object.hasOwn(meta, "js")) checkJsSection(meta.js, spec, fail);
-  if (header.tokens && !isObj(meta.tokens)) fail("tokens: expected an object");
+  if (header.tokens) checkTokenSection(meta.tokens, arrays, watch, header.vocabSha256, fail);
   return arrays;
+}
+
+// ---- the token section (FORMAT.md section 8.4): what chatparse/runtime/loader.py `_token_section` checks, in its
+// order and with its messages. This runtime parses text, not token ids, so it uses nothing of the section; it
+// checks it so that both runtimes accept and refuse the same files.
+
+const TOKEN_META_KEYS = ["size", "kind", "strip_char", "strip_start", "cleanup", "name", "tokenizer_sha256"];
+const TOKEN_ARRAY_TYPES = [["offsets", "u4", 1], ["bytes", "u1", 1], ["flags", "u1", 1], ["first_ids", "u4", 1],
+  ["first_offsets", "u4", 1], ["first_bytes", "u1", 1], ["inert", "u1", 2], ["delims", "u4", 2]];
+const VOCAB_ARRAYS = ["offsets", "bytes", "flags", "first_ids", "first_offsets", "first_bytes"]; // (8.3, in order)
+const T_SKIP = 1, T_TEXT = 2, T_BYTE = 4;
+const MAX_DELIM_CHARS = 256;
+const pyShape = (shape) => (shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(", ")})`);
+/** The little-endian bytes of a checked array (a view on little-endian machines). */
+function leBytes(a) {
+  const { arr } = a;
+  const size = arr.BYTES_PER_ELEMENT;
+  if (LITTLE_ENDIAN || size === 1) return new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength);
+  const out = new Uint8Array(arr.byteLength);
+  const dv = new DataView(out.buffer);
+  for (let j = 0; j < arr.length; j++) dv[size === 2 ? "setUint16" : "setUint32"](j * size, arr[j], true);
+  return out;
+}
+
+/** FORMAT.md 8.4, steps 1-8, on the metadata's `tokens` entry and the `tokens.*` arrays: every key and type, every
+ * offset monotonic and bounded, every flag consistent, every token text strict UTF-8 starting at a character
+ * boundary, every index of `first_ids` and `delims` in range, and the vocabulary hash recomputed. */
+function checkTokenSection(tm, arrays, watch, vocabHex, fail) {
+  const bad = (msg) => fail(`token section: ${msg}`);
+  if (!isObj(tm)) fail("tokens: expected an object");
+  checkKeys(tm, TOKEN_META_KEYS, [], "tokens", fail);
+  const size = intIn(tm.size, "tokens.size", fail, 1);
+  const kind = tm.kind;
+  if (kind !== "bytes" && kind !== "pieces") fail("tokens.kind: expected 'bytes' or 'pieces'");
+  if (typeof tm.strip_char !== "string" || cpLen(tm.strip_char) !== 1) fail("tokens.strip_char: expected one character");
+  const tsha = tm.tokenizer_sha256;
+  if (tsha !== null && (typeof tsha !== "string" || !/^[0-9a-f]{64}$/.test(tsha))) fail("tokens.tokenizer_sha256: expected null or 64 lowercase hex digits");
+  const stripStart = intIn(tm.strip_start, "tokens.strip_start", fail);
+  const cleanup = boolOf(tm.cleanup, "tokens.cleanup", fail);
+  strOf(tm.name, "tokens.name", fail);
+  const a = {};
+  for (const [k, dt, nd] of TOKEN_ARRAY_TYPES) a[k] = getArray(arrays, `tokens.${k}`, [dt], nd, fail);
+
+  const checkOffsets = (arr, n, total, what) => {
+    if (arr.shape[0] !== n + 1) bad(`${what} has shape ${pyShape(arr.shape)}, expected (${n + 1},)`);
+    const o = arr.arr;
+    let ok = o[0] === 0 && o[n] === total;
+    for (let i = 1; ok && i <= n; i++) if (o[i] < o[i - 1]) ok = false;
+    if (!ok) bad(`${what} must rise from 0 to ${total} without decreasing`);
+    return o;
+  };
+  const blob = a.bytes.arr;
+  const off = checkOffsets(a.offsets, size, blob.length, "offsets");
+  const flags = a.flags.arr;
+  if (a.flags.shape[0] !== size) bad(`flags has shape ${pyShape(a.flags.shape)}, expected (${size},)`);
+  // each check is over all tokens, and the first failing check is the error (as numpy's whole-array checks)
+  const found = [false, false, false, false, false];
+  for (let i = 0; i < size; i++) {
+    const f = flags[i];
+    if (f & ~(T_SKIP | T_TEXT | T_BYTE)) found[0] = true;
+    if ((f & T_SKIP) && (f & T_TEXT)) found[1] = true;
+    if ((f & T_BYTE) && ((f & T_TEXT) || off[i + 1] - off[i] !== 1)) found[2] = true;
+    if (f & T_BYTE) found[3] = true;
+    if (!(f & T_SKIP) && !(f & T_TEXT) === !(f & T_BYTE)) found[4] = true;
+  }
+  if (found[0]) bad("unknown token flags");
+  if (found[1]) bad("a skipped token cannot have text");
+  if (found[2]) bad("a byte token holds exactly one byte and has no text of its own");
+  if (kind === "bytes" && found[3]) bad("byte tokens only exist in the 'pieces' kind");
+  if (kind === "pieces" && found[4]) bad("every piece that is not skipped is either text or a byte token");
+
+  const firstIds = a.first_ids.arr;
+  const nFirst = firstIds.length;
+  const firstBytes = a.first_bytes.arr;
+  const foff = checkOffsets(a.first_offsets, nFirst, firstBytes.length, "first_offsets");
+  if (nFirst) {
+    if (kind !== "pieces") bad("first-token texts only exist in the 'pieces' kind");
+    let ok = firstIds[nFirst - 1] < size;
+    for (let k = 1; ok && k < nFirst; k++) if (firstIds[k] <= firstIds[k - 1]) ok = false;
+    if (!ok) bad("first_ids must be increasing token ids");
+    for (const i of firstIds) if (flags[i] & T_SKIP) bad("a skipped token has a first-token text");
+  }
+
+  const nModes = watch.length;
+  const usable = (i) => (flags[i] & T_TEXT) !== 0 && off[i + 1] > off[i];
+  const inert = a.inert.arr;
+  if (a.inert.shape[0] !== nModes || a.inert.shape[1] !== size) bad(`inert has shape ${pyShape(a.inert.shape)}, expected (${nModes}, ${size})`);
+  for (const x of inert) if (x > 1) bad("inert flags must be 0 or 1");
+  for (let k = 0; k < inert.length; k++) if (inert[k] && !usable(k % size)) bad("only tokens with non-empty text of their own can be inert");
+
+  // strict UTF-8 of the TEXT tokens' bytes concatenated, each token starting at a character boundary; then the
+  // first-token texts likewise (runtime/loader.py token_texts)
+  let textLen = 0;
+  for (let i = 0; i < size; i++) if (flags[i] & T_TEXT) textLen += off[i + 1] - off[i];
+  const text = new Uint8Array(textLen);
+  for (let i = 0, p = 0; i < size; i++) {
+    if (!(flags[i] & T_TEXT)) continue;
+    text.set(blob.subarray(off[i], off[i + 1]), p);
+    p += off[i + 1] - off[i];
+  }
+  const segments = (buf, starts, what) => {
+    const e = utf8Error(buf);
+    if (e !== null) bad(`${what} is not valid UTF-8 (${e[1]} at byte ${e[0]})`);
+    for (const s of starts) if ((buf[s] & 0xc0) === 0x80) bad(`${what}: a token's bytes do not start at a character boundary`);
+  };
+  const textStarts = [];
+  for (let i = 0, p = 0; i < size; i++) {
+    if (!(flags[i] & T_TEXT)) continue;
+    if (off[i + 1] > off[i]) textStarts.push(p);
+    p += off[i + 1] - off[i];
+  }
+  segments(text, textStarts, "token text");
+  const firstStarts = [];
+  for (let k = 0; k < nFirst; k++) if (foff[k + 1] > foff[k]) firstStarts.push(foff[k]);
+  segments(firstBytes, firstStarts, "first-token text");
+
+  const d = a.delims;
+  if (d.shape[1] !== 3) bad(`delims has shape ${pyShape(d.shape)}, expected (n, 3)`);
+  const rows = d.shape[0], dl = d.arr;
+  if (rows) {
+    for (let r = 0; r < rows; r++) if (dl[3 * r] >= nModes || dl[3 * r + 1] >= size) bad("a whole-delimiter entry names a mode or token out of range");
+    for (let r = 1; r < rows; r++) {
+      const [m0, i0, m1, i1] = [dl[3 * r - 3], dl[3 * r - 2], dl[3 * r], dl[3 * r + 1]];
+      if (m1 < m0 || (m1 === m0 && i1 <= i0)) bad("whole-delimiter entries must be sorted by (mode, token) without repeats");
+    }
+    let worst = null; // the first (mode, pattern) pair, in sorted order, whose pattern the mode does not watch
+    for (let r = 0; r < rows; r++) {
+      const mm = dl[3 * r], pp = dl[3 * r + 2];
+      if (!watch[mm].includes(pp) && (worst === null || mm < worst[0] || (mm === worst[0] && pp < worst[1]))) worst = [mm, pp];
+    }
+    if (worst !== null) bad(`pattern ${worst[1]} is not watched in mode ${worst[0]}`);
+    for (let r = 0; r < rows; r++) {
+      const i = dl[3 * r + 1];
+      let chars = 0;
+      for (let j = off[i]; j < off[i + 1]; j++) if ((blob[j] & 0xc0) !== 0x80) chars++;
+      if (!usable(i) || chars > MAX_DELIM_CHARS) bad(`a whole-delimiter token must have text of 1..${MAX_DELIM_CHARS} characters`);
+    }
+    for (let r = 0; r < rows; r++) if (inert[dl[3 * r] * size + dl[3 * r + 1]]) bad("a whole-delimiter token cannot be inert in its mode");
+  }
+
+  // the vocabulary hash (8.3)
+  const scalars = `{"cleanup":${cleanup},"kind":${pyJsonStr(kind)},"size":${size},"strip_char":${pyJsonStr(tm.strip_char)},"strip_start":${stripStart}}`;
+  const parts = [new TextEncoder().encode("chatparse vocabulary v1\n" + scalars + "\n")];
+  for (const k of VOCAB_ARRAYS) {
+    const b = leBytes(a[k]);
+    const len = new Uint8Array(8);
+    new DataView(len.buffer).setBigUint64(0, BigInt(b.length), true);
+    parts.push(len, b);
+  }
+  const all = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
+  parts.reduce((p, x) => (all.set(x, p), p + x.length), 0);
+  if (hex(sha256(all)) !== vocabHex) fail("vocabulary hash does not match the token section");
 }
 
 /** The canonical form the template hash is taken over: Python's json.dumps(sort_keys=True, separators=(",", ":"),

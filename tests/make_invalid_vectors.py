@@ -34,7 +34,7 @@ def _file(base: str = "qwen3", *, header=None, template=None, meta=None, blob=No
     """The base file with edits: `header(h)`, `template(spec)`, `meta(meta)`, `blob(meta, bytearray)` change
     parts in place (or return a replacement); `raw(bytearray)` edits the sealed bytes (then the trailer is
     recomputed unless `seal` is False)."""
-    data, _ = tf.load_bases((base,))[base]
+    data = tf.load_bases((base,))[base][0]
     h, t, m, b = tf.sections(data)
     spec, md, blob_b = json.loads(t), json.loads(m), bytearray(b)
     if template:

@@ -11,6 +11,13 @@ A mutant is judged by what each runtime makes of it (FORMAT.md section 1, "What 
   no exception other than the parser's own (Python ValueError/KeyError/TypeError/RuntimeError, a JS
   ``PyError``) and no hang (each mutant has a time bound).
 
+Four bases carry a token section (FORMAT.md section 8) for a small vocabulary trained at load time with the
+`tokenizers` library (`TOKEN_BASES`); their mutants get token-section edits half of the time (`mutate_tokens`)
+and a recomputed vocabulary hash most of the time (`reseal`), so that each check of FORMAT.md 8.4 is reached.
+Both runtimes must decide them alike; the Python runtime, which also parses token ids, then builds the token
+parser of a loaded one and feeds it the base's id sequences (`python_outcome`): no crash, no hang. (The
+JavaScript runtime parses text only, so there is no token-id parse to compare with.)
+
 `mutants(seed, n)` yields ``(name, bytes, what)``; `run(seed, n, workdir)` writes them to a directory, runs
 `js/fuzz_tables.mjs` once over the whole directory and the Python runtime in-process, and returns the
 figures and every disagreement. `python tests/table_fuzz.py --n 20000` runs it from the command line.
@@ -32,6 +39,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import struct
@@ -51,9 +59,27 @@ HEADER = struct.Struct("<8sII7Q2I32s32s16s")
 PREFIX = "chatparse table file: "
 # Base templates of several shapes (literal delimiters, regex-decided ones with lookarounds and named groups, a
 # format extension, many fields); each brings the texts of its conformance vector's first cases.
-BASES = ("qwen3", "x_regex", "gpt_oss", "kimi_k2", "hermes", "x_misc", "x_ext")
+BASES = ("qwen3", "x_regex", "gpt_oss", "kimi_k2", "hermes", "x_misc", "x_ext", "t_qwen3", "t_gpt_oss", "t_hermes",
+         "t_x_regex")
+# Bases with a token section (FORMAT.md section 8): a template with token tables for a small vocabulary trained
+# here with the `tokenizers` library: name -> (template base, tokenizer kind, special tokens, skip_special_tokens,
+# tokenizer_sha256). Byte-level BPE ("bytes" kind, tokens with incomplete UTF-8), SentencePiece-style byte
+# fallback ("pieces", byte tokens, strip_start), Unigram + Metaspace ("pieces", first-token texts; its special
+# tokens skipped); with the delimiters as special tokens (whole-delimiter rows) and without (x_regex).
+TOKEN_BASES = {
+    "t_qwen3": ("qwen3", "byte_level", ["<think>", "</think>", "<tool_call>", "</tool_call>", "<|im_end|>"], False,
+                "ab" * 32),
+    "t_gpt_oss": ("gpt_oss", "byte_fallback", ["<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|call|>",
+                                               "<|return|>", "<|constrain|>"], False, None),
+    "t_hermes": ("hermes", "metaspace", ["<tool_call>", "</tool_call>", "<|im_end|>"], True, None),
+    "t_x_regex": ("x_regex", "byte_level", [], False, None),
+}
+TOKEN_FILLER = ["hello", "world", "the", "weather", "in", "Paris", "中文", "😀", "é", "naïve", "café", "—", "1.5",
+                '{"name": "f", "arguments": {"x": 1}}', "\n", "  ", "true", "𝔘𝔫𝔦"]
 TEXTS_PER_BASE = 3
 TIME_BOUND = 10.0  # seconds for loading one mutant and parsing its texts (generous: the machine is shared)
+VOCAB_TAG = b"chatparse vocabulary v1\n"
+VOCAB_ARRAYS = ("offsets", "bytes", "flags", "first_ids", "first_offsets", "first_bytes")
 _DTYPE = {"u1": "<u1", "i1": "<i1", "u2": "<u2", "i2": "<i2", "u4": "<u4", "i4": "<i4"}
 # Paths (as tuples of keys, "*" for any) under which values are only the JS runtime's translations: see above.
 _PORT_VALUES = (("js", "patterns", "*", "source"), ("js", "patterns", "*", "groups"), ("js", "anchor", "source"),
@@ -70,9 +96,11 @@ def sections(data: bytes):
     return h, data[t_off:t_off + t_len], data[m_off:m_off + m_len], bytearray(data[d_off:d_off + d_len])
 
 
-def reseal(h: list, template: bytes, meta: bytes, blob: bytes, *, rehash: bool = True) -> bytes:
+def reseal(h: list, template: bytes, meta: bytes, blob: bytes, *, rehash: bool = True, revocab: bool = True) -> bytes:
     """A file from its parts with a valid layout and trailer; with `rehash`, the template hash is recomputed
-    from the template section (when it parses as JSON: Python's canonical form)."""
+    from the template section (when it parses as JSON: Python's canonical form); with `revocab`, the
+    vocabulary hash of a token section (FORMAT.md 8.3) from the section as it now is (when the metadata names
+    the parameters and the arrays it is computed over: `vocab_hash_of`)."""
     h = list(h)
     if rehash:
         try:
@@ -81,6 +109,10 @@ def reseal(h: list, template: bytes, meta: bytes, blob: bytes, *, rehash: bool =
             h[12] = hashlib.sha256(canon.encode("utf-8")).digest()
         except (ValueError, RecursionError):
             pass
+    if revocab:
+        v = vocab_hash_of(meta, blob)
+        if v is not None:
+            h[13] = v
     m_off = 160 + len(template)
     d_off = (m_off + len(meta) + 7) & ~7
     blob = bytes(blob) + b"\0" * (-len(blob) % 8)
@@ -91,6 +123,29 @@ def reseal(h: list, template: bytes, meta: bytes, blob: bytes, *, rehash: bool =
     buf[m_off:m_off + len(meta)] = meta
     buf[d_off:d_off + len(blob)] = blob
     return trailer(buf)
+
+
+def vocab_hash_of(meta: bytes, blob: bytes) -> bytes | None:
+    """The vocabulary hash (FORMAT.md 8.3) of a (maybe damaged) token section: the metadata's ``tokens``
+    parameters in canonical JSON and the raw bytes of the six vocabulary arrays as the directory places them;
+    None when the metadata does not say (no ``tokens`` object, a parameter or an array entry missing or out of
+    the data section)."""
+    try:
+        md = json.loads(meta.decode("utf-8"))
+        tm = md["tokens"]
+        scalars = {k: tm[k] for k in ("kind", "size", "strip_char", "strip_start", "cleanup")}
+        canon = json.dumps(scalars, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        entries = {e["name"]: e for e in md["arrays"] if type(e) is dict and type(e.get("name")) is str}
+        h = hashlib.sha256(VOCAB_TAG + canon + b"\n")
+        for name in VOCAB_ARRAYS:
+            e = entries[f"tokens.{name}"]
+            off, n = e["offset"], e["nbytes"]
+            if type(off) is not int or type(n) is not int or not 0 <= off <= off + n <= len(blob):
+                return None
+            h.update(struct.pack("<Q", n) + bytes(blob[off:off + n]))
+        return h.digest()
+    except (ValueError, KeyError, TypeError, RecursionError, UnicodeError, AttributeError):
+        return None
 
 
 def trailer(buf) -> bytes:
@@ -238,13 +293,100 @@ def mutate_blob(rng: random.Random, meta: dict, blob: bytearray) -> bytearray:
     return blob
 
 
+def _token_entries(meta: dict) -> dict:
+    """The directory entries of the token arrays (``tokens.<name>`` -> entry) that can be edited in place."""
+    arrays = meta.get("arrays") if type(meta) is dict else None
+    out = {}
+    for a in arrays if type(arrays) is list else ():
+        if type(a) is dict and type(a.get("name")) is str and a["name"].startswith("tokens.") \
+                and type(a.get("dtype")) is str and a["dtype"] in _DTYPE and type(a.get("offset")) is int \
+                and type(a.get("nbytes")) is int and a["offset"] >= 0 and a["nbytes"] > 0 \
+                and a["nbytes"] % np.dtype(_DTYPE[a["dtype"]]).itemsize == 0:
+            out[a["name"][7:]] = a
+    return out
+
+
+def mutate_tokens(rng: random.Random, meta, blob: bytearray):
+    """One edit of the token section, aimed at its checks (FORMAT.md 8.4): its metadata object, an element of
+    one of its arrays set to a value that matters for that array (a flag combination, a neighbouring offset, a
+    UTF-8 lead or continuation byte, an inert bit, a delimiter row's mode, id or pattern), or a consistent
+    shortening (fewer whole-delimiter rows, which is still a valid file). Returns ``(meta, blob, word)``."""
+    blob = bytearray(blob)
+    entries = _token_entries(meta)
+    r = rng.random()
+    if r < 0.3 and type(meta) is dict and type(meta.get("tokens")) is dict:
+        meta = copy.deepcopy(meta)
+        meta["tokens"] = mutate_json(rng, meta["tokens"], port_values=True)
+        return meta, blob, "tokens-meta"
+    if r < 0.38 and "delims" in entries:
+        meta = copy.deepcopy(meta)
+        e = _token_entries(meta)["delims"]
+        if type(e.get("shape")) is list and len(e["shape"]) == 2 and type(e["shape"][0]) is int and e["shape"][0] > 0:
+            k = rng.randrange(e["shape"][0])
+            e["shape"][0] -= k + 1
+            e["nbytes"] -= 12 * (k + 1)
+            if rng.random() < 0.5:  # the rows kept are the last ones
+                e["offset"] += 12 * (k + 1)
+        return meta, blob, "tokens-delims-rows"
+    if not entries:
+        return meta, blob, "tokens-none"
+    if r < 0.46:  # a directory entry: another dtype of the same size, a reshape, one element fewer, or gone
+        meta = copy.deepcopy(meta)
+        e = _token_entries(meta)[rng.choice(sorted(entries))]
+        shape = e.get("shape")
+        kind = rng.randrange(4)
+        if kind == 0:
+            e["dtype"] = {"u1": "i1", "u2": "i2", "u4": "i4"}.get(e["dtype"], "u1")
+        elif kind == 1 and type(shape) is list and all(type(x) is int for x in shape):
+            e["shape"] = rng.choice([[shape[0] * shape[1]], shape[::-1]]) if len(shape) == 2 else [1] + shape
+        elif kind == 2 and type(shape) is list and len(shape) == 1 and type(shape[0]) is int and shape[0] > 0:
+            e["shape"] = [shape[0] - 1]
+            e["nbytes"] -= np.dtype(_DTYPE[e["dtype"]]).itemsize
+        else:
+            meta["arrays"].remove(e)
+        return meta, blob, "tokens-entry"
+    name = rng.choice(sorted(entries))
+    a = entries[name]
+    if a["offset"] + a["nbytes"] > len(blob):
+        return meta, blob, "tokens-none"
+    dt = np.dtype(_DTYPE[a["dtype"]])
+    arr = np.frombuffer(bytes(blob[a["offset"]:a["offset"] + a["nbytes"]]), dtype=dt).copy()
+    i = rng.randrange(len(arr))
+    v = int(arr[i])
+    other = int(arr[rng.randrange(len(arr))])
+    size = meta["tokens"].get("size") if type(meta.get("tokens")) is dict else None
+    size = size if type(size) is int else 1
+    choices = {
+        "flags": [0, 1, 2, 3, 4, 5, 6, 7, 8, v ^ 1, v ^ 2, v ^ 4, other],
+        "offsets": [v + 1, v - 1, other, 0],
+        "first_offsets": [v + 1, v - 1, other, 0],
+        "bytes": [0x80, 0xBF, 0xC3, 0xC0, 0xE0, 0xED, 0xF0, 0xF4, 0xF5, 0xFF, 0x41, 0x20, v ^ 0x40, other],
+        "first_bytes": [0x80, 0xC3, 0xE2, 0xF0, 0xFF, 0x41, v ^ 0x40, other],
+        "inert": [1 - v if v <= 1 else 0, 1 - v if v <= 1 else 0, 2, 255],
+        "delims": [v + 1, v - 1, 0, other, size - 1, size, rng.randrange(max(1, size))],
+        "first_ids": [v + 1, v - 1, 0, other, size - 1, size],
+    }.get(name, [v + 1, v - 1])
+    info = np.iinfo(dt)
+    arr[i] = max(info.min, min(info.max, rng.choice(choices)))
+    blob[a["offset"]:a["offset"] + a["nbytes"]] = arr.tobytes()
+    return meta, blob, f"tokens-{name}"
+
+
 def mutate_file(rng: random.Random, data: bytes) -> tuple[bytes, str]:
-    """One mutant of a well-formed file and a word saying what was done."""
+    """One mutant of a well-formed file and a word saying what was done. A file with a token section gets
+    token-section edits half of the time (`mutate_tokens`), and its vocabulary hash is recomputed after the
+    edits (as the template hash is) unless the edit was to that hash, or one time in five (then a changed
+    vocabulary must be refused by its hash)."""
     h, template, meta_b, blob = sections(data)
     spec = json.loads(template)
     meta = json.loads(meta_b)
     what = []
+    tokens = "tokens" in meta
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        if tokens and rng.random() < 0.5:
+            meta, blob, word = mutate_tokens(rng, meta, blob)
+            what.append(word)
+            continue
         r = rng.random()
         if r < 0.34:
             meta = mutate_json(rng, meta, port_values=False)
@@ -262,6 +404,7 @@ def mutate_file(rng: random.Random, data: bytes) -> tuple[bytes, str]:
                 b = bytearray(h[13])
                 b[rng.randrange(32)] ^= 1 << rng.randrange(8)
                 h[13] = bytes(b)
+                what.append("vocab-hash")
             elif field == 14:
                 b = bytearray(h[14])
                 b[rng.randrange(16)] = rng.choice([0, 0x20, 0x21, 0x7E, 0x7F, 0x41, 0xFF])
@@ -279,8 +422,9 @@ def mutate_file(rng: random.Random, data: bytes) -> tuple[bytes, str]:
             "utf-8", "surrogatepass")
     if "swap" in what:
         t_bytes, m_bytes = m_bytes, t_bytes
+    revocab = "vocab-hash" not in what and rng.random() < 0.8
     try:
-        out = reseal(h, t_bytes, m_bytes, blob)
+        out = reseal(h, t_bytes, m_bytes, blob, revocab=revocab)
     except (struct.error, UnicodeEncodeError):
         out = reseal(sections(data)[0], template, meta_b, sections(data)[3])
     if "raw" in what:  # a flipped bit anywhere before the trailer but in the port's translations, then resealed
@@ -344,16 +488,62 @@ def _texts(name: str, template: dict) -> list:
     return texts[:TEXTS_PER_BASE] or ["plain text"]
 
 
+def train_tokenizer(kind: str, specials: list, texts: list, seed: int = 0):
+    """A small real tokenizer trained now with the `tokenizers` library on `texts` and filler lines:
+    ``byte_level`` (BPE, 300 ids), ``byte_fallback`` (SentencePiece-style BPE with ``<0xXX>`` byte tokens and
+    the Replace/ByteFallback/Fuse/Strip decoder, 300 ids) or ``metaspace`` (Unigram with Metaspace, about 120
+    ids). Deterministic for the same inputs."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    rng = random.Random(seed)
+    corpus = list(texts) * 3 + ["".join(rng.choice(TOKEN_FILLER) + rng.choice([" ", "", "\n"]) for _ in range(12))
+                                for _ in range(200)]
+    if kind == "byte_level":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tr = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                 special_tokens=specials, show_progress=False)
+    elif kind == "byte_fallback":
+        tok = Tokenizer(models.BPE(byte_fallback=True))
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+        tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                         decoders.Strip(" ", 1, 0)])
+        tr = trainers.BpeTrainer(vocab_size=300, limit_alphabet=30, show_progress=False,
+                                 special_tokens=[f"<0x{b:02X}>" for b in range(256)] + specials)
+    else:
+        tok = Tokenizer(models.Unigram())
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.decoder = decoders.Metaspace()
+        tr = trainers.UnigramTrainer(vocab_size=120, special_tokens=specials, show_progress=False)
+    tok.train_from_iterator(corpus, trainer=tr)
+    return tok
+
+
 def load_bases(names=BASES) -> dict:
-    """name -> (file bytes, texts): each base template compiled and written now (so the fuzz follows the
-    current compiler), with a few texts to parse."""
+    """name -> (file bytes, texts, id sequences): each base template compiled and written now (so the fuzz
+    follows the current compiler), with a few texts to parse; a token base (`TOKEN_BASES`) with its token
+    section for a tokenizer trained now, and its texts encoded by that tokenizer plus one sequence of
+    arbitrary ids (what the Python runtime also parses as token ids)."""
     from chatparse import compile_template
+    from chatparse.compiler.tokens import bind
     from chatparse.compiler.writer import dumps
 
     out = {}
     for name in names:
+        if name in TOKEN_BASES:
+            tname, kind, specials, skip, tsha = TOKEN_BASES[name]
+            template = _template(tname)
+            texts = _texts(tname, template)
+            tok = train_tokenizer(kind, specials, texts)
+            binding = bind(template, tok, skip_special_tokens=skip)
+            data = dumps(binding.compiled.raw_tables, tokens=binding, tokenizer_sha256=tsha)
+            rng = random.Random(name)
+            ids = [tok.encode(t).ids for t in texts] + [[rng.randrange(tok.get_vocab_size()) for _ in range(40)]]
+            out[name] = (data, texts, ids)
+            continue
         template = _template(name)
-        out[name] = (dumps(compile_template(template).raw_tables), _texts(name, template))
+        out[name] = (dumps(compile_template(template).raw_tables), _texts(name, template), [])
     return out
 
 
@@ -409,12 +599,20 @@ def _plain(v):
     return _special_floats(json.loads(json.dumps(v, default=repr, allow_nan=True)))
 
 
-def python_outcome(data: bytes, texts: list) -> dict:
+def python_outcome(data: bytes, texts: list, ids: list = ()) -> dict:
     """What the Python runtime makes of a file: {"refused": message} or {"loaded": [per text result]};
-    {"crash": ...} for anything else (another exception class, a time-out)."""
+    {"crash": ...} for anything else (another exception class, a time-out).
+
+    A loaded file with a token section and `ids` also gets its token parser built (which refuses, with a
+    table-file error, what needs the compiled tables: FORMAT.md 8.4, last paragraph) and each id sequence fed
+    to it one id at a time: ``"tokens"`` in the outcome says which (``{"refused": message}`` or ``{"parsed":
+    n, "differ": k}``: k sequences whose message differs from the text parser's on the decoded ids, which a
+    damaged `inert` table may cause). The JavaScript runtime parses text only, so this part is Python's
+    alone: it must not crash or hang."""
     from chatparse.response_parser import ResponseParser
     from chatparse.runtime.loader import loads
     from chatparse.runtime.template import template_class
+    from chatparse.runtime.tokens import token_binding
 
     try:
         with _bound(TIME_BOUND):
@@ -442,11 +640,45 @@ def python_outcome(data: bytes, texts: list) -> dict:
                     results.append({"events": _plain(events + final), "message": _plain(message)})
                 except _PARSE_ERRORS as e:
                     results.append({"error": type(e).__name__, "stage": stage})
-            return {"loaded": results}
+            out = {"loaded": results}
+            if "tokens" in raw and ids:
+                out["tokens"] = _token_outcome(token_binding, compiled, ids)
+            return out
     except _Timeout:
         return {"crash": f"time-out after {TIME_BOUND} s"}
     except Exception as e:  # noqa: BLE001 - the point: any other exception is a finding
         return {"crash": f"{type(e).__name__}: {e}"[:300]}
+
+
+def _message(feed, items, finalize):
+    """The message of a parser fed `items` one at a time (its events are computed and dropped), or the class
+    name of the parser's own exception when it raises one."""
+    try:
+        for x in items:
+            feed(x)
+        return _plain(finalize()[0])
+    except _PARSE_ERRORS as e:
+        return type(e).__name__
+
+
+def _token_outcome(token_binding, compiled, ids: list) -> dict:
+    """The token-id part of `python_outcome` (see there)."""
+    from chatparse.response_parser import ResponseParser
+
+    try:
+        b = token_binding(compiled)
+    except ValueError as e:
+        if not str(e).startswith(PREFIX):
+            raise
+        return {"refused": str(e)}
+    differ = 0
+    for seq in ids:
+        seq = [i for i in seq if i < b.vocab.size]
+        p = b.parser(prefix="")
+        got = _message(p.feed_tokens, seq, p.finalize)
+        t = ResponseParser(compiled, prefix="")
+        differ += got != _message(t.feed, [b.vocab.decode(seq)], t.finalize)
+    return {"parsed": len(ids), "differ": differ}
 
 
 def js_outcomes(directory: Path, texts: dict) -> dict:
@@ -466,10 +698,19 @@ def _same(a, b) -> bool:
 
 def run(seed: int, n: int, workdir: Path | None = None, *, batch: int = 2500, bases: dict | None = None,
         log=None) -> dict:
-    """Fuzz `n` mutants of seed `seed` through both runtimes; returns the figures and the disagreements."""
+    """Fuzz `n` mutants of seed `seed` through both runtimes; returns the figures and the disagreements.
+
+    ``token_*`` figures count the mutants of token bases: how many both runtimes refused and loaded, and of
+    the loaded ones, how many token parsers Python refused to build (``token_bind_refused``) or built and ran
+    (``token_ids_run``), and in how many of those the token-id message differed from the text parser's
+    (``token_differ``, informative: a damaged `inert` table may misparse). ``refusals``: how often each
+    refusal message was given (numbers in it replaced by N)."""
     bases = bases or load_bases()
-    texts = {name: t for name, (_, t) in bases.items()}
-    stats = {"mutants": 0, "refused": 0, "loaded": 0, "disagreements": [], "crashes": [], "py_s": 0.0, "js_s": 0.0}
+    texts = {name: b[1] for name, b in bases.items()}
+    ids = {name: b[2] for name, b in bases.items()}
+    stats = {"mutants": 0, "refused": 0, "loaded": 0, "disagreements": [], "crashes": [], "py_s": 0.0, "js_s": 0.0,
+             "token_mutants": 0, "token_refused": 0, "token_loaded": 0, "token_bind_refused": 0, "token_ids_run": 0,
+             "token_differ": 0, "refusals": {}}
     tmp = Path(tempfile.mkdtemp(prefix="cpt_fuzz_", dir=workdir))
     try:
         gen = mutants(seed, n, bases)
@@ -486,17 +727,27 @@ def run(seed: int, n: int, workdir: Path | None = None, *, batch: int = 2500, ba
             stats["js_s"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             for name, base, data, what in chunk:
-                py = python_outcome(data, texts[base])
+                py = python_outcome(data, texts[base], ids[base])
                 j = js.get(name, {"crash": "no result from node"})
                 stats["mutants"] += 1
+                if base in TOKEN_BASES:
+                    stats["token_mutants"] += 1
+                    tok = py.get("tokens", {})
+                    stats["token_bind_refused"] += "refused" in tok
+                    stats["token_ids_run"] += "parsed" in tok
+                    stats["token_differ"] += tok.get("differ", 0) > 0
                 for side, o in (("python", py), ("js", j)):
                     if "crash" in o:
                         stats["crashes"].append({"mutant": name, "base": base, "what": what, "side": side,
                                                  "crash": o["crash"]})
                 if "refused" in py and "refused" in j and py["refused"] == j["refused"]:
                     stats["refused"] += 1
+                    stats["token_refused"] += base in TOKEN_BASES
+                    key = re.sub(r"\d+", "N", py["refused"][len(PREFIX):])
+                    stats["refusals"][key] = stats["refusals"].get(key, 0) + 1
                 elif "loaded" in py and "loaded" in j and _same(py["loaded"], j["loaded"]):
                     stats["loaded"] += 1
+                    stats["token_loaded"] += base in TOKEN_BASES
                 elif "crash" not in py and "crash" not in j:
                     stats["disagreements"].append({"mutant": name, "base": base, "what": what,
                                                    "python": _brief(py), "js": _brief(j)})
@@ -520,13 +771,19 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--show", type=int, default=20, help="disagreements/crashes to print")
+    ap.add_argument("--bases", default=",".join(BASES), help="comma-separated base names (default: all; "
+                    "--bases tokens: the token bases only)")
     args = ap.parse_args(argv)
+    names = tuple(TOKEN_BASES) if args.bases == "tokens" else tuple(args.bases.split(","))
     t0 = time.perf_counter()
-    stats = run(args.seed, args.n, log=lambda s: print(s, flush=True))
+    stats = run(args.seed, args.n, bases=load_bases(names), log=lambda s: print(s, flush=True))
     for d in (stats["disagreements"] + stats["crashes"])[:args.show]:
         print(json.dumps(d, ensure_ascii=False)[:700])
+    refusals = stats.pop("refusals")
     print(json.dumps({k: (len(v) if type(v) is list else round(v, 1) if type(v) is float else v)
                       for k, v in stats.items()}), f"total {time.perf_counter() - t0:.0f} s")
+    token_msgs = [m for m in refusals if m.startswith(("token section", "tokens", "vocabulary hash"))]
+    print(f"{len(refusals)} distinct refusal messages, {len(token_msgs)} of them the token section's (FORMAT.md 8.4)")
     return 0 if not stats["disagreements"] and not stats["crashes"] else 1
 
 

@@ -756,7 +756,7 @@ def _token_section(tm, arrays: dict, modes: list, v_hash: bytes) -> dict:
             _fail("token section: a whole-delimiter entry names a mode or token out of range")
         if (np.diff(m * size + i) <= 0).any():
             _fail("token section: whole-delimiter entries must be sorted by (mode, token) without repeats")
-        for mm, pp in set(zip(m.tolist(), pi.tolist())):
+        for mm, pp in sorted(set(zip(m.tolist(), pi.tolist()))):  # (sorted: the first error is the JS one)
             if pp not in modes[mm]["patterns"]:
                 _fail(f"token section: pattern {pp} is not watched in mode {mm}")
         nchars = np.diff(char_offsets)[i]
