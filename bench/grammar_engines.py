@@ -146,6 +146,8 @@ def hint_pieces(template: dict, tools: list | None, examples: list[str] = ()) ->
             for k, x in v.items():
                 if k in ("open", "close"):
                     pieces.extend([x] if isinstance(x, str) else x)
+                elif k == "string_delims" and isinstance(x, list):  # a JSON dialect's strings (gemma4)
+                    pieces.extend(d for pair in x for d in pair if isinstance(d, str))
                 elif k in ("open_pattern", "close_pattern", "tag_pattern"):
                     for run in _META.findall(x):
                         pieces.append(re.sub(r"\\(.)", r"\1", run))

@@ -40,11 +40,15 @@ LARK_REFUSED = {
     ("gpt_oss", 4): "its arguments are not JSON (allow_non_json): no object schema accepts them",
     ("minimax_m1", 1): "a second call opened by the lookbehind alternative (?<=\\}\\n)(?=\\{\") - "
                        "alternatives whose lookbehind a grammar cannot check are not offered",
-    **{("functiongemma", i): "unquoted keys / <escape> strings: the grammar writes strict JSON" for i in range(4)},
-    **{("gemma4", i): "unquoted keys / <|\"|> strings: the grammar writes strict JSON" for i in (0, 1, 2, 3, 4, 7)},
 }
-# The structural tag (xgrammar) refuses the same ones, and no other.
-TAG_REFUSED = dict(LARK_REFUSED)
+# The structural tag (xgrammar) refuses the same ones, and the JSON dialects (the Lark grammar writes them too).
+TAG_REFUSED = {
+    **LARK_REFUSED,
+    **{("functiongemma", i): "unquoted keys / <escape> strings: the structural tag writes strict JSON"
+       for i in range(4)},
+    **{("gemma4", i): "unquoted keys / <|\"|> strings: the structural tag writes strict JSON"
+       for i in (0, 1, 2, 3, 4, 7)},
+}
 
 
 # Families whose structural tag the export refuses (`structural_tag.Unconstrainable`), and the reason it gives.

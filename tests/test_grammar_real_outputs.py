@@ -35,7 +35,8 @@ from chatparse.compiler.structural_tag import Unconstrainable  # noqa: E402
 from test_real_outputs import CASES, same  # noqa: E402
 
 # Families whose models write a JSON dialect the parser reads (content_args unquoted_keys / string_delims:
-# `{city:<|"|>Paris<|"|>}`); both exports write strict JSON bodies, which the parser also reads.
+# `{city:<|"|>Paris<|"|>}`): the Lark grammar writes it too (`grammar_dialect`), the structural tag only
+# strict JSON, which the parser also reads.
 DIALECT = {"gemma4": "unquoted keys and <|\"|> strings", "functiongemma": "unquoted keys and <escape> strings"}
 
 
@@ -45,19 +46,19 @@ def _dialect_refused() -> dict[str, str]:
     for case in CASES:
         calls = (case.get("expected") or {}).get("tool_calls") or []
         if case["family"] in DIALECT and any((c.get("function") or {}).get("arguments") for c in calls):
-            out[case["id"]] = f"arguments in the model's JSON dialect ({DIALECT[case['family']]}): the grammar " \
-                              "writes strict JSON"
+            out[case["id"]] = f"arguments in the model's JSON dialect ({DIALECT[case['family']]}): the " \
+                              "structural tag writes strict JSON"
     return out
 
 
 # Real outputs a grammar refuses on purpose (case id -> why). Each must still be refused.
 LARK_REFUSED: dict[str, str] = {
-    **_dialect_refused(),
     "minimax_m1-vllm-multiple": "the second call is opened by the opener's lookbehind alternative "
                                 "(?<=\\}\\n)(?=\\{\"), which a grammar cannot check and does not offer",
 }
 TAG_REFUSED: dict[str, str] = {
     **LARK_REFUSED,
+    **_dialect_refused(),
     "gpt_oss-vllm-truncated-final-header": "the output ends inside an opener ('<|channel|>final' with no "
                                            "'<|message|>'): structural-tag text may not hold an opener's literal",
 }

@@ -60,20 +60,22 @@ _KEY_FIRST, _KEY_REST = "A-Za-z_", "A-Za-z0-9_.\\-"
 BOOL_WORDS = ("true", "false", "True", "False")
 
 
-def other_key(listed) -> str:
-    """An engine regex of the parameter names `_ANY_KEY` allows except the `listed` ones: the name of a
-    property beyond those a schema lists (a listed name there would take that parameter's value untyped)."""
-    listed = sorted({k for k in listed if regex.fullmatch(_ANY_KEY, k)})
+def other_key(listed, first: str = _KEY_FIRST, rest: str = _KEY_REST) -> str:
+    """An engine regex of the names ``[first][rest]*`` (class bodies; `_ANY_KEY` by default) except the
+    `listed` ones: the name of a property beyond those a schema lists (a listed name there would take that
+    parameter's value untyped)."""
+    any_key = f"[{first}][{rest}]*"
+    listed = sorted({k for k in listed if regex.fullmatch(any_key, k)})
     if not listed:
-        return _ANY_KEY
+        return any_key
 
-    def node(prefix: str, first: bool) -> str:
+    def node(prefix: str, is_first: bool) -> str:
         kids = sorted({k[len(prefix)] for k in listed if k.startswith(prefix) and len(k) > len(prefix)})
         alts = []
-        chars = _KEY_FIRST if first else _KEY_REST
+        chars = first if is_first else rest
         others = "".join(c for c in map(chr, range(128)) if regex.fullmatch(f"[{chars}]", c) and c not in kids)
         if others:
-            alts.append(_ranges_of(others) + f"[{_KEY_REST}]*")
+            alts.append(_ranges_of(others) + f"[{rest}]*")
         for c in kids:
             alts.append(rl.escape_char(ord(c)) + node(prefix + c, False))
         body = rl._alt(alts) if alts else None
@@ -538,10 +540,6 @@ class _Lark:
                     schema["minItems"] = 1
             else:
                 schema = call_schema(env, tool, self.first_key_check(f))
-            if f["content_args"].get("unquoted_keys") or f["content_args"].get("string_delims"):
-                self.note(f["name"], "body", json.dumps(f["content_args"]),
-                          "unquoted keys / custom string delimiters are not generated: the body is strict JSON, "
-                          "which the parser also reads", kind="subset")
             cores = self.close_cores(f)
             ca = f["content_args"]
             if ca.get("unquoted_keys"):
@@ -549,8 +547,17 @@ class _Lark:
                 cores = cores + ["{", ","]
             if isinstance(ca.get("string_delims"), list):
                 cores = cores + [d for pair in ca["string_delims"] for d in pair if isinstance(d, str) and d]
+            raw = schema
             schema = self.guarded(f, schema, cores)
             body = f"%json {json.dumps(schema)}"
+            dialect = self.dialect(f, env, raw)
+            if dialect:
+                # the dialect alone: next to %json, llguidance let JSON whitespace into the dialect's "{"
+                body = dialect
+            elif ca.get("unquoted_keys") or ca.get("string_delims"):
+                self.note(f["name"], "body", json.dumps(ca), "unquoted keys / custom string delimiters are not "
+                          "generated for this schema: the body is strict JSON, which the parser also reads",
+                          kind="subset")
         elif f["content"] == "xml-inline":
             body = self.xml_body(fi, f, tool, ti)
             tail = self.close_tail(f, s, lead=WS_OPT)
@@ -564,6 +571,27 @@ class _Lark:
             body = self.notx(fi + 1)
         self.rules[name] = f"{ws}? {body} {ws}? {self.close_tail(f, s)}".strip()
         return name
+
+    def dialect(self, f: dict, env, schema) -> str | None:
+        """A rule for the body in the field's JSON dialect (`grammar_dialect`), or None: only where the body
+        is the arguments (a transform like ``{"name": "{name}", "arguments": "{content}"}``), the field has
+        bare keys and one pair of string delimiters, and the schema has a dialect rule."""
+        from .grammar_dialect import DialectBody
+
+        ca = f["content_args"]
+        delims = ca.get("string_delims")
+        if not (ca.get("unquoted_keys") and isinstance(delims, list) and len(delims) == 1 and env is not None
+                and not env.each and env.args_path == () and env.name_path is None and not env.other_paths):
+            return None
+        key = ("dialect", f["name"])
+        if key not in self.conv_cache:
+            self.conv_cache[key] = DialectBody(self, f["name"], delims[0][0], delims[0][1], self.close_cores(f))
+        rule = self.conv_cache[key].rule(schema)
+        if rule:
+            self.note(f["name"], "body", json.dumps(ca), "the body is written in the dialect (bare keys, "
+                      "delimited strings), compactly and in the schema's property order, not as strict JSON: "
+                      "a subset", kind="subset")
+        return rule
 
     def first_key_check(self, f: dict):
         """A test of which key may open a JSON body, from the opener's trailing lookaheads (None: any)."""
