@@ -3,9 +3,9 @@ same template skips the compiler (about 0.4 CPU-seconds and a 160 MB process for
 
 `cached_table_bytes(template, make)` returns the bytes from the cache when an entry for `template` is there
 and loads (`runtime.loader.compiled_from_bytes` validates it), else ``make()``'s bytes, which it then stores.
-The key is the SHA-256 of the template's canonical JSON together with everything that shapes the tables:
-the source of chatparse's compiler and runtime, the Python version (its Unicode tables) and the `regex`
-version. So an edited compiler, another Python or another template never meets an old entry; an entry that
+The key is the SHA-256 of the template's JSON (its key order kept: a transform's is the output's) with
+everything that shapes the tables: the source of chatparse's compiler and runtime, the Python version (its
+Unicode tables) and the `regex` version. So an edited compiler, another Python or another template never meets an old entry; an entry that
 fails to load (a truncated write, a bit flip) is made again.
 
 Only templates known as JSON data are cached: a bundled template's name, a dict, a JSON file (a response
@@ -89,7 +89,8 @@ def cache_key(template: Any) -> str | None:
     if obj is None:
         return None
     try:
-        canonical = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        # (key order kept, not sorted: a transform's key order is the order of the output's keys)
+        canonical = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
         return None
     return hashlib.sha256(f"{_digest_of_code()}\0{canonical}".encode("utf-8", "surrogatepass")).hexdigest()

@@ -63,3 +63,15 @@ def test_off_and_uncacheable(tmp_path, monkeypatch):
     blocker.write_text("")
     monkeypatch.setenv("CHATPARSE_TABLE_CACHE", str(blocker / "sub"))
     assert cached_table_bytes("qwen3", lambda: b"made") == b"made"
+
+
+def test_templates_differing_only_in_key_order_have_their_own_entries():
+    """A transform's key order is the order of the output's keys: a template that differs from another only in
+    it must not get the other's tables from the cache."""
+    from chatparse.table_cache import cache_key
+
+    a = {"defaults": {"role": "assistant"}, "start_anchor": "<s>",
+         "fields": {"calls": {"open": "<t>", "close": "</t>", "content": "json",
+                              "transform": {"y": 1, "x": "{content}"}}}}
+    b = {**a, "fields": {"calls": {**a["fields"]["calls"], "transform": {"x": "{content}", "y": 1}}}}
+    assert cache_key(a) != cache_key(b) and cache_key(a) == cache_key(json.loads(json.dumps(a)))
