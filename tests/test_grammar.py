@@ -269,3 +269,21 @@ def test_structural_tag_refuses_what_it_cannot_constrain():
     with pytest.raises(Unconstrainable, match="tool_calls.*JSON whitespace"):
         _tag("minimax_m1")
     assert json.loads(_tag("minimax_m1", tool_choice="none"))["type"] == "structural_tag"  # no call body
+
+
+def test_lark_writes_the_gemma_dialect_by_schema():
+    """gemma4's bodies in its dialect (bare keys, <|"|> strings): typed by the tool's schema, each accepted body
+    parses to arguments that validate, and a delimited string cannot hold the delimiter or the closer."""
+    c = compile_template(templates.get("gemma4"))
+    g = c.grammar(TOOLS).text
+    call = "<|tool_call>call:get_weather{%s}<tool_call|>"
+    ok = 'city:<|"|>Paris, France<|"|>,days:3,unit:<|"|>celsius<|"|>'
+    assert ge.accepts(g, call % ok)[0]
+    assert c.parse(call % ok, prefix="", tools=TOOLS)["tool_calls"][0]["function"]["arguments"] == \
+        {"city": "Paris, France", "days": 3, "unit": "celsius"}
+    for bad in ('days:3', 'city:<|"|>Paris<|"|>,days:0', 'city:<|"|>Paris<|"|>,unit:<|"|>kelvin<|"|>',
+                'city:<|"|>Paris<|"|>,extra:1', 'city:<|"|>a<tool_call|>b<|"|>', 'city:3'):
+        assert not ge.accepts(g, call % bad)[0], bad
+    nested = compile_template(templates.get("gemma4")).grammar(
+        [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]).text
+    assert ge.accepts(nested, '<|tool_call>call:f{a:{b:[<|"|>x<|"|>,1,null]},<|"|>3<|"|>:true}<tool_call|>')[0]
