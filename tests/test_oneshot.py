@@ -439,3 +439,25 @@ def test_window_twin_runs_only_where_its_span_is_ascii(name, before, sep, body):
     message = compiled.parse(text, prefix="")
     assert message == streamed.finalize()[0]
     assert ("ok", message) == run_reference(template, text, seconds=30)[:2]
+
+
+def test_a_literal_two_patterns_start_with_is_decided_by_both():
+    """gpt-oss's tool-call header and a recipient-less commentary preamble both start with
+    ``<|channel|>commentary``: the keyed one-shot plan marks that literal SHARED and decides there among all
+    the mode's patterns; the message is streaming's and the reference's."""
+    from harness import run_reference
+
+    from chatparse import templates
+    from chatparse.runtime.oneshot_plan import SHARED, plan_for
+
+    template = templates.get("gpt_oss")
+    compiled = chatparse.compile_template(template)
+    assert plan_for(compiled.tables).modes[0][5]["<|channel|>commentary"] is SHARED
+    text = ("<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>commentary<|message|>Let me look."
+            "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+            '{"city": "Paris"}<|call|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>')
+    message = compiled.parse(text, prefix="")
+    streamed = compiled.parser(prefix="")
+    streamed.feed(text)
+    assert message == streamed.finalize()[0] == run_reference(template, text, seconds=30)[1]
+    assert message["content"] == "Let me look.\n\nSunny." and message["tool_calls"][0]["function"]["name"] == "get_weather"

@@ -157,6 +157,14 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
                     raise _Fallback(automaton=True)
                 pi, rx, risky, read = keyed[hit.group()]
+                if pi < 0:  # several patterns start with this literal (`oneshot_plan.SHARED`)
+                    found = _decide_at(watched, text, p)
+                    if found is not None:
+                        s, e, pi, m = found
+                        read = None
+                        break
+                    i = p + 1
+                    continue
                 if rx is None:
                     s, e, m = p, hit.end(), None
                     break

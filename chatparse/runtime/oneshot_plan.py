@@ -150,21 +150,27 @@ def _bounded(source: str):
     return True if bound is None else span_test(bound)
 
 
+SHARED = (-1, None, None, None)  # a `_keyed` literal that several patterns start with: `_decide_at` decides
+
+
 def _keyed(watched: list, patterns: list, readers: list) -> tuple:
     """For a mode whose every delimiter match starts with one of a few literals: two tables, literal ->
     `Keyed` (pattern index; compiled pattern, risk and capture reader, or None for a pattern that is that
-    literal), when no literal is a prefix of another and no two patterns share one; (None, None) otherwise.
+    literal), when no literal is a prefix of another; (None, None) otherwise.
 
-    Then the literal the candidate search found at an offset is the only one there, so at most one pattern
-    can match there, and of it only the top-level alternative that starts with that literal: a literal
-    pattern is decided, another needs one call, and the others need no look (`oneshot._decide_at` would try
-    each). The second table is for text that is all ASCII: there an alternative that cannot backtrack badly
-    is run by `re` where it means the same (`re_compat.ascii_twin`)."""
+    Then the literal the candidate search found at an offset is the only one there, so only the patterns
+    that start with it can match there, and of each only the top-level alternative that starts with that
+    literal: a literal pattern is decided, another needs one call, and the others need no look
+    (`oneshot._decide_at` would try each). A literal two patterns start with (gpt-oss's
+    ``<|channel|>commentary``: a tool call's header, or a preamble's) is `SHARED`: there `_decide_at` decides.
+    The second table is for text that is all ASCII: there an alternative that cannot backtrack badly is run
+    by `re` where it means the same (`re_compat.ascii_twin`)."""
     keyed: dict = {}
     for pi, rx, risky, _rank, pieces, prefixes in watched:
         for lit in pieces if pieces is not None else prefixes:
             if lit in keyed and keyed[lit][0] != pi:
-                return None, None
+                keyed[lit] = SHARED
+                continue
             keyed[lit] = (pi, None, None, None) if pieces is not None else (pi, rx, risky, readers[pi])
     for a in keyed:
         for b in keyed:
@@ -172,7 +178,7 @@ def _keyed(watched: list, patterns: list, readers: list) -> tuple:
                 return None, None
     ascii_keyed = dict(keyed)
     for lit, (pi, rx, risky, read) in keyed.items():
-        if rx is None:
+        if rx is None or pi < 0:
             continue
         alternatives = [alt for alt in top_alternatives(patterns[pi].source) if literal_prefixes(alt) == (lit,)]
         if len(alternatives) != 1:
