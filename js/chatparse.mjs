@@ -1127,7 +1127,8 @@ function expectedPatterns(spec) {
   return out;
 }
 
-/** The arrays of the token section (FORMAT.md section 8); this runtime parses text and skips them. */
+/** The arrays of the token section (FORMAT.md section 8): checked by `checkTokenSection`, otherwise unused here (this
+ * runtime parses text). */
 const TOKEN_ARRAYS = ["offsets", "bytes", "flags", "first_ids", "first_offsets", "first_bytes", "inert", "delims"];
 
 /** Everything one compiled template needs at run time (the JavaScript twin of runtime/tables.py). */
