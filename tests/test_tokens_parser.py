@@ -19,10 +19,11 @@ pytest.importorskip("tokenizers")
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
 from chatparse.compiler.tokens import bind, vocab_for  # noqa: E402
-from chatparse.runtime.tokens import TokenParser, _Decoder, parse_tokens, parse_tokens_batch  # noqa: E402
+from chatparse.runtime.tokens import (TokenParser, TokenStreams, _Decoder, parse_tokens,  # noqa: E402
+                                     parse_tokens_batch)
 from harness import normalize  # noqa: E402
 from token_support import (CASES, SAMPLES, check_sequence, decode, fragment_ids, mutate, run_tokens,  # noqa: E402,F401
-                           run_twice_like_the_text_parser, split_into_bytes, spy, toks)
+                           outcome, run_twice_like_the_text_parser, split_into_bytes, spy, toks)
 
 
 # ================================================================================================== tests
@@ -476,3 +477,27 @@ def test_hot_objects_keep_every_attribute_in_slots(toks):
                         assert vars(obj) == {}, (kind, name, type(obj).__name__)
                 for obj in (text, text.scanner):
                     assert vars(obj) == {}, (kind, name, type(obj).__name__)
+
+
+@pytest.mark.parametrize("tokname", ["bl-special", "sp-special"])
+def test_skipped_special_tokens_are_skipped_on_every_path(toks, tokname):
+    """With skip_special_tokens=True a special token decodes to nothing, as `tokenizer.decode(ids,
+    skip_special_tokens=True)` drops it: whole-sequence parsing, TokenParser and TokenStreams all parse that
+    decoded text (byte-level vocabularies kept the token's bytes on two of them; FUZZ-2 found it)."""
+    tok = toks[tokname]
+    template = templates.get("qwen3")
+    b = bind(template, tok, skip_special_tokens=True)
+    texts = ["a <think> a", "x<think>\nwhy</think>\n\nok<|im_end|>", "<tool_call>{}</tool_call> done"]
+    seqs = [tok.encode(t).ids for t in texts]
+    streams = TokenStreams(b, len(seqs), prefix="")
+    for k in range(max(map(len, seqs))):
+        streams.step(np.array([q[k] if k < len(q) else 0 for q in seqs]),
+                     active=np.array([k < len(q) for q in seqs]))
+    got_streams = [m for m, _ in streams.finalize_all()]
+    for ids, via_streams in zip(seqs, got_streams):
+        want = outcome(lambda: chatparse.parse_response(tok.decode(ids, skip_special_tokens=True), template,
+                                                        prefix=""))
+        p = b.parser(prefix="")
+        assert outcome(lambda: b.parse(ids, prefix="")) == want
+        assert outcome(lambda: [p.feed_tokens(i) for i in ids] and p.finalize()[0]) == want
+        assert ("ok", via_streams) == want or want[0] != "ok"

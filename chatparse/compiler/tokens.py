@@ -105,6 +105,8 @@ class TokenVocab(VocabBase):
                  cleanup: bool = False, name: str = "tokenizer"):
         self.kind = kind
         self.size = len(tok_bytes)
+        if kind == "bytes":  # a skipped token decodes to nothing: its bytes are none (every decoder reads them)
+            tok_bytes = [b"" if skip[i] else b for i, b in enumerate(tok_bytes)]
         self.tok_bytes = tok_bytes
         self.skip = skip
         self.strip_char = strip_char

@@ -123,6 +123,9 @@ class LoadedVocab(VocabBase):
         flags = np.asarray(data["flags"], dtype=np.uint8)
         skip = (flags & TOKEN_SKIP) != 0
         self.skip = skip
+        if self.kind == "bytes":  # a skipped token decodes to nothing, whatever bytes the file holds for it
+            for i in np.flatnonzero(skip).tolist():
+                self.tok_bytes[i] = b""
         byte_val = np.full(size, -1, dtype=np.int16)
         bidx = np.flatnonzero(flags & TOKEN_BYTE)
         if bidx.size:
