@@ -584,9 +584,15 @@ def test_streams_take_the_null_sink_by_the_row_tables(toks):
         # the steps whose token lies inside the dropped text (after its first word), or inside the tool call's
         # header (held whole by the open's attempts, 69 characters: longer than a region's rows hold) before
         # its last characters, where the open is decided
+        has_text = b.vocab.tok_text
+
         def steps_in(e, t, part, s0, s1):
+            """The steps inside `part` (less s0 / s1 characters at its ends) whose token, and the one before it,
+            have a text of their own: a ByteFallback run (`<0xE2>`...; how many a vocabulary trained on little
+            text has varies) is taken by the stream's parser."""
             at = t.index(part)
-            return {k for k, (a, z) in enumerate(e.offsets) if at + s0 <= a and z <= at + len(part) - s1}
+            return {k for k, (a, z) in enumerate(e.offsets) if at + s0 <= a and z <= at + len(part) - s1
+                    and has_text[e.ids[k]] is not None and (k == 0 or has_text[e.ids[k - 1]] is not None)}
 
         in_junk = [steps_in(e, t, junk, 6, 0) for e, t in zip(encs, texts)]
         in_header = [steps_in(e, t, header, 1, 12) for e, t in zip(encs, texts)]
@@ -612,8 +618,8 @@ def test_streams_take_the_null_sink_by_the_row_tables(toks):
                     parsed[part] += calls[j] - n0[j]
                     taken[part] += 1
         assert s.finalize_all() == [p.finalize() for p in singles]
-        # (measured: junk 3, 3, 30 parsed of 246, 264, 264 - without sink rows 42, 48, 228; header 19, 14, 40 of
-        # 120, 72, 132 - with a region's 32-character limit on held text 74, 49, 85)
+        # (measured: junk 1 parsed of about 240 in each tokenizer, 42 on bl-plain without the sink's rows; header
+        # 11-17 of 72-120, 72 on bl-plain with a region's 32-character limit on held text)
         assert parsed["junk"] * 8 <= taken["junk"] and parsed["header"] * 3 <= taken["header"], (tokname, parsed, taken)
 
 
