@@ -99,8 +99,10 @@ class DialectBody:
                     if any(x in v for x in self.avoid):
                         continue
                     out.append(self.g.term("DENUM", "/" + rl.literal(self.open_d + v + self.close_d) + "/"))
-                else:
+                elif v is None or isinstance(v, (bool, int, float)):
                     out.append(f"%json {json.dumps({'const': v})}")
+                else:  # an object or list constant: its JSON could hold text the bare-key quoting rewrites
+                    return None
             return " | ".join(out) if out else None
         t = s.get("type")
         if isinstance(t, list):
