@@ -5,8 +5,8 @@ same template skips the compiler (about 0.4 CPU-seconds and a 160 MB process for
 and loads (`runtime.loader.compiled_from_bytes` validates it), else ``make()``'s bytes, which it then stores.
 The key is the SHA-256 of the template's JSON (its key order kept: a transform's is the output's) with
 everything that shapes the tables: the source of chatparse's compiler and runtime, the Python version (its
-Unicode tables) and the `regex` version. So an edited compiler, another Python or another template never meets an old entry; an entry that
-fails to load (a truncated write, a bit flip) is made again.
+Unicode tables) and the `regex` version. So an edited compiler, another Python or another template never meets
+an old entry; an entry that fails to load (a truncated write, a bit flip) is made again.
 
 Only templates known as JSON data are cached: a bundled template's name, a dict, a JSON file (a response
 template or a tokenizer_config.json holding one). Anything else (table bytes or a .cpt file, which need no

@@ -11,7 +11,8 @@ from chatparse.runtime.parser import JoinedParts
 
 
 def _text(n: int) -> str:
-    return "".join(f"part {i} <tool_call>\n{{\"name\": \"f\", \"arguments\": {{}}}}\n</tool_call>" for i in range(n)) + "end"
+    call = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    return "".join(f"part {i} {call}" for i in range(n)) + "end"
 
 
 def test_join_parts_are_joined_once_when_read():

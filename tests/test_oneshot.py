@@ -460,4 +460,5 @@ def test_a_literal_two_patterns_start_with_is_decided_by_both():
     streamed = compiled.parser(prefix="")
     streamed.feed(text)
     assert message == streamed.finalize()[0] == run_reference(template, text, seconds=30)[1]
-    assert message["content"] == "Let me look.\n\nSunny." and message["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert message["content"] == "Let me look.\n\nSunny."
+    assert message["tool_calls"][0]["function"]["name"] == "get_weather"

@@ -688,9 +688,10 @@ class TokenParser:
     def row_key(self):
         """This parser's state as a row key: its mode (an int) when quiet with its fast table, or quiet in the
         null sink (the Q row of that mode); ``(ROW_PENDING, mode, attempts, held text, b"")`` with undecided
-        match-free attempts (in a region or in the sink); ``(ROW_HELD, mode, attempts, held text, held bytes)`` while a byte-level decoder holds part of a
-        character; ``(ROW_MATCH, mode, attempt records, held text, b"")`` when the core holds attempts with a
-        match it must wait on (`attempt_record`); None where only the parser can take the next token."""
+        match-free attempts (in a region or in the sink); ``(ROW_HELD, mode, attempts, held text, held bytes)``
+        while a byte-level decoder holds part of a character; ``(ROW_MATCH, mode, attempt records, held text,
+        b"")`` when the core holds attempts with a match it must wait on (`attempt_record`); None where only the
+        parser can take the next token."""
         if self._tab is not self._never:
             return self._mode
         dec = self._dec

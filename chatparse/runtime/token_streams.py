@@ -84,7 +84,7 @@ class _Rows:
     MAX_ROWS = 128  # rows at least; a smaller vocabulary gets more, within ROW_MEMORY (`max_rows`)
     ROW_MEMORY = 128 << 20  # bytes of row tables at most (128 rows of 131,072 tokens)
     MAX_ROWS_CAP = 1024
-    MAX_HELD_ROWS = 48  # of 128 rows H rows (split characters vary more than pending attempts; P rows keep room)
+    MAX_HELD_ROWS = 48  # H rows at most per 128 rows (split characters vary more than pending attempts)
     MAX_HELD_TEXT = 32  # no row for attempts holding more (the stream's parser holds such runs)
     # ... except in the null sink, whose rows hand out nothing: there attempts hold whole headers while they
     # run (gpt_oss's ``<|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>``)
