@@ -23,7 +23,7 @@ from typing import Any
 
 from .args import check_tools
 
-__all__ = ["coerce", "coerce_tool_calls", "schema_types", "tool_params"]
+__all__ = ["coerce", "coerce_tool_calls", "known_call", "schema_types", "tool_params"]
 
 _BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
 
@@ -114,6 +114,19 @@ def tool_params(tools: Any) -> dict:
     return params
 
 
+def known_call(value: Any, params: dict) -> tuple | None:
+    """``(arguments, properties)`` of `value` when it is a tool call (``{"function": {"name": str, "arguments":
+    dict}}``) to a tool of `params` that has properties, else None: what the argument typings edit."""
+    fn = value.get("function") if isinstance(value, dict) else None
+    if not isinstance(fn, dict):
+        return None
+    name, arguments = fn.get("name"), fn.get("arguments")
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        return None
+    properties = params.get(name)
+    return (arguments, properties) if properties else None
+
+
 def coerce_tool_calls(value: Any, params: dict) -> Any:
     """Cast the arguments of a tool call (or of each call in a list) in place.
 
@@ -122,15 +135,10 @@ def coerce_tool_calls(value: Any, params: dict) -> Any:
     reference, the result is a *new* list holding the same (edited) element objects."""
     if isinstance(value, list):
         return [coerce_tool_calls(item, params) for item in value]
-    fn = value.get("function") if isinstance(value, dict) else None
-    if not isinstance(fn, dict):
+    call = known_call(value, params)
+    if call is None:
         return value
-    name, arguments = fn.get("name"), fn.get("arguments")
-    if not isinstance(name, str) or not isinstance(arguments, dict):
-        return value
-    properties = params.get(name)
-    if not properties:
-        return value
+    arguments, properties = call
     for key, argument in arguments.items():
         if key not in properties:
             continue

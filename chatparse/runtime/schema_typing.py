@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from .coerce import _try_cast, coerce_tool_calls, schema_types
+from .coerce import _try_cast, coerce_tool_calls, known_call, schema_types
 
 __all__ = ["schema_typer", "type_tool_calls", "schema_coerce", "fit_value"]
 
@@ -108,15 +108,10 @@ def type_tool_calls(value: Any, params: dict, texts: Any = None) -> Any:
         if not isinstance(texts, list) or len(texts) != len(value):
             return [type_tool_calls(item, params) for item in value]
         return [type_tool_calls(item, params, t) for item, t in zip(value, texts)]
-    fn = value.get("function") if isinstance(value, dict) else None
-    if not isinstance(fn, dict):
+    call = known_call(value, params)
+    if call is None:
         return value
-    name, arguments = fn.get("name"), fn.get("arguments")
-    if not isinstance(name, str) or not isinstance(arguments, dict):
-        return value
-    properties = params.get(name)
-    if not properties:
-        return value
+    arguments, properties = call
     arg_texts = _call_texts(value, texts) or {}
     for key, argument in arguments.items():
         if key not in properties:
