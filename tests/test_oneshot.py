@@ -443,16 +443,18 @@ def test_window_twin_runs_only_where_its_span_is_ascii(name, before, sep, body):
 
 def test_a_literal_two_patterns_start_with_is_decided_by_both():
     """gpt-oss's tool-call header and a recipient-less commentary preamble both start with
-    ``<|channel|>commentary``: the keyed one-shot plan marks that literal SHARED and decides there among all
-    the mode's patterns; the message is streaming's and the reference's."""
+    ``<|channel|>commentary``: the keyed one-shot plan keys that literal to both (each with its tie rank) and
+    asks both there; the message is streaming's and the reference's."""
     from harness import run_reference
 
     from chatparse import templates
-    from chatparse.runtime.oneshot_plan import SHARED, plan_for
+    from chatparse.runtime.oneshot_plan import plan_for
 
     template = templates.get("gpt_oss")
     compiled = chatparse.compile_template(template)
-    assert plan_for(compiled.tables).modes[0][5]["<|channel|>commentary"] is SHARED
+    for mode in (plan_for(compiled.tables).modes[0], plan_for(compiled.tables).ascii_modes[0]):
+        pi, candidates, _, _ = mode[5]["<|channel|>commentary"]
+        assert pi == -1 and len(candidates) == 2
     text = ("<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>commentary<|message|>Let me look."
             "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
             '{"city": "Paris"}<|call|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>')

@@ -157,11 +157,21 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
                     raise _Fallback(automaton=True)
                 pi, rx, risky, read = keyed[hit.group()]
-                if pi < 0:  # several patterns start with this literal (`oneshot_plan.SHARED`)
-                    found = _decide_at(watched, text, p)
-                    if found is not None:
-                        s, e, pi, m = found
-                        read = None
+                if pi < 0:  # several patterns start with this literal: the longest match, then the tie rank
+                    best = None
+                    for (cpi, crx, crisky, cread), rank in rx:
+                        if crx is None:
+                            cm, ce = None, hit.end()
+                        else:
+                            cm = crx.match(text, p) if crisky is False else _match_at(crx, crisky, text, p)
+                            if cm is None:
+                                continue
+                            ce = cm.end()
+                        if best is None or (p - ce, rank) < best[0]:
+                            best = ((p - ce, rank), ce, cpi, cm, cread)
+                    if best is not None:
+                        _, e, pi, m, read = best
+                        s = p
                         break
                     i = p + 1
                     continue

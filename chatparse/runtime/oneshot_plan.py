@@ -150,9 +150,6 @@ def _bounded(source: str):
     return True if bound is None else span_test(bound)
 
 
-SHARED = (-1, None, None, None)  # a `_keyed` literal that several patterns start with: `_decide_at` decides
-
-
 def _keyed(watched: list, patterns: list, readers: list) -> tuple:
     """For a mode whose every delimiter match starts with one of a few literals: two tables, literal ->
     `Keyed` (pattern index; compiled pattern, risk and capture reader, or None for a pattern that is that
@@ -161,39 +158,54 @@ def _keyed(watched: list, patterns: list, readers: list) -> tuple:
     Then the literal the candidate search found at an offset is the only one there, so only the patterns
     that start with it can match there, and of each only the top-level alternative that starts with that
     literal: a literal pattern is decided, another needs one call, and the others need no look
-    (`oneshot._decide_at` would try each). A literal two patterns start with (gpt-oss's
-    ``<|channel|>commentary``: a tool call's header, or a preamble's) is `SHARED`: there `_decide_at` decides.
-    The second table is for text that is all ASCII: there an alternative that cannot backtrack badly is run
-    by `re` where it means the same (`re_compat.ascii_twin`)."""
-    keyed: dict = {}
-    for pi, rx, risky, _rank, pieces, prefixes in watched:
+    (`oneshot._decide_at` would try each). A literal several patterns start with (gpt-oss's
+    ``<|channel|>commentary``: a tool call's header, or a preamble's) keys ``(-1, ((Keyed, tie rank), ...),
+    None, None)``: each of them is asked, and the longest match wins, then the tie rank. The second table is
+    for text that is all ASCII: there an alternative that cannot backtrack badly is run by `re` where it
+    means the same (`re_compat.ascii_twin`)."""
+    by_lit: dict = {}  # literal -> {pattern index: tie rank}, in watch order
+    for pi, _rx, _risky, rank, pieces, prefixes in watched:
         for lit in pieces if pieces is not None else prefixes:
-            if lit in keyed and keyed[lit][0] != pi:
-                keyed[lit] = SHARED
-                continue
-            keyed[lit] = (pi, None, None, None) if pieces is not None else (pi, rx, risky, readers[pi])
-    for a in keyed:
-        for b in keyed:
+            by_lit.setdefault(lit, {})[pi] = rank
+    for a in by_lit:
+        for b in by_lit:
             if a != b and b.startswith(a):
                 return None, None
-    ascii_keyed = dict(keyed)
-    for lit, (pi, rx, risky, read) in keyed.items():
-        if rx is None or pi < 0:
-            continue
-        alternatives = [alt for alt in top_alternatives(patterns[pi].source) if literal_prefixes(alt) == (lit,)]
-        if len(alternatives) != 1:
-            continue
-        twin = ascii_twin(alternatives[0])
-        if twin is None:
-            continue
-        alt_risk = backtracking_risk(alternatives[0]) and _bounded(alternatives[0])
-        twin_read = capture_reader(twin)
-        if alt_risk is False:
-            ascii_keyed[lit] = (pi, twin, False, twin_read)
-        elif alt_risk is not True:  # bounded: the twin runs where the bounded span is ASCII (`re` has no timeout)
-            window = WindowTwin(twin, alt_risk, read, twin_read)
-            keyed[lit] = ascii_keyed[lit] = (pi, rx, window, window.read)
+    entry = {pi: (pi, None, None, None) if pieces is not None else (pi, rx, risky, readers[pi])
+             for pi, rx, risky, _rank, pieces, _prefixes in watched}
+    keyed: dict = {}
+    ascii_keyed: dict = {}
+    for lit, ranks in by_lit.items():
+        plain, ascii = zip(*[_keyed_entry(lit, entry[pi], patterns) for pi in ranks])
+        if len(ranks) == 1:
+            keyed[lit], ascii_keyed[lit] = plain[0], ascii[0]
+        else:
+            keyed[lit] = (-1, tuple(zip(plain, ranks.values())), None, None)
+            ascii_keyed[lit] = (-1, tuple(zip(ascii, ranks.values())), None, None)
     return keyed, ascii_keyed
+
+
+def _keyed_entry(lit: str, keyed: tuple, patterns: list) -> tuple:
+    """`_keyed`'s entries for pattern `keyed` under literal `lit`: (any text, ASCII text). Where the one
+    top-level alternative that starts with `lit` has an `ascii_twin`: the twin for ASCII text when it cannot
+    backtrack badly, or a `WindowTwin` in both when a bound keeps its calls short."""
+    pi, rx, risky, read = keyed
+    if rx is None:
+        return keyed, keyed
+    alternatives = [alt for alt in top_alternatives(patterns[pi].source) if literal_prefixes(alt) == (lit,)]
+    if len(alternatives) != 1:
+        return keyed, keyed
+    twin = ascii_twin(alternatives[0])
+    if twin is None:
+        return keyed, keyed
+    alt_risk = backtracking_risk(alternatives[0]) and _bounded(alternatives[0])
+    twin_read = capture_reader(twin)
+    if alt_risk is False:
+        return keyed, (pi, twin, False, twin_read)
+    if alt_risk is not True:  # bounded: the twin runs where the bounded span is ASCII (`re` has no timeout)
+        window = WindowTwin(twin, alt_risk, read, twin_read)
+        return (pi, rx, window, window.read), (pi, rx, window, window.read)
+    return keyed, keyed
 
 
 class WindowTwin:
