@@ -3212,17 +3212,8 @@ export function pyJsonDumps(v) {
 }
 
 function schemaCoerce(raw, types, fallback = null) {
-  for (const type of types) {
-    if (type === "string") return raw;
-    let r;
-    try {
-      r = tryCast(raw, type);
-    } catch (e) {
-      if (isValueError(e)) continue;
-      throw e;
-    }
-    if (r[0]) return r[1];
-  }
+  const r = castFirst(raw, types, true);
+  if (r[0]) return r[1];
   return fallback === null ? raw : fallback[0];
 }
 
@@ -3341,8 +3332,11 @@ function tryCast(raw, type) {
   return [false, null];
 }
 
-export function coerce(raw, types) {
+// [true, value]: raw cast to the first of types that accepts it (with keepString, "string" takes it as it is);
+// [false, null] when none does. A ValueError of a cast means: try the next type (coerce.cast_first).
+function castFirst(raw, types, keepString = false) {
   for (const type of types) {
+    if (keepString && type === "string") return [true, raw];
     let r;
     try {
       r = tryCast(raw, type);
@@ -3350,9 +3344,14 @@ export function coerce(raw, types) {
       if (isValueError(e)) continue;
       throw e;
     }
-    if (r[0]) return r[1];
+    if (r[0]) return [true, r[1]];
   }
-  return raw;
+  return [false, null];
+}
+
+export function coerce(raw, types) {
+  const r = castFirst(raw, types);
+  return r[0] ? r[1] : raw;
 }
 
 export function toolParams(tools) {

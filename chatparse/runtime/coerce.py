@@ -23,7 +23,7 @@ from typing import Any
 
 from .args import check_tools
 
-__all__ = ["coerce", "coerce_tool_calls", "known_call", "schema_types", "tool_params"]
+__all__ = ["cast_first", "coerce", "coerce_tool_calls", "known_call", "schema_types", "tool_params"]
 
 _BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
 
@@ -78,19 +78,29 @@ def _try_cast(raw: str, type_name: str) -> tuple[bool, Any]:
     return False, None  # "string" and unknown type names never cast
 
 
-def coerce(raw: str, types: tuple) -> Any:
-    """Cast ``raw`` to the first of ``types`` that accepts it; return ``raw`` unchanged if none does.
+def cast_first(raw: str, types: tuple, keep_string: bool = False) -> tuple[bool, Any]:
+    """``(True, value)``: ``raw`` cast to the first of ``types`` that accepts it (with `keep_string`,
+    ``"string"`` accepts it as it is); ``(False, None)`` when none does.
 
     ``ValueError`` s from a cast (including ``json.JSONDecodeError``) mean "try the next type"; nothing
     else is swallowed, as in the reference."""
     for type_name in types:
+        if keep_string and type_name == "string":
+            return True, raw
         try:
             ok, value = _try_cast(raw, type_name)
         except ValueError:
             continue
         if ok:
-            return value
-    return raw
+            return True, value
+    return False, None
+
+
+def coerce(raw: str, types: tuple) -> Any:
+    """Cast ``raw`` to the first of ``types`` that accepts it (`cast_first`); return ``raw`` unchanged if none
+    does."""
+    ok, value = cast_first(raw, types)
+    return value if ok else raw
 
 
 def tool_params(tools: Any) -> dict:

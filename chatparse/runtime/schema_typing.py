@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from .coerce import _try_cast, coerce_tool_calls, known_call, schema_types
+from .coerce import cast_first, coerce_tool_calls, known_call, schema_types
 
 __all__ = ["schema_typer", "type_tool_calls", "schema_coerce", "fit_value"]
 
@@ -46,15 +46,9 @@ __all__ = ["schema_typer", "type_tool_calls", "schema_coerce", "fit_value"]
 def schema_coerce(raw: str, types: tuple, fallback: Any = None) -> Any:
     """A text typed schema-first: ``"string"`` keeps it, the other types cast it; when none accepts it, the
     text itself (`fallback` None) or `fallback`'s value (a one-element tuple)."""
-    for type_name in types:
-        if type_name == "string":
-            return raw
-        try:
-            ok, value = _try_cast(raw, type_name)
-        except ValueError:
-            continue
-        if ok:
-            return value
+    ok, value = cast_first(raw, types, keep_string=True)
+    if ok:
+        return value
     return raw if fallback is None else fallback[0]
 
 
