@@ -86,6 +86,42 @@ def run_chatparse(template, chunks, prefix="", tools=None):
     return run(chatparse.ResponseParser, template, chunks, prefix, tools)
 
 
+def stream_in(template, chunks, dialect=None):
+    """chatparse fed `chunks` (no prompt) in `dialect`: ``(message, every event)``; exceptions propagate."""
+    p = chatparse.ResponseParser(template, prefix="", dialect=dialect)
+    events = list(p.initial_events)
+    for c in chunks:
+        events += p.feed(c)
+    msg, final = p.finalize()
+    return msg, events + final
+
+
+def outcome_of(fn):
+    """``("ok", *result)`` or ``("error", exception class name)`` for ValueError, KeyError and TypeError."""
+    try:
+        r = fn()
+    except (ValueError, KeyError, TypeError) as e:
+        return ("error", type(e).__name__)
+    return ("ok",) + (r if isinstance(r, tuple) else (r,))
+
+
+def readme_example(after: str) -> tuple[str, str]:
+    """The first README.md example after the text `after` (a ```python block and the ```text block after it),
+    run: ``(what it printed, the text block)``."""
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    rest = readme[readme.index(after):]
+    m = re.search(r"```python\n(.*?)```\s*```text\n(.*?)```", rest, re.S)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(m.group(1), "README.md", "exec"), {})
+    return out.getvalue(), m.group(2)
+
+
 def split(text: str, cuts) -> list[str]:
     cuts = sorted(set(c for c in cuts if 0 < c < len(text)))
     out, prev = [], 0

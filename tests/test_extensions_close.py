@@ -32,7 +32,7 @@ from chatparse.runtime.json_end import MAX_DEPTH, JsonEnd
 from chatparse.runtime.loader import compiled_from_bytes, loads
 from corpus_cases import show, strict_equal
 from ext_close_templates import EXTRA_CASES, FAMILIES
-from harness import check_well_formed, normalize
+from harness import check_well_formed, normalize, outcome_of, readme_example, stream_in
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")
@@ -247,22 +247,7 @@ def test_the_javascript_tracker_ends_where_pythons_decoder_ends(tmp_path_factory
 # ============================================================================================== whole parses
 
 
-def _stream(template, chunks, dialect):
-    p = ResponseParser(template, prefix="", dialect=dialect)
-    events = list(p.initial_events)
-    for c in chunks:
-        events += p.feed(c)
-    msg, final = p.finalize()
-    return msg, events + final
-
-
-def _outcome(fn):
-    """("ok", *result) or ("error", exception class name)."""
-    try:
-        r = fn()
-    except (ValueError, KeyError, TypeError) as e:
-        return ("error", type(e).__name__)
-    return ("ok",) + (r if isinstance(r, tuple) else (r,))
+_stream, _outcome = stream_in, outcome_of  # (tests/harness.py)
 
 
 @SETTINGS
@@ -624,16 +609,8 @@ def test_grammar_export_refuses_and_check_does_not_crash():
 
 
 def test_the_readme_example_runs_as_written():
-    import contextlib
-    import io
-
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    rest = readme[readme.index("Text after a tool call that has no closing token"):]
-    m = re.search(r"```python\n(.*?)```\s*```text\n(.*?)```", rest, re.S)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(m.group(1), "README.md", "exec"), {})
-    assert out.getvalue() == m.group(2)
+    printed, shown = readme_example("Text after a tool call that has no closing token")
+    assert printed == shown
 
 
 def test_the_extension_is_documented():

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +24,7 @@ from chatparse import ResponseParser, compile_template, parse_response
 from chatparse.compiler.validate import load_template
 from corpus_cases import show, strict_equal
 from ext_close_templates import FAMILIES, RECOVERY_CASES
-from harness import normalize
+from harness import normalize, outcome_of, readme_example, stream_in
 from test_extensions_close import oracle_end
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -109,22 +108,7 @@ def cut(text: str, cuts) -> list[str]:
     return [text[a:b] for a, b in zip([0] + cs, cs + [len(text)])]
 
 
-def _stream(tpl, chunks, dialect):
-    p = ResponseParser(tpl, prefix="", dialect=dialect)
-    events = list(p.initial_events)
-    for c in chunks:
-        events += p.feed(c)
-    msg, final = p.finalize()
-    return msg, events + final
-
-
-def _outcome(fn):
-    """("ok", *result) or ("error", exception class name)."""
-    try:
-        r = fn()
-    except (ValueError, KeyError, TypeError) as e:
-        return ("error", type(e).__name__)
-    return ("ok",) + (r if isinstance(r, tuple) else (r,))
+_stream, _outcome = stream_in, outcome_of  # (tests/harness.py)
 
 
 def _one_shot(text, tpl, dialect):
@@ -388,18 +372,12 @@ def test_grammar_export_refuses_and_check_does_not_crash():
 
 
 def test_the_readme_example_runs_as_written_and_the_extension_is_documented():
-    import contextlib
-    import io
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
+    printed, shown = readme_example("A malformed call kept as content")
+    assert printed == shown
     readme = (root / "README.md").read_text(encoding="utf-8")
-    rest = readme[readme.index("A malformed call kept as content"):]
-    m = re.search(r"```python\n(.*?)```\s*```text\n(.*?)```", rest, re.S)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(m.group(1), "README.md", "exec"), {})
-    assert out.getvalue() == m.group(2)
     assert "* `on_error`" in readme
     assert "#### `on_error`" in (root / "FORMAT.md").read_text(encoding="utf-8")
     assert "  on_error: {" in (root / "js" / "chatparse.mjs").read_text(encoding="utf-8")

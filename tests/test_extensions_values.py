@@ -809,16 +809,10 @@ def test_extension_vectors_pass_in_node(tmp_path):
 
 
 def test_the_readme_example_runs_as_written():
-    import contextlib
-    import io
+    from harness import readme_example
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    rest = readme[readme.index("## Extensions to the format"):]
-    m = re.search(r"```python\n(.*?)```\s*```text\n(.*?)```", rest, re.S)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(m.group(1), "README.md", "exec"), {})
-    assert out.getvalue() == m.group(2)
+    printed, shown = readme_example("## Extensions to the format")
+    assert printed == shown
 
 
 def test_python_calls_in_javascript_equal_python(tmp_path):
