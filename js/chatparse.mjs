@@ -48,6 +48,7 @@ export const JS_EXTENSIONS = {
   decode_json_strings: { keys: { decode_json_strings: (v) => Array.isArray(v) && v.length > 0 && v.every((p) => typeof p === "string" && p.split(".").every((k) => k.length)) && new Set(v).size === v.length } },
   close_json_end: { keys: { close_json_end: (v) => v === true } },
   on_error: { keys: { on_error: (v) => v === "content" || v === "drop" } },
+  optional_placeholders: { keys: { optional_placeholders: (v) => Array.isArray(v) && v.length > 0 && v.every((n) => typeof n === "string") && new Set(v).size === v.length } },
 };
 const EXTENSION_KEYS = () => Object.fromEntries(Object.entries(JS_EXTENSIONS).flatMap(([n, x]) => Object.keys(x.keys).map((k) => [k, n])));
 const EXTENSION_PARSERS = () => Object.values(JS_EXTENSIONS).map((x) => x.content).filter((c) => c);
@@ -485,6 +486,7 @@ function templateRules(spec, word, fail) {
     if (f.transform_each && f.transform === null) fail(`${where}.transform_each: needs a 'transform'`);
     if (mixed(f.transform)) fail(`${where}.transform: a string mixes a {placeholder} with other text`);
     if (f.close_json_end === true && f.open === null) fail(`${where}.close_json_end: needs an explicit open (format extension 'close_json_end')`);
+    if (hasOwn(f, "optional_placeholders") && (f.transform === null || !isObj(f.open) || typeof f.open.pattern !== "string" || !f.optional_placeholders.every((g) => typeof g === "string" && (f.open.pattern.includes(`(?P<${g}>`) || f.open.pattern.includes(`(?<${g}>`))))) fail(`${where}.optional_placeholders: names a group the field's open pattern does not declare (format extension 'optional_placeholders')`);
     if (f.on_error === "content" && (f.open === null || !fields.some((g) => g.open === null))) fail(`${where}.on_error: 'content' needs an implicit field and an explicit open (format extension 'on_error')`);
     for (const k of f[KEYS]) {
       if (!hasOwn(extKeys, k)) continue;
@@ -3077,11 +3079,21 @@ function resolvePath(path, scope) {
   return value;
 }
 
-function applyTransform(template, scope, tables) {
-  if (Array.isArray(template)) return template.map((x) => applyTransform(x, scope, tables));
+// `optional` (format extension optional_placeholders, runtime/optional_placeholders.py): group names whose
+// placeholder, as a whole dict value, leaves its entry out when the name is not in the scope.
+function applyTransform(template, scope, tables, optional = null) {
+  if (Array.isArray(template)) return template.map((x) => applyTransform(x, scope, tables, optional));
   if (isDict(template)) {
     const out = {};
-    for (const k of Object.keys(template)) setKey(out, k, applyTransform(template[k], scope, tables));
+    for (const k of Object.keys(template)) {
+      const v = template[k];
+      if (optional !== null && typeof v === "string") {
+        const m = tables.placeholder.exec(v);
+        const root = m === null ? null : m[1].split(".")[0];
+        if (root !== null && optional.includes(root) && !scope.has(root)) continue;
+      }
+      setKey(out, k, applyTransform(v, scope, tables, optional));
+    }
     return out;
   }
   if (typeof template === "string") {
@@ -3103,9 +3115,10 @@ function transformValue(body, field, captures, tables) {
   const template = field.transform;
   if (template === null || template === undefined) return value;
   const scope = new Map(Object.entries(captures));
+  const optional = hasOwn(field, "optional_placeholders") ? field.optional_placeholders : null;
   if (!field.transform_each) {
     scope.set("content", value);
-    return applyTransform(template, scope, tables);
+    return applyTransform(template, scope, tables, optional);
   }
   const name = field.name;
   if (!Array.isArray(value)) throw E("ValueError", `Field '${name}': transform_each requires the parsed content to be a list, got ${pyTypeName(value)}.`);
@@ -3113,7 +3126,7 @@ function transformValue(body, field, captures, tables) {
     if (!isDict(element)) throw E("ValueError", `Field '${name}': transform_each requires each list element to be a dict, got ${pyTypeName(element)}.`);
     const s = new Map(scope);
     for (const k of Object.keys(element)) s.set(k, element[k]);
-    return applyTransform(template, s, tables);
+    return applyTransform(template, s, tables, optional);
   });
 }
 

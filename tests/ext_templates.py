@@ -158,6 +158,24 @@ FAMILIES: dict = {
           '<tool_call>\n{"name": "get_db_config", "arguments": "{\\"param\\": \\"max_connections\\"}"}\n</tool_call>',
           None, {"role": "assistant", "tool_calls": [call("get_db_config", {"param": "max_connections"})]})],
         "vllm-project/vllm:tests/tool_parsers/test_hermes_tool_parser.py"),
+    # ---------------------------------------------------------------------------- optional_placeholders
+    "mistral_small32_call_id": (
+        # the bundled mistral_v11 template with the [CALL_ID] value captured, and "id" left out where it is absent
+        {"defaults": {"role": "assistant"}, "start_anchor": "[/INST]",
+         "fields": {"reasoning_content": {"open_pattern": r"\s*\[THINK\]", "close": "[/THINK]"},
+                    "tool_calls": {"open_pattern": r"\s*\[TOOL_CALLS\](?P<name>[^\[{\s]+)\s*(?:\[CALL_ID\]"
+                                                   r"(?P<id>[^\[{\s]*))?(?:\[ARGS\])?(?=\s*\{)",
+                                   "close_pattern": r"\s*(?=\[TOOL_CALLS\])|\s*</s>\s*", "repeats": True,
+                                   "content": "json", "optional_placeholders": ["id"],
+                                   "transform": {"id": "{id}", "type": "function",
+                                                 "function": {"name": "{name}", "arguments": "{content}"}}},
+                    "content": {"close_pattern": r"\s*</s>\s*"}}},
+        [("call_id", "<s>[INST]Hey there![/INST]", '[TOOL_CALLS]special_function[CALL_ID]123456789[ARGS]{"arg1": 1}',
+          None, {"role": "assistant", "tool_calls": [{"id": "123456789", **call("special_function", {"arg1": 1})}]}),
+         ("no_call_id", "<s>[INST]Hey there![/INST]", '[TOOL_CALLS]special_function[ARGS]{"arg1":1}', None,
+          {"role": "assistant", "tool_calls": [call("special_function", {"arg1": 1})]})],
+        "ggml-org/llama.cpp:tests/test-chat.cpp::test_template_output_peg_parsers "
+        "(models/templates/Mistral-Small-3.2-24B-Instruct-2506.jinja, Mistral-Nemo / Magistral)"),
 }
 
 # More texts for the ext_* conformance vectors (what chatparse does with them is recorded, and the JavaScript
@@ -202,6 +220,11 @@ EXTRA_CASES: dict = {
         ("both_keys", "", '{"name": "t", "arguments": {"q": 1}, "parameters": {"q": 2}}', None),
         ("canonical", "", '{"parameters": {"q": 2}, "name": "t"}', None),
     ],
+    "mistral_small32_call_id": [
+        ("mixed", "", '[TOOL_CALLS]a[CALL_ID]x1[ARGS]{"k": [1]}[TOOL_CALLS]b[ARGS]{}[TOOL_CALLS]c[CALL_ID][ARGS]{"z": null}'
+         "</s>", None),
+        ("bad_json", "", "[TOOL_CALLS]a[CALL_ID]x1[ARGS]{bad}[TOOL_CALLS]b[ARGS]{}", None),
+    ],
     "nemotron_json_lists": [
         ("not_objects", "", '<TOOLCALL>[{"name": "a", "arguments": "[1, 2]"}, {"name": "b", "arguments": "nope"}, '
          '{"name": "c", "arguments": "{\\"x\\": {\\"y\\": \\"{}\\"}}"}]</TOOLCALL>', None),
@@ -213,4 +236,5 @@ EXTRA_CASES: dict = {
 # One conformance vector per extension (tests/vectors/ext_<extension>.json/.cpt): the family whose template
 # and texts (its real cases, then EXTRA_CASES) it holds. (as_list's template also decodes JSON strings.)
 VECTORS = {"python_calls": "olmo3", "argument_types": "deepseek_v32_schema", "key_aliases": "llama3_json_aliases",
-           "as_list": "nemotron_json_lists", "decode_json_strings": "granite4_json_strings"}
+           "as_list": "nemotron_json_lists", "decode_json_strings": "granite4_json_strings",
+           "optional_placeholders": "mistral_small32_call_id"}

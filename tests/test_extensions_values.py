@@ -211,17 +211,23 @@ def test_without_the_extension_the_reference_and_chatparse_agree_and_differ_from
     for name, (template, cases, _) in FAMILIES.items():
         base = copy.deepcopy(template)
         for f in base["fields"].values():
-            for key in ("argument_types", "key_aliases", "as_list", "decode_json_strings"):
+            for key in ("argument_types", "key_aliases", "as_list", "decode_json_strings", "optional_placeholders"):
                 f.pop(key, None)
         if any(f.get("content") == "python-calls" for f in base["fields"].values()):
             continue
+        differ = []
         for _, prefix, output, tools, message in cases:
             ref = run_reference(base, output, prefix, tools)
             ours = harness_run(base, output, prefix, tools)
             assert ref[:2] == ours[:2], name
-            assert ref[0] == "error" or not strict_equal(ref[1], message), name
+            differ.append(ref[0] == "error" or not strict_equal(ref[1], message))
             checked += 1
+        # (optional_placeholders changes nothing where the group took part: its family has one such case)
+        assert any(differ) if name in SAME_WHERE_GROUPS_MATCH else all(differ), name
     assert checked >= 5
+
+
+SAME_WHERE_GROUPS_MATCH = {"mistral_small32_call_id"}
 
 
 def harness_run(template, text, prefix, tools):

@@ -128,6 +128,17 @@ def _check_on_error(scope: str, key: str, value: Any) -> Any:
     return value
 
 
+def _check_optional_placeholders(scope: str, key: str, value: Any) -> Any:
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        fail(scope, key, "optional_placeholders", "must be a list of named groups of the field's open_pattern "
+             "(strings)")
+    if not value:
+        return OMIT
+    if len(set(value)) != len(value):
+        fail(scope, key, "optional_placeholders", "lists a name twice")
+    return list(value)
+
+
 # ------------------------------------------------------------------------------------------- the registry
 
 EXTENSIONS: dict[str, Extension] = {
@@ -154,6 +165,10 @@ EXTENSIONS: dict[str, Extension] = {
     "on_error": Extension(
         "on_error", "\"on_error\": \"content\" | \"drop\": a region whose value fails to parse is kept as content "
         "text or dropped, and the parse goes on (runtime/recovery.py)", keys=("on_error",), check=_check_on_error),
+    "optional_placeholders": Extension(
+        "optional_placeholders", "\"optional_placeholders\": [group names]: a transform dict entry that is one "
+        "placeholder of a listed open_pattern group that did not take part is left out "
+        "(runtime/optional_placeholders.py)", keys=("optional_placeholders",), check=_check_optional_placeholders),
 }
 
 

@@ -124,9 +124,14 @@ def _maker(field: dict, parse: Callable[[str], Any]) -> Callable[[str, dict], An
     template = field.get("transform")
     if template is None:
         return lambda body, captures: parse(body)
-    fn = compile_transform(template)
+    optional = field.get("optional_placeholders")  # format extension (runtime/optional_placeholders.py)
+    if optional:
+        from .optional_placeholders import compile_optional_transform
+        fn = compile_optional_transform(template, optional)
+    else:
+        fn = compile_transform(template)
     if not field.get("transform_each", False):
-        direct = _direct_maker(template, parse, fn)
+        direct = None if optional else _direct_maker(template, parse, fn)
         if direct is not None:
             return direct
 

@@ -181,6 +181,11 @@ def _field(name: Any, spec: Any) -> dict:
         raise ValueError(f"{scope}: 'close_json_end' needs an explicit 'open' or 'open_pattern': the implicit "
                          "field has no region body of its own to read a JSON value from (format extension "
                          "'close_json_end')")
+    for group in extended.get("optional_placeholders", ()):
+        if transform is None or open_re is None or group not in open_re.groupindex:
+            raise ValueError(f"{scope}: 'optional_placeholders' names {group!r:.40}, which is not a named group of "
+                             "the field's 'open_pattern' (and the field needs a 'transform') (format extension "
+                             "'optional_placeholders')")
     if extended.get("on_error") == "content" and open_norm is None:
         raise ValueError(f"{scope}: 'on_error': 'content' cannot be set on the implicit field: its text would be "
                          "recovered into itself (use 'drop') (format extension 'on_error')")
