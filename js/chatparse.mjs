@@ -48,6 +48,7 @@ export const JS_EXTENSIONS = {
   decode_json_strings: { keys: { decode_json_strings: (v) => Array.isArray(v) && v.length > 0 && v.every((p) => typeof p === "string" && p.split(".").every((k) => k.length)) && new Set(v).size === v.length } },
   close_json_end: { keys: { close_json_end: (v) => v === true } },
   on_error: { keys: { on_error: (v) => v === "content" || v === "drop" } },
+  content_fallback: { keys: { content_fallback: (v) => Array.isArray(v) && v.length > 0 && v.every((e) => isDict(e) && Object.keys(e).length === 2 && PARSER_NAMES.includes(e.content) && hasOwn(e, "content_args")) } },
   optional_placeholders: { keys: { optional_placeholders: (v) => Array.isArray(v) && v.length > 0 && v.every((n) => typeof n === "string") && new Set(v).size === v.length } },
 };
 const EXTENSION_KEYS = () => Object.fromEntries(Object.entries(JS_EXTENSIONS).flatMap(([n, x]) => Object.keys(x.keys).map((k) => [k, n])));
@@ -3108,8 +3109,30 @@ function processValue(body, field, captures, tables) {
   return hasOwn(field, "decode_json_strings") ? decodeJsonStrings(value, field.decode_json_strings) : value;
 }
 
+// Format extension content_fallback (runtime/content_fallback.py): the field's own parser, then each listed one on
+// a ValueError, KeyError or TypeError; the first value wins, else the field's own parser's error.
+const fallbackError = (e) => e instanceof PyError && (isValueError(e) || e.pyType === "KeyError" || e.pyType === "TypeError");
+function parseOwn(body, field, tables) {
+  return hasOwn(EXTENSION_PARSER_FNS, field.content) ? EXTENSION_PARSER_FNS[field.content](body) : parseContent(body, field.content, field.content_args, tables);
+}
+function parseWithFallback(body, field, tables) {
+  try {
+    return parseOwn(body, field, tables);
+  } catch (first) {
+    if (!fallbackError(first)) throw first;
+    for (const entry of field.content_fallback) {
+      try {
+        return parseContent(body, entry.content, entry.content_args, tables);
+      } catch (e) {
+        if (!fallbackError(e)) throw e;
+      }
+    }
+    throw first;
+  }
+}
+
 function transformValue(body, field, captures, tables) {
-  let value = hasOwn(EXTENSION_PARSER_FNS, field.content) ? EXTENSION_PARSER_FNS[field.content](body) : parseContent(body, field.content, field.content_args, tables);
+  let value = hasOwn(field, "content_fallback") ? parseWithFallback(body, field, tables) : parseOwn(body, field, tables);
   if (field.as_list === true && !Array.isArray(value)) value = [value];
   if (hasOwn(field, "key_aliases")) value = renameAliases(value, field.key_aliases);
   const template = field.transform;

@@ -176,6 +176,39 @@ FAMILIES: dict = {
           {"role": "assistant", "tool_calls": [call("special_function", {"arg1": 1})]})],
         "ggml-org/llama.cpp:tests/test-chat.cpp::test_template_output_peg_parsers "
         "(models/templates/Mistral-Small-3.2-24B-Instruct-2506.jinja, Mistral-Nemo / Magistral)"),
+    # ---------------------------------------------------------------------------- content_fallback
+    "deepseek_v32_json_body": (
+        # deepseek_v32 (as deepseek_v32_schema above) with "json" first and its xml-inline parser as the fallback; "score"
+        # is made up for the conformance vector (a body that neither int nor float takes fails with int's error)
+        {"defaults": {"role": "assistant"}, "start_anchor_pattern": "<｜Assistant｜>(?:</think>)?",
+         "fields": {"reasoning_content": {"open": "<think>", "close_pattern": r"\s*</think>\s*"},
+                    "tool_calls": {"open_pattern": "\\s*(?:<｜DSML｜function_calls>\\s*)?<｜DSML｜invoke name=\"(?P<name>[^\"]+)\">",
+                                   "close_pattern": "</｜DSML｜invoke>\\s*", "repeats": True, "content": "json",
+                                   "content_fallback": [{"content": "xml-inline", "content_args": {
+                                       "tag_pattern": "<｜DSML｜parameter name=\"(?P<key>[^\"]+)\" string=\"(?:true|false)\">"
+                                                      "(?P<value>.*?)</｜DSML｜parameter>",
+                                       "value_parser": {"name": "json", "args": {"allow_non_json": True}}}}],
+                                   "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+                    "score": {"open": "<score>", "close": "</score>", "content": "int",
+                              "content_fallback": [{"content": "float"}]},
+                    "content": {"close_pattern": "\\s*(?:</｜DSML｜function_calls>|<｜end▁of▁sentence｜>)\\s*"}}},
+        [("json_body", "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>What's the weather in Tokyo?<｜Assistant｜></think>",
+          "I'll help you with information about San Francisco and get its favorite tourist spot for you.\n\n        "
+          "<｜DSML｜function_calls>\n            <｜DSML｜invoke name=\"get_favorite_tourist_spot\">\n            {\n"
+          "                \"city\": \"San Francisco\"\n            }\n        </｜DSML｜invoke>\n            "
+          "<｜DSML｜invoke name=\"search\">\n            {\n                \"query\": \"WebNav benchmark\",\n"
+          "                \"topn\": 10,\n                \"source\": \"web\"\n            }\n        "
+          "</｜DSML｜invoke>\n        </｜DSML｜function_calls>\n        ", None,
+          {"role": "assistant", "content": "I'll help you with information about San Francisco and get its favorite "
+           "tourist spot for you.", "tool_calls": [call("get_favorite_tourist_spot", {"city": "San Francisco"}),
+                                                   call("search", {"query": "WebNav benchmark", "topn": 10,
+                                                                   "source": "web"})]}),
+         ("xml_body", "<｜Assistant｜></think>",
+          '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="location" string="true">'
+          'Tokyo</｜DSML｜parameter>\n<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+          '</｜DSML｜function_calls>', None,
+          {"role": "assistant", "tool_calls": [call("get_weather", {"location": "Tokyo", "days": 3})]})],
+        "sgl-project/sglang:test/registered/function_call/test_function_call_parser.py (TestDeepSeekV32Detector)"),
 }
 
 # More texts for the ext_* conformance vectors (what chatparse does with them is recorded, and the JavaScript
@@ -225,6 +258,12 @@ EXTRA_CASES: dict = {
          "</s>", None),
         ("bad_json", "", "[TOOL_CALLS]a[CALL_ID]x1[ARGS]{bad}[TOOL_CALLS]b[ARGS]{}", None),
     ],
+    "deepseek_v32_json_body": [
+        ("mixed_bodies", "", '<｜DSML｜invoke name="a">[1, 2]</｜DSML｜invoke><｜DSML｜invoke name="b">  </｜DSML｜invoke>'
+         '<｜DSML｜invoke name="c">{bad <｜DSML｜parameter name="k" string="true">v</｜DSML｜parameter></｜DSML｜invoke>', None),
+        ("scores", "", "<score> 7 </score><score>2.5e1</score><score>1_0</score>", None),
+        ("score_fails", "", "<score>seven</score>after", None),
+    ],
     "nemotron_json_lists": [
         ("not_objects", "", '<TOOLCALL>[{"name": "a", "arguments": "[1, 2]"}, {"name": "b", "arguments": "nope"}, '
          '{"name": "c", "arguments": "{\\"x\\": {\\"y\\": \\"{}\\"}}"}]</TOOLCALL>', None),
@@ -237,4 +276,4 @@ EXTRA_CASES: dict = {
 # and texts (its real cases, then EXTRA_CASES) it holds. (as_list's template also decodes JSON strings.)
 VECTORS = {"python_calls": "olmo3", "argument_types": "deepseek_v32_schema", "key_aliases": "llama3_json_aliases",
            "as_list": "nemotron_json_lists", "decode_json_strings": "granite4_json_strings",
-           "optional_placeholders": "mistral_small32_call_id"}
+           "optional_placeholders": "mistral_small32_call_id", "content_fallback": "deepseek_v32_json_body"}

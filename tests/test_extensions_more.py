@@ -1,4 +1,5 @@
-"""Format extensions for the real-output corpus's last `needs:` cases (issue #17): ``optional_placeholders``.
+"""Format extensions for the real-output corpus's last `needs:` cases (issue #17): ``optional_placeholders``,
+``content_fallback``.
 
 Each is checked against a plain-Python statement of its semantics (the ``oracle_*`` functions: ``re`` cuts the
 text into regions, ``json.loads`` parses bodies, plain dict code builds the value) with hypothesis-generated
@@ -211,10 +212,108 @@ def test_optional_placeholders_refused_by_the_reference_and_by_a_reader_without_
         loads(data)
 
 
+# ============================================================================================== content_fallback
+
+TAG = r"<p>(?P<key>\w+)=(?P<value>[^<]*)</p>"
+
+
+def fb_template(fallback) -> dict:
+    calls = {"open": "<c>", "close": "</c>", "repeats": True, "content": "json", "content_fallback": fallback}
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<A>", "fields": {"v": calls, "content": {}}}
+
+
+FALLBACKS = {"int_then_tags": [{"content": "int"}, {"content": "xml-inline", "content_args": {"tag_pattern": TAG}}],
+             "int": [{"content": "int"}]}
+PLAIN = {"int": int, "xml-inline": lambda body: dict(re.findall(r"<p>(\w+)=([^<]*)</p>", body))}
+
+
+def oracle_fallback(text: str, fallback: list) -> tuple:
+    """The message of `fb_template(fallback)` for `text` (``<c>body</c>`` regions, no text outside), stated
+    plainly: each body through ``json.loads``, then each fallback parser (``int``; the tag regex read with
+    ``re.findall``) in order, the first that does not raise giving the value; when all raise, the region fails
+    with ``json.loads``'s error class (the field's own parser's)."""
+    msg: dict = {"role": "assistant"}
+    error = None
+    for body in re.findall(r"<c>(.*?)</c>", text, re.S):
+        parsers = [json.loads] + [PLAIN[entry["content"]] for entry in fallback]
+        for parse in parsers:
+            try:
+                value = parse(body)
+            except ValueError:
+                continue
+            msg.setdefault("v", []).append(value)
+            break
+        else:
+            error = error or "ValueError"
+    return msg, error
+
+
+bodies = st.one_of(
+    st.builds(json.dumps, st.one_of(st.integers(-9, 99), st.dictionaries(st.sampled_from("ab"), st.integers(0, 3)),
+                                    st.lists(st.booleans(), max_size=2))),
+    st.sampled_from([" 1_000 ", "+7", "0x1", "1e3", "nan", "", " ", "{bad}", "tru"]),
+    st.lists(st.tuples(st.sampled_from(["a", "k", "ü"]), st.text("xyz1 ", max_size=3)), max_size=2).map(
+        lambda kv: " ".join(f"<p>{k}={v}</p>" for k, v in kv)),
+    st.text("<p>=a1 {}", max_size=8))
+
+
+@SETTINGS
+@given(st.lists(bodies, max_size=3), st.sampled_from(sorted(FALLBACKS)), st.randoms(use_true_random=False))
+def test_content_fallback_equals_the_statement(regions, which, rng):
+    text = "".join(f"<c>{b}</c>" for b in regions if "</c>" not in b)
+    tok = tokenizer_for("fallback", ["<c><p>a=1</p> {\"a\": 1}</c><c>1_000</c>"])
+    want = oracle_fallback(text, FALLBACKS[which])
+    if want[1] is not None:  # the error is the field's own parser's, as without the key (not int's)
+        failing = next(b for b in re.findall(r"<c>(.*?)</c>", text, re.S)
+                       if oracle_fallback(f"<c>{b}</c>", FALLBACKS[which])[1] is not None)
+        with pytest.raises(ValueError) as without:
+            parse_response(f"<c>{failing}</c>", fb_template([]), prefix="<A>")
+        with pytest.raises(ValueError) as e:
+            parse_response(text, fb_template(FALLBACKS[which]), prefix="<A>")
+        assert (type(e.value), str(e.value)) == (type(without.value), str(without.value))
+    assert_every_path(fb_template(FALLBACKS[which]), text, want, rng, tok, prefix="<A>")
+
+
+def test_content_fallback_key_is_validated_and_listed():
+    spec = load_template(fb_template([{"content": "int"}]))
+    assert spec["version"] == 2 and spec["extensions"] == ["content_fallback"]
+    assert spec["fields"][0]["content_fallback"] == [{"content": "int", "content_args": {}}]
+    assert load_template(fb_template([])) == load_template({**fb_template([]), "fields": {
+        "v": {"open": "<c>", "close": "</c>", "repeats": True, "content": "json"}, "content": {}}})
+    for bad, message in (({"content": "int"}, "must be a list"), ([{"content": "yaml"}], "entry 0 names content "
+                         "parser 'yaml'"), ([{"content": "python-calls"}], "entry 0 names content parser 'python-calls'"),
+                         ([{"content": "int", "strip": True}], "entry 0 must be a dict with 'content'"),
+                         (["int"], "entry 0 must be a dict")):
+        with pytest.raises(ValueError, match=re.escape(f"Field 'v': 'content_fallback' {message}")):
+            load_template(fb_template(bad))
+
+
+def test_content_fallback_refused_by_the_reference_and_by_a_reader_without_it(monkeypatch):
+    from transformers.utils.chat_parsing import ResponseParser as Reference
+
+    from chatparse.compiler.writer import dumps
+    from chatparse.runtime import extensions
+    from chatparse.runtime.loader import loads
+
+    with pytest.raises(ValueError, match="unknown keys"):
+        Reference(fb_template(FALLBACKS["int"]), prefix="")
+    data = dumps(compile_template(fb_template(FALLBACKS["int"])).raw_tables)
+    monkeypatch.delitem(extensions.EXTENSIONS, "content_fallback")
+    with pytest.raises(ValueError, match="table uses format extension 'content_fallback', which this reader"):
+        loads(data)
+
+
+def test_content_fallback_with_on_error_recovers_only_what_every_parser_refuses():
+    t = fb_template(FALLBACKS["int"])
+    t["fields"]["v"]["on_error"] = "content"
+    assert parse_response("<c>1_0</c><c>x</c>", t, prefix="<A>") == {"role": "assistant", "v": [10],
+                                                                     "content": "<c>x</c>"}
+
+
 # ============================================================================================== documentation
 
 
-@pytest.mark.parametrize("name", ["optional_placeholders"])
+@pytest.mark.parametrize("name", ["optional_placeholders", "content_fallback"])
 def test_each_new_extension_is_documented_and_in_the_js_runtime(name):
     assert f"#### `{name}`" in (ROOT / "FORMAT.md").read_text(encoding="utf-8")
     assert f"* `{name}`" in (ROOT / "README.md").read_text(encoding="utf-8")

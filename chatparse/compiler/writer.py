@@ -373,11 +373,13 @@ def js_section(raw: dict) -> dict:
     for f in spec["fields"]:
         if f.get("transform") is not None:
             need_word = True
-        for src in _tag_patterns(f["content"], f["content_args"]):
-            if src not in content:
-                content[src] = translate_js(src)
-        if _mentions_key(f["content_args"], "unquoted_keys"):
-            need_word = True
+        # (the field's parser, and those of format extension content_fallback)
+        for parser in [f] + f.get("content_fallback", []):
+            for src in _tag_patterns(parser["content"], parser["content_args"]):
+                if src not in content:
+                    content[src] = translate_js(src)
+            if _mentions_key(parser["content_args"], "unquoted_keys"):
+                need_word = True
     return {
         "patterns": [{"pattern": p["source"], **translate_js(p["source"])} for p in raw["patterns"]],
         "anchor": {"pattern": anchor_src, **translate_js(anchor_src)},

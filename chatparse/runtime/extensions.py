@@ -139,6 +139,23 @@ def _check_optional_placeholders(scope: str, key: str, value: Any) -> Any:
     return list(value)
 
 
+def _check_content_fallback(scope: str, key: str, value: Any) -> Any:
+    if not isinstance(value, list):
+        fail(scope, key, "content_fallback", f"must be a list of {{\"content\": parser, \"content_args\": ..}}, "
+             f"got {type(value).__name__}")
+    if not value:
+        return OMIT
+    out = []
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict) or "content" not in entry or set(entry) - {"content", "content_args"}:
+            fail(scope, key, "content_fallback", f"entry {i} must be a dict with 'content' and optional "
+                 "'content_args' only")
+        if not isinstance(entry["content"], str):  # (a base parser's name: load_template checks which)
+            fail(scope, key, "content_fallback", f"entry {i}: 'content' must be a content parser name")
+        out.append({"content": entry["content"], "content_args": entry.get("content_args", {})})
+    return out
+
+
 # ------------------------------------------------------------------------------------------- the registry
 
 EXTENSIONS: dict[str, Extension] = {
@@ -169,6 +186,10 @@ EXTENSIONS: dict[str, Extension] = {
         "optional_placeholders", "\"optional_placeholders\": [group names]: a transform dict entry that is one "
         "placeholder of a listed open_pattern group that did not take part is left out "
         "(runtime/optional_placeholders.py)", keys=("optional_placeholders",), check=_check_optional_placeholders),
+    "content_fallback": Extension(
+        "content_fallback", "\"content_fallback\": [{content, content_args}, ..]: where the field's content parser "
+        "fails, these are tried in order; the first value wins (runtime/content_fallback.py)",
+        keys=("content_fallback",), check=_check_content_fallback),
 }
 
 

@@ -186,6 +186,10 @@ def _field(name: Any, spec: Any) -> dict:
             raise ValueError(f"{scope}: 'optional_placeholders' names {group!r:.40}, which is not a named group of "
                              "the field's 'open_pattern' (and the field needs a 'transform') (format extension "
                              "'optional_placeholders')")
+    for i, entry in enumerate(extended.get("content_fallback", ())):
+        if entry["content"] not in PARSER_NAMES:
+            raise ValueError(f"{scope}: 'content_fallback' entry {i} names content parser {entry['content']!r:.40}; "
+                             f"available: {sorted(PARSER_NAMES)} (format extension 'content_fallback')")
     if extended.get("on_error") == "content" and open_norm is None:
         raise ValueError(f"{scope}: 'on_error': 'content' cannot be set on the implicit field: its text would be "
                          "recovered into itself (use 'drop') (format extension 'on_error')")
