@@ -49,6 +49,7 @@ export const JS_EXTENSIONS = {
   close_json_end: { keys: { close_json_end: (v) => v === true } },
   on_error: { keys: { on_error: (v) => v === "content" || v === "drop" } },
   content_fallback: { keys: { content_fallback: (v) => Array.isArray(v) && v.length > 0 && v.every((e) => isDict(e) && Object.keys(e).length === 2 && PARSER_NAMES.includes(e.content) && hasOwn(e, "content_args")) } },
+  unwrap_pattern: { keys: { unwrap_pattern: (v) => typeof v === "string" && v.length > 0 } },
   optional_placeholders: { keys: { optional_placeholders: (v) => Array.isArray(v) && v.length > 0 && v.every((n) => typeof n === "string") && new Set(v).size === v.length } },
 };
 const EXTENSION_KEYS = () => Object.fromEntries(Object.entries(JS_EXTENSIONS).flatMap(([n, x]) => Object.keys(x.keys).map((k) => [k, n])));
@@ -3131,7 +3132,22 @@ function parseWithFallback(body, field, tables) {
   }
 }
 
+// Format extension unwrap_pattern (runtime/unwrap.py): each non-empty match in the body replaced by its group 'keep'.
+function unwrapBody(body, pattern, tables) {
+  const t = tables.contentRegex(pattern);
+  let out = "";
+  let at = 0;
+  for (const m of pyFinditer(t, body, `unwrap_pattern ${JSON.stringify(pattern)}`)) {
+    if (m[0].length === 0) continue;
+    const keep = groupdict(m, t).keep;
+    out += body.slice(at, m.index) + (typeof keep === "string" ? keep : "");
+    at = m.index + m[0].length;
+  }
+  return at === 0 ? body : out + body.slice(at);
+}
+
 function transformValue(body, field, captures, tables) {
+  if (hasOwn(field, "unwrap_pattern")) body = unwrapBody(body, field.unwrap_pattern, tables);
   let value = hasOwn(field, "content_fallback") ? parseWithFallback(body, field, tables) : parseOwn(body, field, tables);
   if (field.as_list === true && !Array.isArray(value)) value = [value];
   if (hasOwn(field, "key_aliases")) value = renameAliases(value, field.key_aliases);

@@ -11,6 +11,8 @@ dialects; tests/make_vectors.py writes them as the ``ext_*`` vectors for the Jav
 
 from __future__ import annotations
 
+# Cohere Command's citation markup (cmd3 `<co>`, older `<co: 0,1>`), its cited text kept (unwrap_pattern)
+CITATION = r"<co(?:: [^>]*)?>(?P<keep>.*?)</co: [^>]*>"
 FN_EACH = {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}
 
 
@@ -209,6 +211,26 @@ FAMILIES: dict = {
           '</｜DSML｜function_calls>', None,
           {"role": "assistant", "tool_calls": [call("get_weather", {"location": "Tokyo", "days": 3})]})],
         "sgl-project/sglang:test/registered/function_call/test_function_call_parser.py (TestDeepSeekV32Detector)"),
+    # ---------------------------------------------------------------------------- unwrap_pattern
+    "cohere_citations": (
+        # the bundled cohere template with the citation markup unwrapped in reasoning and content
+        {"defaults": {"role": "assistant"}, "start_anchor": "<|CHATBOT_TOKEN|>",
+         "fields": {"reasoning_content": {"open": "<|START_THINKING|>", "close": "<|END_THINKING|>",
+                                          "unwrap_pattern": CITATION},
+                    "tool_calls": {"open": "<|START_ACTION|>", "close": "<|END_ACTION|>", "content": "json",
+                                   "transform_each": True,
+                                   "transform": {"id": "{tool_call_id}", "type": "function",
+                                                 "function": {"name": "{tool_name}", "arguments": "{parameters}"}}},
+                    "content": {"open": ["<|START_RESPONSE|>", "<|START_TEXT|>"], "close": ["<|END_RESPONSE|>",
+                                                                                             "<|END_TEXT|>"],
+                                "unwrap_pattern": CITATION}}},
+        [(f"citations_{tag.lower()}", "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Search please<|END_OF_TURN_TOKEN|>"
+          "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>",
+          "<|START_THINKING|>This is a rainbow <co>emoji: 🌈</co: 0:[1]><|END_THINKING|>\n"
+          f"<|START_{tag}|>foo <co>bar</co: 0:[1,2],1:[3,4]><|END_{tag}|>", None,
+          {"role": "assistant", "reasoning_content": "This is a rainbow emoji: 🌈", "content": "foo bar"})
+         for tag in ("RESPONSE", "TEXT")],
+        "vllm-project/vllm:tests/tool_parsers/test_cohere_command_tool_parser.py (citations_no_tool_calls, cmd3/cmd4)"),
 }
 
 # More texts for the ext_* conformance vectors (what chatparse does with them is recorded, and the JavaScript
@@ -264,6 +286,11 @@ EXTRA_CASES: dict = {
         ("scores", "", "<score> 7 </score><score>2.5e1</score><score>1_0</score>", None),
         ("score_fails", "", "<score>seven</score>after", None),
     ],
+    "cohere_citations": [
+        ("unpaired_and_nested", "", "<|START_RESPONSE|>a <co: 1>b</co: 1> <co>c <code>d</code> e</co: 0:[1]> "
+         "<co>never closed 😀<|END_RESPONSE|>", None),
+        ("empty_keep_and_astral", "", "<|START_THINKING|><co></co: 0:[1]>x𝔘<co: 2>𝔘</co: 2>\n<|END_THINKING|>", None),
+    ],
     "nemotron_json_lists": [
         ("not_objects", "", '<TOOLCALL>[{"name": "a", "arguments": "[1, 2]"}, {"name": "b", "arguments": "nope"}, '
          '{"name": "c", "arguments": "{\\"x\\": {\\"y\\": \\"{}\\"}}"}]</TOOLCALL>', None),
@@ -276,4 +303,5 @@ EXTRA_CASES: dict = {
 # and texts (its real cases, then EXTRA_CASES) it holds. (as_list's template also decodes JSON strings.)
 VECTORS = {"python_calls": "olmo3", "argument_types": "deepseek_v32_schema", "key_aliases": "llama3_json_aliases",
            "as_list": "nemotron_json_lists", "decode_json_strings": "granite4_json_strings",
-           "optional_placeholders": "mistral_small32_call_id", "content_fallback": "deepseek_v32_json_body"}
+           "optional_placeholders": "mistral_small32_call_id", "content_fallback": "deepseek_v32_json_body",
+           "unwrap_pattern": "cohere_citations"}

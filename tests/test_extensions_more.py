@@ -1,5 +1,5 @@
 """Format extensions for the real-output corpus's last `needs:` cases (issue #17): ``optional_placeholders``,
-``content_fallback``.
+``content_fallback``, ``unwrap_pattern``.
 
 Each is checked against a plain-Python statement of its semantics (the ``oracle_*`` functions: ``re`` cuts the
 text into regions, ``json.loads`` parses bodies, plain dict code builds the value) with hypothesis-generated
@@ -87,7 +87,13 @@ def assert_every_path(template: dict, text: str, want: tuple, rng: random.Random
         if error is not None and not (path.startswith("vllm") and "one-shot" not in path):
             assert got == ("error", error), (path, text, show(got))
         else:
-            assert got[0] == "ok" and strict_equal(got[1], message), (path, text, show(got), show(message))
+            assert got[0] == "ok" and strict_equal(_sorted(got[1]), _sorted(message)), (path, text, show(got),
+                                                                                          show(message))
+
+
+def _sorted(message: dict) -> dict:
+    """The message with its keys in sorted order (the statements do not follow the order fields are stored)."""
+    return {k: message[k] for k in sorted(message)}
 
 
 # ============================================================================================== optional_placeholders
@@ -310,10 +316,101 @@ def test_content_fallback_with_on_error_recovers_only_what_every_parser_refuses(
                                                                      "content": "<c>x</c>"}
 
 
+# ============================================================================================== unwrap_pattern
+
+CITATION = r"<co(?:: [^>]*)?>(?P<keep>.*?)</co: [^>]*>"
+REFS = r"\[\d+\]"
+
+
+def uw_template(pattern) -> dict:
+    """Reasoning ``<r>..</r>`` and implicit content, both unwrapped by `pattern`; content joined by '|' around
+    ``<t>..</t>`` tool text (which is not unwrapped)."""
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<A>",
+            "fields": {"reasoning_content": {"open": "<r>", "close": "</r>", "unwrap_pattern": pattern},
+                       "tool": {"open": "<t>", "close": "</t>"},
+                       "content": {"repeats": True, "join": "|", "unwrap_pattern": pattern}}}
+
+
+def oracle_unwrap(text: str, pattern: str) -> dict:
+    """The message of `uw_template(pattern)` for `text`, stated plainly: ``<r>``/``<t>`` regions cut by
+    ``str.find``, text between them is content; reasoning and content bodies rewritten by Python's ``re.sub``
+    (each match -> its group ``keep``, or nothing), then stripped; empty values left out."""
+    msg: dict = {"role": "assistant"}
+    rx = re.compile(pattern, re.S)
+    fix = lambda body: rx.sub(lambda m: (m.groupdict().get("keep") or ""), body).strip()  # noqa: E731
+    content, i = [], 0
+    while True:
+        opens = [(text.find(tag, i), tag) for tag in ("<r>", "<t>") if text.find(tag, i) >= 0]
+        at, tag = min(opens) if opens else (len(text), None)
+        if text[i:at]:
+            content.append(fix(text[i:at]))
+        if tag is None:
+            break
+        end = text.find("</" + tag[1:], at)
+        body = text[at + 3:end if end >= 0 else len(text)]
+        if tag == "<r>":
+            msg["reasoning_content"] = fix(body)
+        else:
+            msg["tool"] = body.strip()
+        i = len(text) if end < 0 else end + 4
+    if content:
+        msg["content"] = "|".join(content)
+    return {k: v for k, v in msg.items() if v != ""}
+
+
+cited = st.lists(st.one_of(st.text("ab <>:", max_size=4), st.sampled_from(["<co>", "</co: 0:[1]>", "<co: 2,1>",
+                                                                            "</co: >", "[12]", "[x]", "🌈", "<code>"])),
+                 max_size=8).map("".join)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(["", "<r>", "<t>"]), cited), max_size=4), st.sampled_from([CITATION, REFS]),
+       st.randoms(use_true_random=False))
+def test_unwrap_pattern_equals_the_statement(parts, pattern, rng):
+    text = "".join(tag + body + ("</" + tag[1:] if tag else "") for tag, body in parts)
+    if "<r><r>" in text or "<t><t>" in text:
+        return
+    tok = tokenizer_for("unwrap", ["<r>x <co>a</co: 0:[1]></r>b [1]<t>c</t>"])
+    try:
+        want = oracle_unwrap(text, pattern)
+    except ValueError:
+        return
+    assert_every_path(uw_template(pattern), text, (want, None), rng, tok, prefix="<A>")
+
+
+def test_unwrap_pattern_keeps_empty_matches_and_unmatched_markup():
+    t = uw_template("x*")
+    assert parse_response("axxb", t, prefix="<A>")["content"] == "ab"
+    t = uw_template(CITATION)
+    assert parse_response("a <co>b </co: x", t, prefix="<A>")["content"] == "a <co>b </co: x"
+    assert parse_response("<code>a</code> <co>b</co: 1:[2]>", t, prefix="<A>")["content"] == "<code>a</code> b"
+
+
+def test_unwrap_pattern_key_is_validated_and_refused_by_readers_without_it(monkeypatch):
+    from transformers.utils.chat_parsing import ResponseParser as Reference
+
+    from chatparse.compiler.writer import dumps
+    from chatparse.runtime import extensions
+    from chatparse.runtime.loader import loads
+
+    spec = load_template(uw_template(CITATION))
+    assert spec["version"] == 2 and spec["extensions"] == ["unwrap_pattern"]
+    with pytest.raises(ValueError, match=re.escape("Field 'reasoning_content': invalid 'unwrap_pattern' regex")):
+        load_template(uw_template("(a"))
+    with pytest.raises(ValueError, match=re.escape("Field 'reasoning_content': 'unwrap_pattern' must be a non-empty")):
+        load_template(uw_template(""))
+    with pytest.raises(ValueError, match="unknown keys"):
+        Reference(uw_template(CITATION), prefix="")
+    data = dumps(compile_template(uw_template(CITATION)).raw_tables)
+    monkeypatch.delitem(extensions.EXTENSIONS, "unwrap_pattern")
+    with pytest.raises(ValueError, match="table uses format extension 'unwrap_pattern', which this reader"):
+        loads(data)
+
+
 # ============================================================================================== documentation
 
 
-@pytest.mark.parametrize("name", ["optional_placeholders", "content_fallback"])
+@pytest.mark.parametrize("name", ["optional_placeholders", "content_fallback", "unwrap_pattern"])
 def test_each_new_extension_is_documented_and_in_the_js_runtime(name):
     assert f"#### `{name}`" in (ROOT / "FORMAT.md").read_text(encoding="utf-8")
     assert f"* `{name}`" in (ROOT / "README.md").read_text(encoding="utf-8")

@@ -212,7 +212,7 @@ def test_without_the_extension_the_reference_and_chatparse_agree_and_differ_from
         base = copy.deepcopy(template)
         for f in base["fields"].values():
             for key in ("argument_types", "key_aliases", "as_list", "decode_json_strings", "optional_placeholders",
-                        "content_fallback"):
+                        "content_fallback", "unwrap_pattern"):
                 f.pop(key, None)
         if any(f.get("content") == "python-calls" for f in base["fields"].values()):
             continue

@@ -380,6 +380,9 @@ def js_section(raw: dict) -> dict:
                     content[src] = translate_js(src)
             if _mentions_key(parser["content_args"], "unquoted_keys"):
                 need_word = True
+        src = f.get("unwrap_pattern")  # (format extension unwrap_pattern: run on the body, as a tag_pattern is)
+        if src is not None and src not in content:
+            content[src] = translate_js(src)
     return {
         "patterns": [{"pattern": p["source"], **translate_js(p["source"])} for p in raw["patterns"]],
         "anchor": {"pattern": anchor_src, **translate_js(anchor_src)},

@@ -156,6 +156,12 @@ def _check_content_fallback(scope: str, key: str, value: Any) -> Any:
     return out
 
 
+def _check_unwrap_pattern(scope: str, key: str, value: Any) -> Any:
+    if not isinstance(value, str) or not value:  # (load_template compiles it)
+        fail(scope, key, "unwrap_pattern", f"must be a non-empty regex string, got {value!r:.60}")
+    return value
+
+
 # ------------------------------------------------------------------------------------------- the registry
 
 EXTENSIONS: dict[str, Extension] = {
@@ -190,6 +196,10 @@ EXTENSIONS: dict[str, Extension] = {
         "content_fallback", "\"content_fallback\": [{content, content_args}, ..]: where the field's content parser "
         "fails, these are tried in order; the first value wins (runtime/content_fallback.py)",
         keys=("content_fallback",), check=_check_content_fallback),
+    "unwrap_pattern": Extension(
+        "unwrap_pattern", "\"unwrap_pattern\": regex: before the content parser, each match in the body is "
+        "replaced by its group 'keep' (citation markup; runtime/unwrap.py)", keys=("unwrap_pattern",),
+        check=_check_unwrap_pattern),
 }
 
 

@@ -115,6 +115,9 @@ def value_maker(field: dict) -> Callable[[str, dict], Any]:
     if field.get("content_fallback"):  # format extension (runtime/content_fallback.py)
         from .content_fallback import with_fallback
         parse = with_fallback(parse, field["content_fallback"])
+    if field.get("unwrap_pattern") is not None:  # format extension (runtime/unwrap.py): the body first
+        from .unwrap import unwrapping
+        parse = unwrapping(parse, field["unwrap_pattern"])
     parse = steps_maker(field, parse)
     make = _maker(field, parse)
     paths = field.get("decode_json_strings")

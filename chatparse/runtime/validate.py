@@ -190,6 +190,12 @@ def _field(name: Any, spec: Any) -> dict:
         if entry["content"] not in PARSER_NAMES:
             raise ValueError(f"{scope}: 'content_fallback' entry {i} names content parser {entry['content']!r:.40}; "
                              f"available: {sorted(PARSER_NAMES)} (format extension 'content_fallback')")
+    if "unwrap_pattern" in extended:
+        try:
+            regex.compile(extended["unwrap_pattern"], regex.DOTALL)
+        except regex.error as err:
+            raise ValueError(f"{scope}: invalid 'unwrap_pattern' regex: {err} (format extension 'unwrap_pattern')") \
+                from err
     if extended.get("on_error") == "content" and open_norm is None:
         raise ValueError(f"{scope}: 'on_error': 'content' cannot be set on the implicit field: its text would be "
                          "recovered into itself (use 'drop') (format extension 'on_error')")

@@ -30,7 +30,8 @@ from typing import Any, Callable
 __all__ = ["VALUE_STEP_KEYS", "wrap_list", "rename_aliases", "decode_json_strings", "steps_maker"]
 
 #: the field keys of these steps: a field with any of them makes its value through `transform.value_maker`
-VALUE_STEP_KEYS = frozenset({"as_list", "key_aliases", "decode_json_strings", "content_fallback"})
+VALUE_STEP_KEYS = frozenset({"as_list", "key_aliases", "decode_json_strings", "content_fallback",
+                             "unwrap_pattern"})
 
 
 def wrap_list(value: Any) -> list:
