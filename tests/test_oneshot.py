@@ -454,7 +454,7 @@ def test_a_literal_two_patterns_start_with_is_decided_by_both():
     compiled = chatparse.compile_template(template)
     for mode in (plan_for(compiled.tables).modes[0], plan_for(compiled.tables).ascii_modes[0]):
         pi, candidates, _, _ = mode[5]["<|channel|>commentary"]
-        assert pi == -1 and len(candidates) == 2
+        assert pi == -2 and len(candidates) == 2  # (-2: they cannot both match at one start; `_exclusive`)
     text = ("<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>commentary<|message|>Let me look."
             "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
             '{"city": "Paris"}<|call|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>')
@@ -464,3 +464,67 @@ def test_a_literal_two_patterns_start_with_is_decided_by_both():
     assert message == streamed.finalize()[0] == run_reference(template, text, seconds=30)[1]
     assert message["content"] == "Let me look.\n\nSunny."
     assert message["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+def _shared_literal_plan(a: str, b: str):
+    """A template whose two fields open with patterns `a` and `b` (both starting with ``<x>``), its mode 0's
+    keyed entry for a literal both start with (or None where there is none), and the two compiled
+    patterns."""
+    from chatparse.runtime.oneshot_plan import plan_for
+
+    template = {"start_anchor": "S", "fields": {"a": {"open_pattern": a, "close": "!"},
+                                                "b": {"open_pattern": b, "close": "!"},
+                                                "c": {"open": "<y>", "close": "!"}}}  # (two literals: keyed)
+    compiled = chatparse.compile_template(template)
+    keyed = plan_for(compiled.tables).modes[0][5]
+    shared = [entry for entry in (keyed or {}).values() if entry[0] < 0]
+    return template, compiled, shared[0] if shared else None, (_compiled(a), _compiled(b))
+
+
+def test_patterns_that_can_match_at_one_start_keep_the_longest_match_rule():
+    """Two patterns sharing their first literal are asked one after the other, stopping at the first match
+    (-2), only where no start can match both (`oneshot_plan._exclusive`); where one can (a ``<x>[ab]`` match
+    is a prefix of a ``<x>[ab]+c`` one, or both take ``<x>ac``) both are asked and the longest wins (-1)."""
+    for a, b, how in [(r"<x>[ab]", r"<x>[ab]+c", -1), (r"<x>[ab]*c", r"<x>[ab]c", -1), (r"<x>(?=[ab])", r"<x>\w", -1),
+                      (r"<x>[ab]\w", r"<x>[cd]\w", -2), (r"<x>\s*<", r"<x>\s+t", -2), (r"<x>[ab]+!", r"<x>[cd]", -2)]:
+        template, compiled, entry, _ = _shared_literal_plan(a, b)
+        assert entry is not None and entry[0] == how, (a, b, entry)
+        for text in ["<x>ab!", "<x>aac!", "<x>b!", "<x> <!", "<x>  t!", "<x>c!", "<x>ac!", "<x>dd!", "<x>ab!c"]:
+            streamed = compiled.parser(prefix="")
+            streamed.feed(text)
+            assert compiled.parse(text, prefix="") == streamed.finalize()[0], (a, b, text)
+
+
+# (each suffix starts with a class, so that the two patterns share the literal ``<x>`` and the mode is keyed)
+SUFFIX_PIECES = ["a", "b", "ab", " ", r"\s*", r"\s+", "a*", "b+", "[ab]", "[^b]", "(?:a|b)", "(?=a)", "c?", "<"]
+FIRST_PIECES = ["[ab]", "[^b]", "[cd]", r"\s*", r"\s+", "[ab]*", "[bc]+", r"\w", "(?=[ab])"]
+
+
+@SETTINGS
+@given(st.sampled_from(FIRST_PIECES), st.lists(st.sampled_from(SUFFIX_PIECES), max_size=3),
+       st.sampled_from(FIRST_PIECES), st.lists(st.sampled_from(SUFFIX_PIECES), max_size=3),
+       st.text(alphabet="<x>abc !", max_size=16))
+def test_exclusive_patterns_never_match_at_one_start(a0, a, b0, b, text):
+    """Where the plan stops at the first match of patterns sharing a literal (-2), `regex` never matches both
+    at one offset of any text; and the one-shot message is streaming's either way."""
+    a, b = "<x>" + a0 + "".join(a), "<x>" + b0 + "".join(b)
+    if a == b or _compiled(a) is None or _compiled(b) is None:
+        return
+    try:
+        template, compiled, entry, (ra, rb) = _shared_literal_plan(a, b)
+    except ValueError:
+        return  # (a template the compiler refuses, such as an open that can match the empty string)
+    text = "<x>" + text
+    if entry is not None and entry[0] == -2:
+        assert not any(ra.match(text, p) and rb.match(text, p) for p in range(len(text))), (a, b, text)
+    streamed = compiled.parser(prefix="")
+    streamed.feed(text)
+    try:
+        want = ("ok", streamed.finalize()[0])
+    except Exception as e:  # noqa: BLE001 - the same exception either way
+        want = ("error", type(e), str(e))
+    try:
+        got = ("ok", compiled.parse(text, prefix=""))
+    except Exception as e:  # noqa: BLE001
+        got = ("error", type(e), str(e))
+    assert got == want

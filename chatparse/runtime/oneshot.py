@@ -158,7 +158,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                     raise _Fallback(automaton=True)
                 pi, rx, risky, read = keyed[hit.group()]
                 if pi < 0:  # several patterns start with this literal: the longest match, then the tie rank
-                    best = None
+                    best = None  # (-2: no two of them can match here, so the first match is the only one)
                     for (cpi, crx, crisky, cread), rank in rx:
                         if crx is None:
                             cm, ce = None, hit.end()
@@ -169,6 +169,8 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                             ce = cm.end()
                         if best is None or (p - ce, rank) < best[0]:
                             best = ((p - ce, rank), ce, cpi, cm, cread)
+                            if pi == -2:
+                                break
                     if best is not None:
                         _, e, pi, m, read = best
                         s = p

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple, Optional, Union
 
+import numpy as np
+
 from .backtrack import backtracking_risk, match_bound, span_test
 from .json_end import json_end_fields
 from .recovery import on_error_modes
@@ -117,7 +119,7 @@ class Plan:
                 else:
                     finder = re.compile("|".join(map(re.escape, starts)), re.DOTALL)
                     if not mode.wchars:
-                        keyed, ascii_keyed = _keyed(watched, tables.patterns, self.captures)
+                        keyed, ascii_keyed = _keyed(watched, tables.patterns, self.captures, mode)
             else:
                 finder = _deep_prefilter(tables, mode)
             wide = WideFinder(tables, mode) if mode.wchars else None
@@ -150,7 +152,7 @@ def _bounded(source: str):
     return True if bound is None else span_test(bound)
 
 
-def _keyed(watched: list, patterns: list, readers: list) -> tuple:
+def _keyed(watched: list, patterns: list, readers: list, mode) -> tuple:
     """For a mode whose every delimiter match starts with one of a few literals: two tables, literal ->
     `Keyed` (pattern index; compiled pattern, risk and capture reader, or None for a pattern that is that
     literal), when no literal is a prefix of another; (None, None) otherwise.
@@ -160,9 +162,10 @@ def _keyed(watched: list, patterns: list, readers: list) -> tuple:
     literal: a literal pattern is decided, another needs one call, and the others need no look
     (`oneshot._decide_at` would try each). A literal several patterns start with (gpt-oss's
     ``<|channel|>commentary``: a tool call's header, or a preamble's) keys ``(-1, ((Keyed, tie rank), ...),
-    None, None)``: each of them is asked, and the longest match wins, then the tie rank. The second table is
-    for text that is all ASCII: there an alternative that cannot backtrack badly is run by `re` where it
-    means the same (`re_compat.ascii_twin`)."""
+    None, None)``: each of them is asked, and the longest match wins, then the tie rank; or ``(-2, ...)`` when
+    no two of them can match at one start (`_exclusive`: gpt-oss's two cannot), so the first match is the
+    only one. The second table is for text that is all ASCII: there an alternative that cannot backtrack
+    badly is run by `re` where it means the same (`re_compat.ascii_twin`)."""
     by_lit: dict = {}  # literal -> {pattern index: tie rank}, in watch order
     for pi, _rx, _risky, rank, pieces, prefixes in watched:
         for lit in pieces if pieces is not None else prefixes:
@@ -180,9 +183,60 @@ def _keyed(watched: list, patterns: list, readers: list) -> tuple:
         if len(ranks) == 1:
             keyed[lit], ascii_keyed[lit] = plain[0], ascii[0]
         else:
-            keyed[lit] = (-1, tuple(zip(plain, ranks.values())), None, None)
-            ascii_keyed[lit] = (-1, tuple(zip(ascii, ranks.values())), None, None)
+            how = -2 if _exclusive(mode, [mode.patterns.index(pi) for pi in ranks], patterns) else -1
+            keyed[lit] = (how, tuple(zip(plain, ranks.values())), None, None)
+            ascii_keyed[lit] = (how, tuple(zip(ascii, ranks.values())), None, None)
     return keyed, ascii_keyed
+
+
+EXCLUSIVE_MAX_CELLS = 1 << 19  # transition cells beyond which `_exclusive` does not look (and answers False)
+
+
+def _exclusive(mode, local: list, patterns: list) -> bool:
+    """True when no two of the mode's patterns `local` (local indices, all decided by the tables alone) can
+    match at one start: then at a start where one matches, it is the only match, and the longest-match rule
+    has nothing to choose. False when that is not shown (a pattern `regex` decides, or tables too large).
+
+    Why the automaton shows it: for an exact pattern, the mode's automaton records the pattern's match end
+    (`acc`) at the state it reaches there, whatever else it tracks. If patterns A and B both match at a start,
+    the attempt passes a state recording the earlier of the two ends (say A's) from which B still accepts,
+    there or later. So it is enough that no state reachable from a start records one of them while another
+    can still be recorded from it or its successors (its "live" set, computed as a fixpoint)."""
+    if len(local) < 2 or not all(patterns[mode.patterns[li]].exact for li in local):
+        return False
+    tmat = mode.tmat
+    n_states = tmat.shape[0]
+    if tmat.size > EXCLUSIVE_MAX_CELLS:
+        return False
+    eot = np.asarray(mode.eot)
+    acc = np.zeros((n_states, len(local)), bool)
+    for s, hits in enumerate(mode.acc):
+        for li, _back in hits or ():
+            if li in local:
+                acc[s, local.index(li)] = True
+    acc[0] = False  # (state 0: the attempt is dead)
+    live = acc.copy()
+    while True:  # live[s, k]: pattern k accepts at s or after it
+        more = acc | live[tmat].any(axis=1) | live[eot]
+        more[0] = False
+        if (more == live).all():
+            break
+        live = more
+    after = live[tmat].any(axis=1) | live[eot]  # pattern k accepts strictly after s
+    seen = np.zeros(n_states, bool)
+    todo = [s for s in {mode.start0, mode.startN} if s]
+    for s in todo:
+        seen[s] = True
+    while todo:  # the states an attempt reaches
+        s = todo.pop()
+        for t in set(tmat[s].tolist()) | {int(eot[s])}:
+            if t and not seen[t]:
+                seen[t] = True
+                todo.append(t)
+    for s in np.flatnonzero(seen & acc.any(axis=1)).tolist():
+        if (acc[s] | after[s]).sum() > 1:  # one ends here while another ends here or later
+            return False
+    return True
 
 
 def _keyed_entry(lit: str, keyed: tuple, patterns: list) -> tuple:
