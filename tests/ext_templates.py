@@ -11,6 +11,8 @@ dialects; tests/make_vectors.py writes them as the ``ext_*`` vectors for the Jav
 
 from __future__ import annotations
 
+import copy
+
 # Cohere Command's citation markup (cmd3 `<co>`, older `<co: 0,1>`), its cited text kept (unwrap_pattern)
 CITATION = r"<co(?:: [^>]*)?>(?P<keep>.*?)</co: [^>]*>"
 FN_EACH = {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}
@@ -180,20 +182,7 @@ FAMILIES: dict = {
         "(models/templates/Mistral-Small-3.2-24B-Instruct-2506.jinja, Mistral-Nemo / Magistral)"),
     # ---------------------------------------------------------------------------- content_fallback
     "deepseek_v32_json_body": (
-        # deepseek_v32 (as deepseek_v32_schema above) with "json" first and its xml-inline parser as the fallback; "score"
-        # is made up for the conformance vector (a body that neither int nor float takes fails with int's error)
-        {"defaults": {"role": "assistant"}, "start_anchor_pattern": "<｜Assistant｜>(?:</think>)?",
-         "fields": {"reasoning_content": {"open": "<think>", "close_pattern": r"\s*</think>\s*"},
-                    "tool_calls": {"open_pattern": "\\s*(?:<｜DSML｜function_calls>\\s*)?<｜DSML｜invoke name=\"(?P<name>[^\"]+)\">",
-                                   "close_pattern": "</｜DSML｜invoke>\\s*", "repeats": True, "content": "json",
-                                   "content_fallback": [{"content": "xml-inline", "content_args": {
-                                       "tag_pattern": "<｜DSML｜parameter name=\"(?P<key>[^\"]+)\" string=\"(?:true|false)\">"
-                                                      "(?P<value>.*?)</｜DSML｜parameter>",
-                                       "value_parser": {"name": "json", "args": {"allow_non_json": True}}}}],
-                                   "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
-                    "score": {"open": "<score>", "close": "</score>", "content": "int",
-                              "content_fallback": [{"content": "float"}]},
-                    "content": {"close_pattern": "\\s*(?:</｜DSML｜function_calls>|<｜end▁of▁sentence｜>)\\s*"}}},
+        None,  # (deepseek_v32_schema's template with its parsers swapped: `_json_body_template` below)
         [("json_body", "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>What's the weather in Tokyo?<｜Assistant｜></think>",
           "I'll help you with information about San Francisco and get its favorite tourist spot for you.\n\n        "
           "<｜DSML｜function_calls>\n            <｜DSML｜invoke name=\"get_favorite_tourist_spot\">\n            {\n"
@@ -232,6 +221,26 @@ FAMILIES: dict = {
          for tag in ("RESPONSE", "TEXT")],
         "vllm-project/vllm:tests/tool_parsers/test_cohere_command_tool_parser.py (citations_no_tool_calls, cmd3/cmd4)"),
 }
+
+
+
+def _json_body_template() -> dict:
+    """deepseek_v32 (deepseek_v32_schema's template, without schema typing) with "json" first and its xml-inline
+    parser as the fallback; "score" is made up for the conformance vector (a body that neither int nor float
+    takes fails with int's error)."""
+    template = copy.deepcopy(FAMILIES["deepseek_v32_schema"][0])
+    calls = template["fields"]["tool_calls"]
+    del calls["argument_types"]
+    calls["content_fallback"] = [{"content": calls.pop("content"), "content_args": calls.pop("content_args")}]
+    calls["content"] = "json"
+    content = template["fields"].pop("content")
+    template["fields"]["score"] = {"open": "<score>", "close": "</score>", "content": "int",
+                                   "content_fallback": [{"content": "float"}]}
+    template["fields"]["content"] = content
+    return template
+
+
+FAMILIES["deepseek_v32_json_body"] = (_json_body_template(),) + FAMILIES["deepseek_v32_json_body"][1:]
 
 # More texts for the ext_* conformance vectors (what chatparse does with them is recorded, and the JavaScript
 # runtime must do the same): escapes, number forms, errors (a failed region: raised, or region_malformed in
