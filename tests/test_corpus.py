@@ -54,7 +54,9 @@ _XML = ("an argument value ends at its closing tag only where the next tag follo
         "no later closing tag does, so a value holding the tag is whole")
 FIXED_FAMILIES: dict[str, str] = {
     **{name: _JOIN for name in ("deepseek_v3", "minimax_m1")},
-    **{name: f"{_JOIN}; {_THINK_WS}" for name in ("deepseek_r1", "deepseek_v31", "kimi_k2", "step3")},
+    **{name: f"{_JOIN}; {_THINK_WS}" for name in ("deepseek_r1", "deepseek_v31", "step3")},
+    "kimi_k2": (f"{_JOIN}; {_THINK_WS}; the reasoning also ends where a call begins, and a call without "
+                "<|tool_call_end|> where the next begins (calls inside the reasoning without section markers)"),
     **{name: f"{_JOIN}; {_EOS_WS}" for name in ("functiongemma", "granite4", "hermes", "internlm2", "longcat")},
     "jamba": (f"{_JOIN}; {_EOS_WS}; the start anchor is Jamba's generation prompt <|bom|><|assistant|> (the corpus's "
               "is Granite's <|start_of_role|>assistant<|end_of_role|>: a Jamba prompt came back as content)"),
@@ -72,10 +74,12 @@ FIXED_FAMILIES: dict[str, str] = {
                      f"(join ''); {_THINK_WS}"),
     "gemma4": (f"{_JOIN}; the content close is a pattern ending in \\s* (was a literal list), and the reasoning and "
                "tool-call delimiters take the whitespace on their content side, so whitespace between them is no "
-               "content segment"),
+               "content segment; the thought channel opens on one or more <|channel> with or without its 'thought' "
+               "label, and a stray <channel|> ends a content segment"),
     "glm45": f"{_JOIN}; {_EOS_WS}; {_XML}",
     "glm47": f"{_JOIN}; {_EOS_WS}; {_XML}",
-    "qwen3_coder": f"{_JOIN}; {_EOS_WS}; {_THINK_WS}; {_XML}",
+    "qwen3_coder": (f"{_JOIN}; {_EOS_WS}; {_THINK_WS}; {_XML}; a </think> in the content (after a call written "
+                    "inside the reasoning) ends a content segment"),
     "seed_oss": f"{_JOIN}; {_EOS_WS}; {_THINK_WS}; {_XML}",
     "minimax_m2": f"{_XML} (content keeps join '': a stray </think> inside the answer must glue, corpus case 2)",
     "gpt_oss": ("content opens on a final channel whose header holds <|constrain|> (structured output), and on a "

@@ -61,7 +61,15 @@ TAG_REFUSED: dict[str, str] = {
     **_dialect_refused(),
     "gpt_oss-vllm-truncated-final-header": "the output ends inside an opener ('<|channel|>final' with no "
                                            "'<|message|>'): structural-tag text may not hold an opener's literal",
+    "kimi_k2-llamacpp-calls-inside-thinking-no-markers": "the first call has no <|tool_call_end|>: it ends at the "
+                                                         "zero-width close before the next <|tool_call_begin|>, and "
+                                                         "the structural tag offers a call without its end only as "
+                                                         "the output's last item",
 }
+# Refused by the Lark grammar only (the structural tag accepts it).
+LARK_REFUSED["gemma4-vllm-reasoning-label-diverges"] = (
+    "a label-less thought starting like the optional 'thought' label ('<|channel>thou' + 's'): llguidance's lexer "
+    "takes 'thou' into the opener's lexeme as the label's start and cannot give it back to the reasoning")
 # Families whose structural tag the export refuses, and (a part of) the reason it gives.
 TAG_UNCONSTRAINABLE = {"minimax_m1": "can match between JSON tokens"}
 

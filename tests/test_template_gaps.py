@@ -20,6 +20,11 @@ The template changes these cases pin (FIXED_FAMILIES in tests/test_corpus.py lis
 * gpt-oss's final channel with a `<|constrain|>` in its header (structured output) is content, and so is a
   recipient-less commentary preamble; GigaChat 3.1's `<|function_call|>{json}<|message_sep|>` is a tool call;
   Mistral v11's `[TOOL_CALLS]name[CALL_ID]id[ARGS]{json}` is a tool call (it was left in the content);
+* Gemma 4's thought channel opens on `<|channel>` with or without its `thought` label (the label is taken before
+  a newline or the channel's close, so 'thoughtful ...' stays reasoning), also when `<|channel>` is doubled; a stray
+  `<channel|>` in the content ends a content segment and is dropped; Kimi-K2's reasoning ends where a call
+  begins and a call without `<|tool_call_end|>` where the next begins; a `</think>` in Qwen3-Coder's content (after
+  a call written inside the reasoning) ends a content segment and is dropped;
 * an XML argument value ends at its closing tag only where the next tag follows (after text without a `<`)
   or no later closing tag does, so a value that contains the closing tag itself (code writing code) is kept
   whole, and text between or after the tags still does not move a value's end (`KEPT`).
@@ -61,6 +66,11 @@ DSV31_PROMPT = "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Run foo
 GRANITE_PROMPT = "<|start_of_role|>user<|end_of_role|>Boxes and prices?<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"
 GPT_OSS_PROMPT = "<|start|>user<|message|>Status as JSON, please.<|end|><|start|>assistant"
 GIGACHAT_PROMPT = "<s>user<|role_sep|>\nКакая погода в Москве?<|message_sep|>\n\nassistant<|role_sep|>\n"
+GEMMA4_PROMPT = "<bos><|turn>user\nWhich option?<turn|>\n<|turn>model\n"
+GEMMA4_VLLM = "vllm-project/vllm tests/reasoning/test_gemma4_reasoning_parser.py, test_gemma4_reasoning"
+GEMMA4_LLAMACPP = "ggml-org/llama.cpp tests/test-chat.cpp (google-gemma-4-31B-it.jinja)"
+SHORT_THEN_B = {"role": "assistant", "reasoning_content": "Short.", "content": "Option B."}
+KIMI_PROMPT = "<|im_user|>user<|im_middle|>Weather and time in Paris?<|im_end|><|im_assistant|>assistant<|im_middle|>"
 
 BBOX = {"coordinates": [[23.54, 43.1], [-12.2, 54.3], [4, 5]], "coordinate_type": "latlong"}
 STOCK = {"symbol": "AAPL", "start_date": "2021-01-01", "end_date": "2021-12-31"}
@@ -188,6 +198,43 @@ GAPS = [
         "[TOOL_CALLS]get_time[CALL_ID]f5g6h7i8j[ARGS]{}</s>",
         {"role": "assistant", "content": "Let me check.",
          "tool_calls": [_call("get_weather", {"city": "Paris"}), _call("get_time", {})]}),
+    # ---- thought channels and reasoning that real outputs open or close otherwise ------------------------------
+    Gap("gemma4-thought-without-label", "gemma4",
+        GEMMA4_VLLM + "[reasoning] (a thought channel without the 'thought\\n' label; end of turn added)",
+        GEMMA4_PROMPT, "<|channel>Weighing A against B.<channel|>Option B.<turn|>",
+        {"role": "assistant", "reasoning_content": "Weighing A against B.", "content": "Option B."}),
+    Gap("gemma4-thought-text-starting-like-the-label", "gemma4",
+        GEMMA4_VLLM + "[thought_prefix_diverge] ('thought' is the label only before a newline or the channel's "
+        "close)",
+        GEMMA4_PROMPT, "<|channel>thoughtful weighing first<channel|>Option B.<turn|>",
+        {"role": "assistant", "reasoning_content": "thoughtful weighing first", "content": "Option B."}),
+    Gap("gemma4-thought-label-without-newline", "gemma4",
+        GEMMA4_LLAMACPP + ", empty reasoning (budget=0): the sampler closes the channel right after the label",
+        GEMMA4_PROMPT, "<|channel>thought<channel|>Option B.<turn|>",
+        {"role": "assistant", "content": "Option B."}),
+    Gap("gemma4-stray-channel-close", "gemma4",
+        GEMMA4_LLAMACPP + ", edge cases [0]: a stray <channel|> after the answer",
+        GEMMA4_PROMPT, "<|channel>thought\nShort.<channel|>Option B.<channel|><turn|>", SHORT_THEN_B),
+    Gap("gemma4-doubled-channel-open", "gemma4",
+        GEMMA4_LLAMACPP + ", edge cases [3]: <|channel> written twice",
+        GEMMA4_PROMPT, "<|channel><|channel>thought\nShort.<channel|>Option B.<turn|>", SHORT_THEN_B),
+    Gap("kimi_k2-calls-inside-thinking-without-markers", "kimi_k2",
+        "ggml-org/llama.cpp tests/test-chat.cpp (Kimi-K2-Thinking.jinja), call inside thinking block, without "
+        "section markers or end markers: the reasoning ends where a call begins, and each call where the next does",
+        KIMI_PROMPT,
+        "<think>Two lookups.<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": "
+        "\"Paris\"}<|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{\"city\": \"Paris\"}",
+        {"role": "assistant", "reasoning_content": "Two lookups.",
+         "tool_calls": [{"id": "functions.get_weather:0", **_call("get_weather", {"city": "Paris"})},
+                        {"id": "functions.get_time:1", **_call("get_time", {"city": "Paris"})}]}),
+    Gap("qwen3_coder-think-close-after-call", "qwen3_coder",
+        "vllm-project/vllm tests/reasoning/test_qwen3_tool_call_recovery.py, test_promoted_tool_call_is_parseable_"
+        "by_qwen3coder_and_trailing_text_preserved: a call inside <think>, then </think> and text",
+        QWEN_PROMPT,
+        "<think>Read it first.\n<tool_call>\n<function=read_file>\n<parameter=path>\nREADME.md\n</parameter>\n"
+        "</function>\n</tool_call></think>\n\nReading it now.<|im_end|>",
+        {"role": "assistant", "reasoning_content": "Read it first.",
+         "tool_calls": [_call("read_file", {"path": "README.md"})], "content": "Reading it now."}),
     # ---- a closing tag inside an XML argument value ------------------------------------------------------------
     Gap("qwen3_coder-value-contains-closing-tag", "qwen3_coder",
         "Qwen3-Coder chat template ('<parameter=NAME>\\nVALUE\\n</parameter>\\n'); a file whose text holds the tag",
