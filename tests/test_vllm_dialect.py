@@ -227,6 +227,15 @@ def _stages(parser, text):
 ALPHABET = "ab<>/x\n {}\"12"
 
 
+def _spelled(source: str) -> str:
+    """A rough spelling of a pattern source: group syntax dropped, a class by its first character (a negated
+    one by "z"), quantifiers dropped; alternatives stay separated by "|". Only a source of continuations."""
+    s = re.sub(r"\(\?(?:P<\w+>|[:=!]|<[=!])|[()]", "", source)
+    s = re.sub(r"\[\^[^\]]*\]", "z", s)
+    s = re.sub(r"\[\\?([^\]])[^\]]*\]", r"\1", s)
+    return re.sub(r"\{\d*,?\d*\}|[?*+^$]|\\[sSdDwWbBAZ]", "", s).replace("\\n", "\n").replace("\\", "")
+
+
 def _continuations(template, prefix, head):
     """vLLM's events for `head` fed in one piece then finalized, and for `head` plus each one character of
     ALPHABET, each two, each three of "ab<>/x\\n", runs of one character up to six, or each end of a literal
@@ -235,6 +244,10 @@ def _continuations(template, prefix, head):
     # literal delimiters, and the literal runs of pattern delimiters, each from every cut
     pieces = _delims(template) + [run for f in template["fields"].values() for k, v in f.items()
                                   if k.endswith("_pattern") for run in re.findall(r"[^\\()\[\]|?*+{}.^$]+", v)]
+    # and each pattern delimiter's alternatives spelled out, a class by its first character (what a match can
+    # still need after a partial one: ``<[ab]<[ab]`` after ``>a<`` of ``>a<<[ab]<[ab]``)
+    pieces += [alt for f in template["fields"].values() for k, v in f.items() if k.endswith("_pattern")
+               for alt in _spelled(v).split("|") if alt]
     ends = {d[j:] for d in pieces for j in range(len(d))}
     short = ["".join(t) for n in (1, 2, 3) for t in itertools.product(ALPHABET if n < 3 else "ab<>/x\n", repeat=n)]
     runs = [c * n for c in ALPHABET for n in (4, 5, 6)]
