@@ -656,3 +656,21 @@ def test_a_small_vocabulary_gets_more_rows():
     assert max_rows(2 ** 17) == _Rows.MAX_ROWS == 128
     assert max_rows(200_019) == 128 and max_rows(32_000) == 524 and max_rows(8_000) == _Rows.MAX_ROWS_CAP
     assert all(max_rows(V) * V * 8 <= _Rows.ROW_MEMORY for V in (2 ** 17, 32_000, 65_535, 8_000, 151_936 // 2))
+
+
+def test_a_stream_forgets_its_fresh_row_once_the_tables_step_it(toks):
+    """A stream whose parser last ran on exactly the text of an F row, then took a step by the tables, is no
+    longer in that F row: when the ring buffer wrapped right after that step (every stream caught up, the step
+    counters reset), its next parser step once taught the tables a transition from the stale F row (``b/`` +
+    ``b`` -> open ``b/xb``'s field), which a later stream writing ``b/b`` then took (found by hypothesis in
+    test_generated_templates_by_streams_match_single_parsers; the three runs below are its shrunk form)."""
+    tok = toks["bl-plain"]
+    template = {"start_anchor": "<|A|>", "fields": {"a": {"open": ["ba<", "ba/b"], "close": "axx"},
+                                                    "b": {"open": "b/xb", "repeats": True, "join": "|"},
+                                                    "c": {"open": "abxa", "close": "a"}}}
+    b = bind(template, tok)
+    for text, capacity in [("bb/x", 1024), ("b/xb", 3), ("b/b", 1024)]:
+        ids = tok.encode(text).ids
+        assert [tok.decode([i]) for i in ids] == list(text)  # (one token per character: the rows above)
+        s = b.streams(1, prefix="", capacity=capacity)
+        step_like_single_parsers(s, [b.parser(prefix="")], [ids])

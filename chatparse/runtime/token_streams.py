@@ -638,6 +638,8 @@ class TokenStreams:
         r = self._r if upto is None else upto
         s0 = self._since[b]
         self._since[b] = r
+        if s0 < r:  # (the tables took steps since the parser's last one: its F row, if any, is not current)
+            self._fseen[b] = None
         if self._frow[b] is not None:  # (the parser runs next: from here on it is not fresh)
             s0 = self._replay_fresh(b, s0, r)
         if s0 >= r:
@@ -693,6 +695,8 @@ class TokenStreams:
         todo = [b for b in range(self.n) if not self.done[b] and since[b] < r]
         if not todo:
             return
+        for b in todo:  # (as in `_catch_up`: `_since` no longer tells that the tables took steps since)
+            self._fseen[b] = None
         fresh = [b for b in todo if self._frow[b] is not None]
         if fresh:
             self._replay_all_fresh(fresh, r)
