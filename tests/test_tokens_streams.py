@@ -446,6 +446,40 @@ def test_streams_take_match_rows_for_a_close_they_wait_on(toks):
     assert by_table[1] >= 2 and by_table[2] >= 2, by_table
 
 
+def test_streams_take_a_quiet_region_to_its_match_row_by_the_tables(toks):
+    """qwen3's ``</tool_call>\\s*`` closed by a whole special token: the close has matched, and more whitespace
+    could follow, so the token leaves the quiet tool-call region for an M row and hands out nothing. Once a
+    parser has met it, later streams take that token by the tables (Q -> M, `TokenStreams._learn_from`), and
+    events and messages stay exactly those of single parsers, across a buffer wrap too."""
+    tok = toks["bl-special"]
+    b = bind(templates.get("qwen3"), tok)
+    b.tables._rows = None
+    call = '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
+    texts = [f"<think>\nHm.\n</think>\n\nLet me look.{call}\nDone.<|im_end|>",
+             f"<think>\nOk.\n</think>\n\n{call}\n\nThere.{call}<|im_end|>"]
+    seqs = [tok.encode(t).ids for t in texts]
+    close = tok.token_to_id("</tool_call>")
+    assert close is not None and all(close in q for q in seqs)
+    by_table = []
+    for capacity in (1024, 1024, 3):  # the first streams teach the rows; a tiny buffer wraps in the middle
+        s = b.streams(len(seqs), prefix="", capacity=capacity)
+        singles = [b.parser(prefix="") for _ in seqs]
+        n = 0
+        for k in range(max(map(len, seqs))):
+            act = np.array([k < len(q) for q in seqs])
+            ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
+            out = s.step(ids, active=act if not act.all() else None)
+            for j in range(len(seqs)):
+                want = singles[j].feed_tokens(int(ids[j])) if act[j] else []
+                assert out[j] == want, (capacity, j, k)
+                if act[j] and ids[j] == close:
+                    assert s._R.info[int(s._rowoff[j]) // s._size][0] == "M"
+                    n += j not in out.slow
+        assert s.finalize_all() == [p.finalize() for p in singles]
+        by_table.append(n)
+    assert by_table[1:] == [3, 3], by_table
+
+
 @settings(max_examples=200, deadline=None)
 @given(V=st.sampled_from([2 ** 17, 2 ** 16, 255, 256, 1000, 32000, 65535, 151936, 200019]),
        dtype=st.sampled_from([np.int32, np.int64]), data=st.data())

@@ -543,12 +543,16 @@ class TokenStreams:
 
     def _learn_from(self, prev: int, i: int, nr: int, pure_hold: bool) -> None:
         """After the parser took the stream from row `prev` to row `nr` on token `i`: remember the transitions
-        the tables can take (`_learn`, `_learn_split`, `_learn_held`; P or M -> M where the parser's cached
-        scanner run said the held outcome depends on nothing before the held text, `pure_hold`)."""
+        the tables can take (`_learn`, `_learn_split`, `_learn_held`; Q, P or M -> M where the parser's cached
+        scanner run said the held outcome depends on nothing before the held text, `pure_hold`, and the M row
+        holds all the text the transition added: qwen3's ``</tool_call>`` token, after which ``\\s*`` may
+        still take whitespace, hands out nothing)."""
         info = self._R.info
         text = self._tok_text[i]
         if prev < self._nm:
-            if text:
+            if pure_hold and text and info[nr][0] == ROW_MATCH and info[nr][1] == prev and info[nr][3] == text:
+                self._R.learn(prev, i, nr)
+            elif text:
                 self._learn(prev, i, text, nr)
             elif text is None and info[nr][0] == ROW_HELD:
                 self._learn_split(prev, i, nr)
