@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'chatparse[data]')")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -142,6 +144,78 @@ def test_lone_surrogates_keep_the_batch_and_the_message():
     assert rows[3]["tool_calls"][0]["arguments"] == '{"b": 1}'  # the rows after a repaired one keep their calls
     assert same(rows_of(got), expected(compiled, texts, [""] * len(texts)))
     assert rows_of(got)[0]["tool_calls"][0]["function"]["arguments"] == {"a": "\ud800"}
+
+
+# messages of every shape a template could make: the typed columns' usual one, and what they cannot hold
+_json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10, 10), st.floats(allow_nan=True, width=32),
+                       st.sampled_from(["x", "é", "\ud800", "a\udc00b", ""]))
+_json = st.recursive(_json_leaf, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                         st.dictionaries(st.sampled_from("abc"), inner, max_size=3)),
+                     max_leaves=6)
+_text = st.one_of(st.sampled_from(["hi", "", "é \n", "\ud800"]), st.none(), st.integers(0, 3), st.lists(_json_leaf, max_size=2))
+_function = st.fixed_dictionaries({}, optional={"name": st.one_of(st.sampled_from(["f", "g\udc00"]), st.none(), st.integers()),
+                                                "arguments": _json, "extra": _json_leaf})
+_call = st.one_of(st.fixed_dictionaries({"function": _function},
+                                        optional={"type": st.one_of(st.just("function"), st.none(), st.integers()),
+                                                  "id": st.one_of(st.just("c1"), st.none()), "index": st.integers(0, 2)}),
+                  _json_leaf, st.fixed_dictionaries({}, optional={"type": st.just("function")}))
+_message = st.fixed_dictionaries({}, optional={"role": _text, "reasoning_content": _text, "content": _text,
+                                               "tool_calls": st.one_of(st.lists(_call, max_size=3), _json_leaf,
+                                                                       st.tuples(_call)),
+                                               "model": _json_leaf})
+_usual = st.fixed_dictionaries({"role": st.just("assistant")}, optional={
+    "content": st.text(max_size=5), "reasoning_content": st.text(max_size=5),
+    "tool_calls": st.lists(st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_dictionaries(
+        {"name": st.text(max_size=3), "arguments": st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)})}),
+        max_size=3)})
+
+
+_ONE_CALL = {"type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
+_MUTATIONS = [  # one thing the typed columns cannot hold, in an otherwise usual message
+    lambda m: {**m, "model": "m1"}, lambda m: {**m, "content": None}, lambda m: {**m, "reasoning_content": 3},
+    lambda m: {**m, "role": ["a"]}, lambda m: {**m, "tool_calls": (_ONE_CALL,)}, lambda m: {**m, "tool_calls": {}},
+    lambda m: {**m, "tool_calls": None}, lambda m: {**m, "tool_calls": [_ONE_CALL, "x"]},
+    lambda m: {**m, "tool_calls": [{**_ONE_CALL, "index": 0}]}, lambda m: {**m, "tool_calls": [{**_ONE_CALL, "id": None}]},
+    lambda m: {**m, "tool_calls": [{**_ONE_CALL, "type": 1}]}, lambda m: {**m, "tool_calls": [{"type": "function"}]},
+    lambda m: {**m, "tool_calls": [{**_ONE_CALL, "function": "f"}]},
+    lambda m: {**m, "tool_calls": [{"function": {"name": 1, "arguments": {}}}]},
+    lambda m: {**m, "tool_calls": [{"function": {"name": "f", "other": {}}}]},
+    lambda m: {**m, "tool_calls": [{"function": {"name": "f", "arguments": {}, "other": 1}}]},
+    lambda m: {**m, "tool_calls": [{"function": {"name": "f"}}]},
+    lambda m: {**m, "tool_calls": [{"function": {"name": "f", "arguments": float("nan")}}]},
+    lambda m: {**m, "tool_calls": [{"function": {"name": "f", "arguments": "\ud800"}}]},
+    lambda m: {**m, "tool_calls": [{"function": {"name": "f\udc00", "arguments": 1}}]},
+    lambda m: {**m, "content": "a\ud800"},
+]
+_nearly = st.tuples(_usual, st.sampled_from(_MUTATIONS)).map(lambda mf: mf[1](mf[0]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows=st.lists(st.one_of(st.tuples(st.just("usual"), _usual), st.tuples(st.just("usual"), _usual),
+                               st.tuples(st.just("usual"), _usual), st.tuples(st.just("any"), _message),
+                               st.tuples(st.just("any"), _nearly), st.just(("error", None))), max_size=150))
+def test_columns_built_by_column_are_those_built_row_by_row(rows):
+    """`parse_arrow` builds a batch's columns column by column (`_typed_arrays`) when every message fits
+    them exactly, else halves the batch down to 32 rows built row by row (`_Columns`): both give the same
+    arrays, for messages of any shape (other keys, None values, non-string texts, calls of other shapes,
+    NaN and lone surrogates), failed rows among them; a batch of usual messages goes column by column."""
+    from chatparse.arrow import _FAILED, _Columns, _message_parts
+
+    messages = [_FAILED if kind == "error" else m for kind, m in rows]
+    errors = ["ValueError: bad row" if kind == "error" else None for kind, _ in rows]
+    cols = _Columns()
+    for m, e in zip(messages, errors):
+        cols.add(m) if e is None else cols.fail(e)
+    want = cols.arrays()
+    parts: list = []
+    _message_parts(messages, errors, parts)
+    got = [pa.concat_arrays(c) for c in zip(*parts)] if parts else want
+    for g, w, f in zip(got, want, MESSAGE_SCHEMA):
+        assert g.type == w.type == f.type and g.equals(w), f.name
+    back = to_messages(pa.Table.from_arrays(got, schema=MESSAGE_SCHEMA))
+    assert same(back, [e if e is not None else m for m, e in zip(messages, errors)])
+    if all(kind != "any" for kind, _ in rows):
+        assert len(parts) == 1  # the usual messages all go the column-by-column way
 
 
 def test_shared_prefix_keep_columns_and_column_prefix():
