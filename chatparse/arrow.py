@@ -26,7 +26,8 @@ table-format bytes that worker processes load (parse-file's workers, `chatparse.
 Tables give a table, record batches give a record batch. ``keep_columns=True`` returns the input's columns
 followed by the message columns (``column_prefix`` renames the latter, for inputs that already have a
 ``content`` column). Python objects per row are only the row's text (the parser takes a `str`) and its
-message; the columns are built from plain lists.
+message; the columns are built from the messages of 1024 rows at a time, column by column with C-level
+iteration (one JSON encoding per tool call), with a row-by-row builder for messages of other shapes.
 """
 
 from __future__ import annotations
