@@ -464,11 +464,11 @@ def _no_gc():
 
 
 def _result(data, columns: list, keep_columns: bool, column_prefix: str):
-    """The output: `columns` (from `_parse_rows`) as a table of chunked columns, or one record batch."""
+    """The output: `columns` (from `_parse_rows`), each made one array (a table of many small chunks costs
+    its readers per chunk: Ray's serializer of a 4096-row batch's 27 chunks, 7.8 ms against 0.4 ms)."""
+    arrays = [chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks) for chunks in columns]
     if isinstance(data, pa.Table):
-        arrays = [pa.chunked_array(chunks, f.type) for chunks, f in zip(columns, MESSAGE_SCHEMA)]
-    else:
-        arrays = [chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks) for chunks in columns]
+        arrays = [pa.chunked_array([a]) for a in arrays]
     fields = [f.with_name(column_prefix + f.name) for f in MESSAGE_SCHEMA]
     if keep_columns:
         taken = set(data.schema.names)
