@@ -152,13 +152,14 @@ _json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10, 10), st.floats
 _json = st.recursive(_json_leaf, lambda inner: st.one_of(st.lists(inner, max_size=3),
                                                          st.dictionaries(st.sampled_from("abc"), inner, max_size=3)),
                      max_leaves=6)
-_text = st.one_of(st.sampled_from(["hi", "", "é \n", "\ud800"]), st.none(), st.integers(0, 3), st.lists(_json_leaf, max_size=2))
-_function = st.fixed_dictionaries({}, optional={"name": st.one_of(st.sampled_from(["f", "g\udc00"]), st.none(), st.integers()),
-                                                "arguments": _json, "extra": _json_leaf})
-_call = st.one_of(st.fixed_dictionaries({"function": _function},
-                                        optional={"type": st.one_of(st.just("function"), st.none(), st.integers()),
-                                                  "id": st.one_of(st.just("c1"), st.none()), "index": st.integers(0, 2)}),
-                  _json_leaf, st.fixed_dictionaries({}, optional={"type": st.just("function")}))
+_text = st.one_of(st.sampled_from(["hi", "", "é \n", "\ud800"]), st.none(), st.integers(0, 3),
+                  st.lists(_json_leaf, max_size=2))
+_function = st.fixed_dictionaries({}, optional={
+    "name": st.one_of(st.sampled_from(["f", "g\udc00"]), st.none(), st.integers()), "arguments": _json,
+    "extra": _json_leaf})
+_call = st.one_of(st.fixed_dictionaries({"function": _function}, optional={
+    "type": st.one_of(st.just("function"), st.none(), st.integers()), "id": st.one_of(st.just("c1"), st.none()),
+    "index": st.integers(0, 2)}), _json_leaf, st.fixed_dictionaries({}, optional={"type": st.just("function")}))
 _message = st.fixed_dictionaries({}, optional={"role": _text, "reasoning_content": _text, "content": _text,
                                                "tool_calls": st.one_of(st.lists(_call, max_size=3), _json_leaf,
                                                                        st.tuples(_call)),
@@ -175,7 +176,8 @@ _MUTATIONS = [  # one thing the typed columns cannot hold, in an otherwise usual
     lambda m: {**m, "model": "m1"}, lambda m: {**m, "content": None}, lambda m: {**m, "reasoning_content": 3},
     lambda m: {**m, "role": ["a"]}, lambda m: {**m, "tool_calls": (_ONE_CALL,)}, lambda m: {**m, "tool_calls": {}},
     lambda m: {**m, "tool_calls": None}, lambda m: {**m, "tool_calls": [_ONE_CALL, "x"]},
-    lambda m: {**m, "tool_calls": [{**_ONE_CALL, "index": 0}]}, lambda m: {**m, "tool_calls": [{**_ONE_CALL, "id": None}]},
+    lambda m: {**m, "tool_calls": [{**_ONE_CALL, "index": 0}]},
+    lambda m: {**m, "tool_calls": [{**_ONE_CALL, "id": None}]},
     lambda m: {**m, "tool_calls": [{**_ONE_CALL, "type": 1}]}, lambda m: {**m, "tool_calls": [{"type": "function"}]},
     lambda m: {**m, "tool_calls": [{**_ONE_CALL, "function": "f"}]},
     lambda m: {**m, "tool_calls": [{"function": {"name": 1, "arguments": {}}}]},
