@@ -66,6 +66,40 @@ def test_literal_prefixes_never_skip_a_match(parts, text):
             assert text.startswith(prefixes, p), (source, text, p)
 
 
+WS_LED = [r"\s*", r"\s+", r"\s*?"]
+WS_TEXT = st.text(alphabet="<ab |\n\t\x1c\x85\u3000x>", max_size=14)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(WS_LED), st.lists(st.sampled_from(PIECES), min_size=1, max_size=4)),
+                min_size=1, max_size=3), WS_TEXT)
+def test_literals_after_whitespace_never_skip_a_match(alts, text):
+    """Where `literals_after_whitespace` names literals, every match at any offset has one of them starting
+    where the run of `regex`'s whitespace from that offset ends (`oneshot._decide_at` skips the call
+    otherwise); the run is found with `oneshot_plan._WS_CHARS`, as the one-shot path finds it."""
+    from chatparse.runtime.literals import literals_after_whitespace
+    from chatparse.runtime.oneshot_plan import _WS_CHARS
+
+    source = "|".join(lead + "".join(parts) for lead, parts in alts)
+    lits = literals_after_whitespace(source)
+    rx = _compiled(source)
+    if lits is None or rx is None:
+        return
+    for p in range(len(text) + 1):
+        q = p
+        while q < len(text) and text[q] in _WS_CHARS:
+            q += 1
+        if rx.match(text, p) is not None:
+            assert text.startswith(lits, q), (source, text, p)
+
+
+def test_whitespace_set_is_regexs():
+    """`oneshot_plan._WS_CHARS` is exactly what `regex`'s \\s takes, over all of Unicode."""
+    from chatparse.runtime.oneshot_plan import _WS_CHARS
+
+    assert _WS_CHARS == {chr(c) for c in range(0x110000) if regex.match(r"\s", chr(c))}
+
+
 def test_literal_shortcuts_on_known_sources():
     assert literal_pieces(r"<\|return\|>|<\|end\|>") == ("<|return|>", "<|end|>")
     assert literal_pieces("<\\|channel>thought\\\n") == ("<|channel>thought\n",)
@@ -77,6 +111,12 @@ def test_literal_shortcuts_on_known_sources():
     assert literal_prefixes("ab*c") == ("a",)
     for refused in [r"\s*<tool_call>", "a(?i)b", "(?:a|b)c", "[|]x|y", "x|"]:
         assert literal_prefixes(refused) is None, refused
+    from chatparse.runtime.literals import literals_after_whitespace
+
+    assert literals_after_whitespace(r"\s*</think>\s*|\s*(?=<tool_call>)") == ("</think>", "<tool_call>")
+    assert literals_after_whitespace(r"\s*(?:<\|im_end\|>|<\|endoftext\|>)\s*") == ("<|im_end|>", "<|endoftext|>")
+    for refused in [r"</tool_call>\s*", r"\s*(?:a|b)?c", r"\s*?x", r"\s*(?=<a>)|x", r"\s*\s*x", r"\s* x"]:
+        assert literals_after_whitespace(refused) is None, refused
 
 
 def test_lean_path_is_taken_and_matches_the_other_paths():

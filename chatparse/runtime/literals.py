@@ -108,3 +108,66 @@ def _literal_start(alt: str) -> str:
             lit.append(c)
             i += 1
     return "".join(lit)
+
+
+_LEAD_WS = ("\\s*", "\\s+")
+
+
+def literals_after_whitespace(source: str) -> tuple | None:
+    """Non-empty literal strings, one of which every match of `source` has right after its leading run of
+    whitespace, when every top-level alternative is ``\\s*`` or ``\\s+`` followed by a literal start (plain,
+    in a non-capturing group, or in a lookahead: ``\\s*</think>\\s*|\\s*(?=<tool_call>)`` gives
+    ("</think>", "<tool_call>")) and no such literal starts with whitespace; None otherwise.
+
+    Then a match at `p` needs one of them exactly where the run of `regex`'s whitespace from `p` ends: the run
+    cannot stop earlier (the next character, whitespace, cannot start the literal), nor take a character
+    past its end. A one-shot parse tests that with ``str.startswith`` instead of a `regex` call per pattern
+    (qwen3's mode outside regions watches three such patterns at every candidate)."""
+    alternatives = top_alternatives(source)
+    if not alternatives:
+        return None
+    out: list = []
+    for alt in alternatives:
+        if alt[:3] not in _LEAD_WS:
+            return None
+        rest = alt[3:]
+        if rest[:1] in ("*", "+", "?", "{"):  # (a lazy or possessive run, or a quantified one)
+            return None
+        if rest.startswith(("(?:", "(?=")):
+            end = _group_end(rest)
+            if end is None or rest[end + 1:end + 2] in ("*", "+", "?", "{"):
+                return None  # (an optional or repeated group)
+            rest = rest[3:end]
+        lits = literal_prefixes(rest)
+        if lits is None:
+            return None
+        out.extend(lits)
+    if any(lit[0].isspace() for lit in out):
+        return None  # (a literal that could start inside the run: `str.isspace` takes all `regex`'s \s takes)
+    return tuple(dict.fromkeys(out))
+
+
+def _group_end(source: str) -> int | None:
+    """The offset of the ``)`` that closes the group `source` starts with, or None."""
+    depth, in_set, i, n = 0, False, 0, len(source)
+    while i < n:
+        c = source[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_set:
+            in_set = c != "]"
+        elif c == "[":
+            in_set = True
+            if source[i + 1:i + 2] == "^":
+                i += 1
+            if source[i + 1:i + 2] == "]":
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None

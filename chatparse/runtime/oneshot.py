@@ -216,7 +216,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                     # `regex` where the text left is short, as in WholeTextScanner (its scan for the pattern's
                     # literal then reads little, and the call costs less than an attempt stepped in Python:
                     # bench/PERF_NOTES.md#wide-candidates), else one attempt of the automaton
-                    found = (_decide_at(watched, text, p) if n - p <= SCAN_PRONE_LIMIT
+                    found = (_decide_at(watched, text, p, wide.lits and wide) if n - p <= SCAN_PRONE_LIMIT
                              else _dfa_decide(tables, wide.mode, text, p, dead))
                     if found is not None:
                         dead.clear()
@@ -264,15 +264,23 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     return final_output(tables, output)
 
 
-def _decide_at(watched: list, text: str, p: int):
+def _decide_at(watched: list, text: str, p: int, wide=None):
     """The delimiter starting at `p` among a mode's `watched` patterns (`oneshot_plan.Watched`):
     ``(p, end, pattern index, match or None)``, or None. Literal patterns are decided by ``str.startswith``,
     others by `regex` after their literal-prefix test (with a timeout where they could backtrack badly and
     no bound keeps the call short: `_Fallback` to the automaton when it runs out); among matches, the
-    longest, then the tie rank."""
+    longest, then the tie rank. With `wide` (a whitespace-led mode's `oneshot_plan.WideFinder` that knows
+    literals after the whitespace), a pattern led by ``\s*`` is asked only where one of its literals starts
+    at the end of the whitespace run from `p`."""
     best_key = found = None
+    if wide is not None:
+        lits, ws, q, n = wide.lits, wide.run, p, len(text)
+        while q < n and text[q] in ws:
+            q += 1
     for pi, rx, risky, rank, pieces, prefixes in watched:
         if prefixes is not None and not text.startswith(prefixes, p):
+            continue
+        if wide is not None and pi in lits and not text.startswith(lits[pi], q):
             continue
         if pieces is not None:
             for piece in pieces:

@@ -14,11 +14,12 @@ import re
 from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
+import regex
 
 from .backtrack import backtracking_risk, match_bound, span_test
 from .json_end import json_end_fields
 from .recovery import on_error_modes
-from .literals import literal_pieces, literal_prefixes, top_alternatives
+from .literals import literal_pieces, literal_prefixes, literals_after_whitespace, top_alternatives
 from .parser import capture_reader, stores_for
 from .re_compat import ascii_twin
 from .tables import _prefilter, whitespace_closure
@@ -122,7 +123,7 @@ class Plan:
                         keyed, ascii_keyed = _keyed(watched, tables.patterns, self.captures, mode)
             else:
                 finder = _deep_prefilter(tables, mode)
-            wide = WideFinder(tables, mode) if mode.wchars else None
+            wide = WideFinder(tables, mode, tables.patterns) if mode.wchars else None
             self.modes.append(ModePlan(finder, start0, wide, single, watched, keyed))
             self.ascii_modes.append(ModePlan(finder, start0, wide, single, watched, ascii_keyed))
         self.mode_tuples = [tuple(m) for m in self.modes]
@@ -296,11 +297,20 @@ class WideFinder:
     an anchor with no whitespace before it; the candidate is the start of the whitespace run before the
     anchor, as in `skip_to`. Both filters look LEAN_PREFILTER_DEPTH characters ahead."""
 
-    __slots__ = ("mode", "wchars", "after", "at")
+    __slots__ = ("mode", "wchars", "after", "at", "run", "lits")
 
-    def __init__(self, tables, mode):
+    def __init__(self, tables, mode, patterns: list):
         self.mode = mode
         self.wchars = mode.wchars
+        # `oneshot._decide_at`'s test before a `regex` call: per watched pattern led by ``\s*``, the literals
+        # one of which must start where the whitespace run from a candidate ends (`literals_after_whitespace`)
+        # (only where the mode watches several patterns: where it watches one, the prefilter has already
+        # looked past the whitespace, and the test would only add to the call it cannot save)
+        self.run = _WS_CHARS
+        self.lits = {pi: lits for pi in mode.patterns
+                     if (lits := literals_after_whitespace(patterns[pi].source)) is not None} or None
+        if len(mode.patterns) < 2:
+            self.lits = None
         self.after = self.at = None
         sources = getattr(tables, "class_sources", None)
         if sources is None:
@@ -323,13 +333,19 @@ class WideFinder:
             m = self.after.search(text, i)
             if m is None:  # a whitespace run at the very end may still matter (\s*$)
                 return i + len(text[i:].rstrip(w))
-            q = m.start()
-            p = i + len(text[i:q].rstrip(w))
+            q = p = m.start()
+            while p > i and text[p - 1] in w:  # (back over the whitespace before the anchor, without a copy)
+                p -= 1
             # (a prefilter too wide to name its anchors, such as one that took any character, may stop on
             # whitespace: the run there is a candidate like any other)
             if p < q or text[q] in w or self.at.match(text, q):
                 return p
             i = q + 1
+
+
+# the characters `regex`'s \s takes (a delimiter's leading \s*), found by asking it (runs are short: a loop over
+# them costs less than a call)
+_WS_CHARS = frozenset(c for c in map(chr, range(0x3001)) if regex.match(r"\s", c))
 
 
 def plan_for(tables) -> Plan:
