@@ -427,8 +427,16 @@ def test_streams_take_match_rows_for_a_close_they_wait_on(toks):
     texts = ["<think>\nSome words.\n</think>\n\nThe answer.<|im_end|>",
              "<think>\nOther words here.\n</think>\n\n\n\nA reply.<|im_end|>"]
     seqs = [tok.encode(t).ids for t in texts]
+    by_table = _generations_by_table(b, seqs, lambda s, out, j, i: s._R.info[s._row_now(j)][0] == "M")
+    assert by_table[1] >= 2 and by_table[2] >= 2, by_table
+
+
+def _generations_by_table(b, seqs, counted) -> list:
+    """Three generations of streams over `seqs` (the first teaches the rows, the third has a ring buffer of 3
+    that wraps), each step checked against single parsers; per generation, how many stream-steps that
+    `counted(streams, step events, stream, id)` picks were taken by the tables (not in `slow`)."""
     by_table = []
-    for capacity in (1024, 1024, 3):  # the first streams teach the rows; a tiny buffer wraps in the middle
+    for capacity in (1024, 1024, 3):
         s = b.streams(len(seqs), prefix="", capacity=capacity)
         singles = [b.parser(prefix="") for _ in seqs]
         n = 0
@@ -439,11 +447,10 @@ def test_streams_take_match_rows_for_a_close_they_wait_on(toks):
             for j in range(len(seqs)):
                 want = singles[j].feed_tokens(int(ids[j])) if act[j] else []
                 assert out[j] == want, (capacity, j, k)
-                row = s._R.info[int(s._rowoff[j]) // s._size]
-                n += act[j] and row[0] == "M" and j not in out.slow
+                n += bool(act[j]) and counted(s, out, j, int(ids[j])) and j not in out.slow
         assert s.finalize_all() == [p.finalize() for p in singles]
         by_table.append(n)
-    assert by_table[1] >= 2 and by_table[2] >= 2, by_table
+    return by_table
 
 
 def test_streams_take_a_quiet_region_to_its_match_row_by_the_tables(toks):
@@ -460,24 +467,14 @@ def test_streams_take_a_quiet_region_to_its_match_row_by_the_tables(toks):
     seqs = [tok.encode(t).ids for t in texts]
     close = tok.token_to_id("</tool_call>")
     assert close is not None and all(close in q for q in seqs)
-    by_table = []
-    for capacity in (1024, 1024, 3):  # the first streams teach the rows; a tiny buffer wraps in the middle
-        s = b.streams(len(seqs), prefix="", capacity=capacity)
-        singles = [b.parser(prefix="") for _ in seqs]
-        n = 0
-        for k in range(max(map(len, seqs))):
-            act = np.array([k < len(q) for q in seqs])
-            ids = np.array([q[k] if k < len(q) else 0 for q in seqs])
-            out = s.step(ids, active=act if not act.all() else None)
-            for j in range(len(seqs)):
-                want = singles[j].feed_tokens(int(ids[j])) if act[j] else []
-                assert out[j] == want, (capacity, j, k)
-                if act[j] and ids[j] == close:
-                    assert s._R.info[int(s._rowoff[j]) // s._size][0] == "M"
-                    n += j not in out.slow
-        assert s.finalize_all() == [p.finalize() for p in singles]
-        by_table.append(n)
-    assert by_table[1:] == [3, 3], by_table
+
+    def at_close(s, out, j, i):
+        if i != close:
+            return False
+        assert s._R.info[s._row_now(j)][0] == "M"
+        return True
+
+    assert _generations_by_table(b, seqs, at_close)[1:] == [3, 3]
 
 
 @settings(max_examples=200, deadline=None)

@@ -61,7 +61,25 @@ def top_alternatives(source: str) -> list | None:
     """The sources of the top-level alternatives of `source` (``a|b(c|d)``: ["a", "b(c|d)"]), or None when
     it uses a group other than a plain, named, lookaround or backreference one (inline flags: a global one
     anywhere changes every alternative)."""
-    alternatives, depth, in_set, start, i, n = [], 0, False, 0, 0, len(source)
+    alternatives, depth, start = [], 0, 0
+    for i, c in _syntax(source):
+        if c == "(":
+            if source.startswith("(?", i) and not source.startswith(PLAIN_GROUP_STARTS, i):
+                return None  # inline flags (a global one anywhere changes the whole pattern) or other groups
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            alternatives.append(source[start:i])
+            start = i + 1
+    alternatives.append(source[start:])
+    return alternatives
+
+
+def _syntax(source: str):
+    """(offset, character) of each character of `source` outside escapes and character classes: the ones
+    that can open or close a group or separate alternatives."""
+    in_set, i, n = False, 0, len(source)
     while i < n:
         c = source[i]
         if c == "\\":
@@ -75,18 +93,9 @@ def top_alternatives(source: str) -> list | None:
                 i += 1
             if source[i + 1:i + 2] == "]":
                 i += 1
-        elif c == "(":
-            if source.startswith("(?", i) and not source.startswith(PLAIN_GROUP_STARTS, i):
-                return None  # inline flags (a global one anywhere changes the whole pattern) or other groups
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            alternatives.append(source[start:i])
-            start = i + 1
+        else:
+            yield i, c
         i += 1
-    alternatives.append(source[start:])
-    return alternatives
 
 
 def _literal_start(alt: str) -> str:
@@ -149,25 +158,12 @@ def literals_after_whitespace(source: str) -> tuple | None:
 
 def _group_end(source: str) -> int | None:
     """The offset of the ``)`` that closes the group `source` starts with, or None."""
-    depth, in_set, i, n = 0, False, 0, len(source)
-    while i < n:
-        c = source[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_set:
-            in_set = c != "]"
-        elif c == "[":
-            in_set = True
-            if source[i + 1:i + 2] == "^":
-                i += 1
-            if source[i + 1:i + 2] == "]":
-                i += 1
-        elif c == "(":
+    depth = 0
+    for i, c in _syntax(source):
+        if c == "(":
             depth += 1
         elif c == ")":
             depth -= 1
             if depth == 0:
                 return i
-        i += 1
     return None
