@@ -568,3 +568,31 @@ def test_exclusive_patterns_never_match_at_one_start(a0, a, b0, b, text):
     except Exception as e:  # noqa: BLE001
         got = ("error", type(e), str(e))
     assert got == want
+
+
+AFTER_WS = ["<a", "<ab", "<abc", "x", "(?=<a)", "(?:<ab|x)"]
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(AFTER_WS), min_size=2, max_size=3, unique=True),
+       st.sampled_from([r"\s*", r"\s+"]),
+       st.lists(st.sampled_from([" ", "\n", "\t", "<a", "<ab", "<abc", "x", "!", "b", "c", ">"]), max_size=12))
+def test_patterns_asked_by_the_literal_after_whitespace_give_streamings_message(lits, lead, parts):
+    """Fields opened by ``\\s*`` + a literal, some literals prefixes of others: the one-shot path asks at a
+    candidate only the patterns that can match with the literal found where the whitespace run ends
+    (`oneshot_plan.WideFinder.by_lit`); its message is streaming's and the reference's."""
+    from harness import run_reference
+
+    from chatparse.runtime.oneshot_plan import plan_for
+
+    fields = {f"f{k}": {"open_pattern": lead + lit, "close": "!", "content_args": {"strip": False}}
+              for k, lit in enumerate(lits)}
+    template = {"start_anchor": "S", "fields": fields}
+    compiled = chatparse.compile_template(template)
+    assert plan_for(compiled.tables).modes[0].wide.at_run_end is not None
+    text = "".join(parts)
+    streamed = compiled.parser(prefix="")
+    streamed.feed(text)
+    want = streamed.finalize()[0]
+    assert compiled.parse(text, prefix="") == want
+    assert run_reference(template, text)[:2] == ("ok", want)

@@ -216,7 +216,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                     # `regex` where the text left is short, as in WholeTextScanner (its scan for the pattern's
                     # literal then reads little, and the call costs less than an attempt stepped in Python:
                     # bench/PERF_NOTES.md#wide-candidates), else one attempt of the automaton
-                    found = (_decide_at(watched, text, p, wide.lits and wide) if n - p <= SCAN_PRONE_LIMIT
+                    found = (_decide_at(watched, text, p, wide.at_run_end and wide) if n - p <= SCAN_PRONE_LIMIT
                              else _dfa_decide(tables, wide.mode, text, p, dead))
                     if found is not None:
                         dead.clear()
@@ -274,13 +274,13 @@ def _decide_at(watched: list, text: str, p: int, wide=None):
     at the end of the whitespace run from `p`."""
     best_key = found = None
     if wide is not None:
-        lits, ws, q, n = wide.lits, wide.run, p, len(text)
+        ws, q, n = wide.run, p, len(text)
         while q < n and text[q] in ws:
             q += 1
+        lit = wide.at_run_end.match(text, q)
+        watched = wide.rest if lit is None else wide.by_lit[lit.group()]
     for pi, rx, risky, rank, pieces, prefixes in watched:
         if prefixes is not None and not text.startswith(prefixes, p):
-            continue
-        if wide is not None and pi in lits and not text.startswith(lits[pi], q):
             continue
         if pieces is not None:
             for piece in pieces:

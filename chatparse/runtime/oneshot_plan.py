@@ -123,7 +123,7 @@ class Plan:
                         keyed, ascii_keyed = _keyed(watched, tables.patterns, self.captures, mode)
             else:
                 finder = _deep_prefilter(tables, mode)
-            wide = WideFinder(tables, mode, tables.patterns) if mode.wchars else None
+            wide = WideFinder(tables, mode, watched) if mode.wchars else None
             self.modes.append(ModePlan(finder, start0, wide, single, watched, keyed))
             self.ascii_modes.append(ModePlan(finder, start0, wide, single, watched, ascii_keyed))
         self.mode_tuples = [tuple(m) for m in self.modes]
@@ -297,20 +297,12 @@ class WideFinder:
     an anchor with no whitespace before it; the candidate is the start of the whitespace run before the
     anchor, as in `skip_to`. Both filters look LEAN_PREFILTER_DEPTH characters ahead."""
 
-    __slots__ = ("mode", "wchars", "after", "at", "run", "lits")
+    __slots__ = ("mode", "wchars", "after", "at", "run", "at_run_end", "by_lit", "rest")
 
-    def __init__(self, tables, mode, patterns: list):
+    def __init__(self, tables, mode, watched: list):
         self.mode = mode
         self.wchars = mode.wchars
-        # `oneshot._decide_at`'s test before a `regex` call: per watched pattern led by ``\s*``, the literals
-        # one of which must start where the whitespace run from a candidate ends (`literals_after_whitespace`)
-        # (only where the mode watches several patterns: where it watches one, the prefilter has already
-        # looked past the whitespace, and the test would only add to the call it cannot save)
-        self.run = _WS_CHARS
-        self.lits = {pi: lits for pi in mode.patterns
-                     if (lits := literals_after_whitespace(patterns[pi].source)) is not None} or None
-        if len(mode.patterns) < 2:
-            self.lits = None
+        self._after_whitespace(tables.patterns, watched)
         self.after = self.at = None
         sources = getattr(tables, "class_sources", None)
         if sources is None:
@@ -323,6 +315,24 @@ class WideFinder:
         self.at = _prefilter(mode, sources, None, LEAN_PREFILTER_DEPTH, anchors)
         if self.after is None or self.at is None:
             self.after = self.at = None
+
+    def _after_whitespace(self, patterns: list, watched: list) -> None:
+        """What `oneshot._decide_at` reads to ask fewer patterns at a candidate: `at_run_end`, a `re`
+        alternation of the literals one of which each pattern led by ``\\s*`` has where the whitespace run
+        (`run`: the characters `regex`'s \\s takes) ends (`literals_after_whitespace`), longest first, so that
+        its match is the longest literal there and the others there are its prefixes; `by_lit`: per such
+        literal, the watched patterns that can match with it (those with a literal it starts with, and the
+        others); `rest`: those that can match where none starts. None where the mode watches fewer than two
+        such patterns: one is asked anyway (the prefilter has looked past the whitespace already)."""
+        self.run, self.at_run_end = _WS_CHARS, None
+        lits = {w[0]: got for w in watched if (got := literals_after_whitespace(patterns[w[0]].source))}
+        if len(lits) < 2:
+            return
+        every = sorted({lit for got in lits.values() for lit in got}, key=len, reverse=True)
+        self.at_run_end = re.compile("|".join(map(re.escape, every)), re.DOTALL)
+        self.rest = [w for w in watched if w[0] not in lits]
+        self.by_lit = {m: [w for w in watched if w[0] not in lits or any(m.startswith(lit) for lit in lits[w[0]])]
+                       for m in every}
 
     def next(self, text: str, i: int) -> int:
         """The first candidate at or after `i` (len(text) if none)."""
