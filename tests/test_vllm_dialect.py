@@ -229,11 +229,13 @@ ALPHABET = "ab<>/x\n {}\"12"
 
 def _spelled(source: str) -> str:
     """A rough spelling of a pattern source: group syntax dropped, a class by its first character (a negated
-    one by "z"), quantifiers dropped; alternatives stay separated by "|". Only a source of continuations."""
+    one by "z", \\w by "a", \\d by "1", \\s by a space), quantifiers and anchors dropped; alternatives stay
+    separated by "|". Only a source of continuations."""
     s = re.sub(r"\(\?(?:P<\w+>|[:=!]|<[=!])|[()]", "", source)
     s = re.sub(r"\[\^[^\]]*\]", "z", s)
     s = re.sub(r"\[\\?([^\]])[^\]]*\]", r"\1", s)
-    return re.sub(r"\{\d*,?\d*\}|[?*+^$]|\\[sSdDwWbBAZ]", "", s).replace("\\n", "\n").replace("\\", "")
+    s = re.sub(r"\\[sSdDwW]", lambda m: {"s": " ", "d": "1", "W": "!"}.get(m.group()[1], "a"), s)
+    return re.sub(r"\{\d*,?\d*\}|[?*+^$]|\\[bBAZ]", "", s).replace("\\n", "\n").replace("\\", "")
 
 
 def _continuations(template, prefix, head):
