@@ -270,7 +270,7 @@ def _decide_at(watched: list, text: str, p: int, wide=None):
     others by `regex` after their literal-prefix test (with a timeout where they could backtrack badly and
     no bound keeps the call short: `_Fallback` to the automaton when it runs out); among matches, the
     longest, then the tie rank. With `wide` (a whitespace-led mode's `oneshot_plan.WideFinder` that knows
-    literals after the whitespace), a pattern led by ``\s*`` is asked only where one of its literals starts
+    literals after the whitespace), a pattern led by ``\\s*`` is asked only where one of its literals starts
     at the end of the whitespace run from `p`."""
     best_key = found = None
     if wide is not None:
