@@ -202,42 +202,53 @@ def _exclusive(mode, local: list, patterns: list) -> bool:
     (`acc`) at the state it reaches there, whatever else it tracks. If patterns A and B both match at a start,
     the attempt passes a state recording the earlier of the two ends (say A's) from which B still accepts,
     there or later. So it is enough that no state reachable from a start records one of them while another
-    can still be recorded from it or its successors (its "live" set, computed as a fixpoint)."""
+    can still be recorded from it or its successors (its "live" set). Both sets are walks over the
+    automaton's edges, each edge taken once per pattern, so the time is linear in the tables' size."""
     if len(local) < 2 or not all(patterns[mode.patterns[li]].exact for li in local):
         return False
-    tmat = mode.tmat
-    n_states = tmat.shape[0]
-    if tmat.size > EXCLUSIVE_MAX_CELLS:
+    n_states = mode.tmat.shape[0]
+    if mode.tmat.size > EXCLUSIVE_MAX_CELLS:
         return False
-    eot = np.asarray(mode.eot)
+    succ = np.concatenate([mode.tmat, np.asarray(mode.eot)[:, None]], axis=1)  # (the end-of-text step too)
     acc = np.zeros((n_states, len(local)), bool)
     for s, hits in enumerate(mode.acc):
         for li, _back in hits or ():
             if li in local:
                 acc[s, local.index(li)] = True
     acc[0] = False  # (state 0: the attempt is dead)
-    live = acc.copy()
-    while True:  # live[s, k]: pattern k accepts at s or after it
-        more = acc | live[tmat].any(axis=1) | live[eot]
-        more[0] = False
-        if (more == live).all():
-            break
-        live = more
-    after = live[tmat].any(axis=1) | live[eot]  # pattern k accepts strictly after s
-    seen = np.zeros(n_states, bool)
-    todo = [s for s in {mode.start0, mode.startN} if s]
-    for s in todo:
-        seen[s] = True
-    while todo:  # the states an attempt reaches
-        s = todo.pop()
-        for t in set(tmat[s].tolist()) | {int(eot[s])}:
-            if t and not seen[t]:
-                seen[t] = True
-                todo.append(t)
+    src = np.repeat(np.arange(n_states), succ.shape[1])
+    dst = succ.ravel()
+    order = np.argsort(dst, kind="stable")  # predecessors of each state, as slices of `pred`
+    pred, bounds = src[order], np.searchsorted(dst[order], np.arange(n_states + 1))
+    live = np.zeros_like(acc)  # live[s, k]: pattern k accepts at s or after it
+    for k in range(len(local)):
+        todo = np.flatnonzero(acc[:, k]).tolist()
+        live[todo, k] = True
+        while todo:
+            t = todo.pop()
+            for s in pred[bounds[t]:bounds[t + 1]].tolist():
+                if s and not live[s, k]:
+                    live[s, k] = True
+                    todo.append(s)
+    after = live[succ].any(axis=1)  # pattern k accepts strictly after s (live[0] is False)
+    seen = _reached(succ, [s for s in {mode.start0, mode.startN} if s])
     for s in np.flatnonzero(seen & acc.any(axis=1)).tolist():
         if (acc[s] | after[s]).sum() > 1:  # one ends here while another ends here or later
             return False
     return True
+
+
+def _reached(succ, starts: list):
+    """The states (a bool array) an attempt from `starts` reaches through the successor table `succ`."""
+    seen = np.zeros(succ.shape[0], bool)
+    seen[starts] = True
+    todo = list(starts)
+    while todo:
+        for t in set(succ[todo.pop()].tolist()):
+            if t and not seen[t]:
+                seen[t] = True
+                todo.append(t)
+    return seen
 
 
 def _keyed_entry(lit: str, keyed: tuple, patterns: list) -> tuple:
