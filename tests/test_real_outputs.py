@@ -17,9 +17,12 @@ For each case:
   express it (the extension's name follows); ``malformed:`` the output is broken and a server recovers
   from it (it keeps the text as content, or drops the bad call), which the base format cannot.
 * `test_real_output_with_extension` runs the cases that carry `template_overrides` (keys merged into the
-  bundled template's fields, naming extension keys) with that template, once every extension the case
-  `needs` is registered in `chatparse.runtime.extensions`; until then it skips, saying which is missing. A
-  case whose source expects what the extension does not give carries ``"extension_xfail": "<why>"`` (strict).
+  bundled template's fields: extension keys, and base keys where the source's parser cuts or joins otherwise,
+  which the note says) with that template, once every extension the case `needs` is registered in
+  `chatparse.runtime.extensions`; until then it skips, saying which is missing. The template must use exactly
+  the extensions `needs` names (`needs: []`: a base-format template, which transformers' reference must then
+  parse to the same message). A case whose source expects what the extension does not give carries
+  ``"extension_xfail": "<why>"`` (strict).
 * `test_same_as_reference` parses every case one-shot with transformers' reference interpreter
   (``transformers.utils.chat_parsing.parse_response``, the same bundled template, prefix and tools) and requires
   the outcome chatparse gives: the same message, or the same exception class and text. This holds for the
@@ -42,6 +45,7 @@ from pathlib import Path
 import pytest
 
 from chatparse import ResponseParser, parse_response, templates
+from chatparse.compiler.validate import load_template
 
 DIR = Path(__file__).resolve().parent / "real_outputs"
 CASE_KEYS = {"id", "source", "prefix", "output", "expected", "expected_error", "note", "xfail", "needs",
@@ -181,7 +185,22 @@ def test_real_output_with_extension(case):
     missing = [name for name in case["needs"] if name not in have]
     if missing:
         pytest.skip(f"extension(s) {', '.join(missing)} not registered in chatparse.runtime.extensions yet")
-    check(case, template_for(case, with_overrides=True))
+    template = template_for(case, with_overrides=True)
+    assert extension_names(case["needs"]) == load_template(template).get("extensions", []), (
+        f"{case['id']}: the overridden template does not use exactly the extensions it needs")
+    check(case, template)
+    if not case["needs"]:  # a base-format template: the reference must agree
+        ref = pytest.importorskip("transformers.utils.chat_parsing")
+        ours, theirs = outcome(parse_response, case, template), outcome(ref.parse_response, case, template)
+        assert ours[0] == theirs[0] == "message" and same(ours[1], theirs[1]), (case["id"], ours, theirs)
+
+
+def extension_names(needs: list) -> list:
+    """The sorted extension names (what a normalized template's ``extensions`` lists) of `needs`, whose entries
+    may name an extension, one of its field keys or its content parser."""
+    from chatparse.runtime import extensions
+    by = {**{n: n for n in extensions.EXTENSIONS}, **extensions.field_keys(), **extensions.content_names()}
+    return sorted({by[n] for n in needs})
 
 
 def outcome(parse, case: dict, template: dict):
@@ -245,7 +264,7 @@ def test_case_files_well_formed():
             cls, _, what = xfail.partition(":")
             assert cls in XFAIL_CLASSES and what, f"{cid}: xfail {xfail!r} is not '<gap|needs|malformed>:<what>'"
         if "template_overrides" in case:
-            assert case.get("needs"), f"{cid}: template_overrides without the extensions it needs"
+            assert isinstance(case.get("needs"), list), f"{cid}: template_overrides without 'needs' (a list)"
         if case.get("needs"):
             assert "template_overrides" in case or (xfail or "").startswith("needs:"), cid
 
