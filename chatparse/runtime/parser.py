@@ -49,6 +49,7 @@ def field_store(field: dict) -> Callable[[dict, str, dict, dict], Any]:
     name = field["name"]
     join = field["join"]
     repeats = field["repeats"]
+    flatten = field.get("flatten", False)  # (format extension flatten: a list value extends the field's list)
     # Without a transform the value is the parsed body: call the parser itself (for stripped text, str.strip:
     # a region body is always a str), one or two Python frames fewer per region.
     make = parse = None
@@ -81,7 +82,10 @@ def field_store(field: dict) -> Callable[[dict, str, dict, dict], Any]:
             else:  # (a default that is no string: the reference's concatenation fails, or does what it does)
                 output[name] = prev + join + value
         elif repeats:
-            output.setdefault(name, []).append(value)
+            if flatten and type(value) is list:
+                output.setdefault(name, []).extend(value)
+            else:
+                output.setdefault(name, []).append(value)
         else:
             output[name] = value
         return value
