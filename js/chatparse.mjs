@@ -51,6 +51,8 @@ export const JS_EXTENSIONS = {
   content_fallback: { keys: { content_fallback: (v) => Array.isArray(v) && v.length > 0 && v.every((e) => isDict(e) && Object.keys(e).length === 2 && PARSER_NAMES.includes(e.content) && hasOwn(e, "content_args")) } },
   unwrap_pattern: { keys: { unwrap_pattern: (v) => typeof v === "string" && v.length > 0 } },
   optional_placeholders: { keys: { optional_placeholders: (v) => Array.isArray(v) && v.length > 0 && v.every((n) => typeof n === "string") && new Set(v).size === v.length } },
+  json_values: { keys: {}, content: "json-values" },
+  flatten: { keys: { flatten: (v) => v === true } },
 };
 const EXTENSION_KEYS = () => Object.fromEntries(Object.entries(JS_EXTENSIONS).flatMap(([n, x]) => Object.keys(x.keys).map((k) => [k, n])));
 const EXTENSION_PARSERS = () => Object.values(JS_EXTENSIONS).map((x) => x.content).filter((c) => c);
@@ -489,6 +491,7 @@ function templateRules(spec, word, fail) {
     if (mixed(f.transform)) fail(`${where}.transform: a string mixes a {placeholder} with other text`);
     if (f.close_json_end === true && f.open === null) fail(`${where}.close_json_end: needs an explicit open (format extension 'close_json_end')`);
     if (hasOwn(f, "optional_placeholders") && (f.transform === null || !isObj(f.open) || typeof f.open.pattern !== "string" || !f.optional_placeholders.every((g) => typeof g === "string" && (f.open.pattern.includes(`(?P<${g}>`) || f.open.pattern.includes(`(?<${g}>`))))) fail(`${where}.optional_placeholders: names a group the field's open pattern does not declare (format extension 'optional_placeholders')`);
+    if (f.flatten === true && (!f.repeats || f.join !== null)) fail(`${where}.flatten: needs 'repeats': true and no 'join' (format extension 'flatten')`);
     if (f.on_error === "content" && (f.open === null || !fields.some((g) => g.open === null))) fail(`${where}.on_error: 'content' needs an implicit field and an explicit open (format extension 'on_error')`);
     for (const k of f[KEYS]) {
       if (!hasOwn(extKeys, k)) continue;
@@ -2253,7 +2256,8 @@ export class StreamParser {
       setKey(this.output, name, prev === null ? value : prev + join + value);
     } else if (field.repeats) {
       if (!hasOwn(this.output, name)) setKey(this.output, name, []);
-      this.output[name].push(value);
+      if (field.flatten === true && Array.isArray(value)) this.output[name].push(...value); // (format extension flatten)
+      else this.output[name].push(value);
     } else {
       setKey(this.output, name, value);
     }
@@ -2468,7 +2472,7 @@ export function pyFloat(s) {
  * value, errors are JSONDecodeError (integers over 4300 digits: ValueError). */
 /** Python's json.loads. With `mark` (the table file's sections, `loadTables`): floats as PyFloat (so 1.0 is not
  * the integer 1), integers beyond 2^53 as BigInt, objects with a null prototype and their key order in [KEYS]. */
-export function pyJsonLoads(s, mark = false) {
+export function pyJsonLoads(s, mark = false, at = -1) {
   if (typeof s !== "string") throw E("TypeError", `the JSON object must be str, bytes or bytearray, not ${pyTypeName(s)}`);
   const fail = (msg, pos) => {
     // Python's wording: line and column (1-based) and the offset, in code points
@@ -2479,8 +2483,8 @@ export function pyJsonLoads(s, mark = false) {
     const col = nl < 0 ? cp + 1 : cp - cpLen(before.slice(0, nl));
     return E("JSONDecodeError", `${msg}: line ${line} column ${col} (char ${cp})`);
   };
-  if (s.charCodeAt(0) === 0xfeff) throw fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", 0);
-  let i = 0;
+  if (at < 0 && s.charCodeAt(0) === 0xfeff) throw fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", 0);
+  let i = at < 0 ? 0 : at;
   const n = s.length;
   const ws = () => {
     while (i < n) {
@@ -2608,6 +2612,7 @@ export function pyJsonLoads(s, mark = false) {
     }
     return mark ? new PyFloat(Number(r[0])) : Number(r[0]);
   };
+  if (at >= 0) return [value(), i]; // Python's JSONDecoder().raw_decode(s, at): no whitespace skipped, no check after
   ws();
   const v = value();
   ws();
@@ -3040,7 +3045,56 @@ export function parsePythonCalls(text) {
 }
 
 /** Content parsers of format extensions: a field's `content` only, never a nested value_parser. */
-const EXTENSION_PARSER_FNS = { "python-calls": (text) => parsePythonCalls(text) };
+const EXTENSION_PARSER_FNS = { "python-calls": (text) => parsePythonCalls(text), "json-values": (text) => parseJsonValues(text) };
+
+// ------------------------------------------------------------------------------------------------ json-values
+// The `json-values` content parser (format extension json_values; chatparse/runtime/json_values.py, FORMAT.md
+// "Extensions"): comma-separated JSON values (each as Python's raw_decode reads it) to the list of them.
+const JSON_VALUES_MAX_DEPTH = 512;
+
+/** The list of the comma-separated JSON values of `text`, or the ValueError runtime/json_values.py states. */
+export function parseJsonValues(text) {
+  if (typeof text !== "string") throw E("TypeError", "json-values: the body must be a string");
+  let openers = 0;
+  for (let k = 0; k < text.length; k++) if (text[k] === "[" || text[k] === "{") openers++;
+  if (openers > JSON_VALUES_MAX_DEPTH) {
+    // brackets outside string literals ("..." with backslash escapes, left to right), before anything is parsed
+    const strings = /"(?:[^"\\]|\\[\s\S])*"/gy;
+    let depth = 0;
+    for (let k = 0; k < text.length; k++) {
+      const c = text[k];
+      if (c === '"') {
+        strings.lastIndex = k;
+        if (strings.exec(text) !== null) {
+          k = strings.lastIndex - 1;
+          continue;
+        }
+      } else if (c === "[" || c === "{") {
+        if (++depth > JSON_VALUES_MAX_DEPTH) throw E("ValueError", `json-values: brackets nested more than ${JSON_VALUES_MAX_DEPTH} deep at offset ${cpLen(text.slice(0, k))}`);
+      } else if (c === "]" || c === "}") depth--;
+    }
+  }
+  const ws = (k) => {
+    while (k < text.length && (text[k] === " " || text[k] === "\t" || text[k] === "\n" || text[k] === "\r")) k++;
+    return k;
+  };
+  const out = [];
+  let i = ws(0);
+  for (;;) {
+    let value;
+    try {
+      [value, i] = pyJsonLoads(text, false, i);
+    } catch (e) {
+      if (e instanceof PyError && isValueError(e)) throw E("ValueError", `json-values: ${e.message}`);
+      throw e;
+    }
+    out.push(value);
+    i = ws(i);
+    if (i === text.length) return out;
+    if (text[i] !== ",") throw E("ValueError", `json-values: expected ',' or the end of the body at offset ${cpLen(text.slice(0, i))}`);
+    i = ws(i + 1);
+  }
+}
 
 const PARSERS = {
   text: (text, args) => stripIfAsked(text, args),

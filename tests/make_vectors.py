@@ -530,11 +530,13 @@ def _gap_cases(name: str) -> list:
 
 def _extension_cases():
     """The ``ext_<extension>`` vectors, one per format extension: a template that uses it
-    (tests/ext_templates.py, `VECTORS`), with its family's real cases and the extra texts of ``EXTRA_CASES``."""
+    (tests/ext_templates.py, ext_close_templates.py, ext_list_templates.py: `VECTORS`), with its family's real cases and the extra texts of ``EXTRA_CASES``."""
     import ext_close_templates
+    import ext_list_templates
     import ext_templates
 
-    for module in (ext_templates, ext_close_templates):  # (the value-level and the region-level extensions)
+    # (the value-level, the region-level and the list extensions)
+    for module in (ext_templates, ext_close_templates, ext_list_templates):
         for ext, name in module.VECTORS.items():
             tpl, cases, _ = module.FAMILIES[name]
             items = [(f"ext_{name}-{c[0]}", c[1], c[2], c[3]) for c in cases]

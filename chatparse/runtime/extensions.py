@@ -156,6 +156,12 @@ def _check_content_fallback(scope: str, key: str, value: Any) -> Any:
     return out
 
 
+def _check_flatten(scope: str, key: str, value: Any) -> Any:
+    if not isinstance(value, bool):
+        fail(scope, key, "flatten", f"must be a bool, got {type(value).__name__}")
+    return value if value else OMIT
+
+
 def _check_unwrap_pattern(scope: str, key: str, value: Any) -> Any:
     if not isinstance(value, str) or not value:  # (load_template compiles it)
         fail(scope, key, "unwrap_pattern", f"must be a non-empty regex string, got {value!r:.60}")
@@ -200,6 +206,12 @@ EXTENSIONS: dict[str, Extension] = {
         "unwrap_pattern", "\"unwrap_pattern\": regex: before the content parser, each match in the body is "
         "replaced by its group 'keep' (citation markup; runtime/unwrap.py)", keys=("unwrap_pattern",),
         check=_check_unwrap_pattern),
+    "json_values": Extension(
+        "json_values", "content parser \"json-values\": comma-separated JSON values to the list of them "
+        "(runtime/json_values.py)", content="json-values"),
+    "flatten": Extension(
+        "flatten", "\"flatten\": true: on a repeated field, a region's value that is a list adds its elements "
+        "to the field's list one by one instead of being one element", keys=("flatten",), check=_check_flatten),
 }
 
 

@@ -196,6 +196,9 @@ def _field(name: Any, spec: Any) -> dict:
         except regex.error as err:
             raise ValueError(f"{scope}: invalid 'unwrap_pattern' regex: {err} (format extension 'unwrap_pattern')") \
                 from err
+    if extended.get("flatten") and (not spec.get("repeats", False) or join is not None):
+        raise ValueError(f"{scope}: 'flatten' needs 'repeats': true and no 'join': it adds a list value's elements "
+                         "to the field's list (format extension 'flatten')")
     if extended.get("on_error") == "content" and open_norm is None:
         raise ValueError(f"{scope}: 'on_error': 'content' cannot be set on the implicit field: its text would be "
                          "recovered into itself (use 'drop') (format extension 'on_error')")

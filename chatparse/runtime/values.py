@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import regex
 
+from .json_values import parse_json_values
 from .pycalls import parse_python_calls
 from .re_compat import re_twin
 
@@ -494,7 +495,8 @@ PARSER_NAMES = frozenset(PARSERS)
 
 # Content parsers of format extensions (runtime/extensions.py): a field's ``content`` only, never a nested
 # ``value_parser``; transformers does not know them.
-EXTENSION_PARSERS: dict[str, Callable[[str, Any], Any]] = {"python-calls": parse_python_calls}
+EXTENSION_PARSERS: dict[str, Callable[[str, Any], Any]] = {"python-calls": parse_python_calls,
+                                                         "json-values": parse_json_values}
 
 
 def parse_content(text: str, name: str, args: dict) -> Any:
