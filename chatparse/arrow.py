@@ -351,24 +351,73 @@ _LIST_OR_NONE = frozenset((list, type(None)))
 def _message_parts(messages: list, errors: list, out: list) -> None:
     """Append to `out` the `MESSAGE_SCHEMA` arrays of a batch (one list or more, for consecutive rows): per
     row the parser's message, or `_FAILED` where `errors` holds the row's error text (else None).
-    `_typed_arrays` when every message fits the typed columns exactly; else the halves on their own, so that
-    the rows beside an odd one keep that path, down to 32 rows, which go row by row through `_Columns`
-    (which also repairs strings Arrow cannot hold)."""
+    `_typed_arrays` when every message fits the typed columns exactly. Else the rows whose shape does not
+    fit (`_fits`: another key, a None or non-string text, a call of another shape) go row by row through
+    `_Columns`, and the runs of rows between them column by column again; a run that still does not (a value
+    with no strict JSON text, a lone surrogate) is halved, down to 32 rows, which go row by row (`_Columns`
+    also repairs strings Arrow cannot hold). So one odd message costs its own row, not a re-check of the
+    halves around it at every level."""
     arrays = _typed_arrays(messages, errors)
     if arrays is not None:
         out.append(arrays)
-    elif len(messages) > 32:
-        half = len(messages) // 2
+        return
+    n = len(messages)
+    if n <= 32:
+        _rowwise_parts(messages, errors, out)
+        return
+    fits = list(map(_fits, messages))
+    if all(fits):
+        half = n // 2
         _message_parts(messages[:half], errors[:half], out)
         _message_parts(messages[half:], errors[half:], out)
-    else:
-        cols = _Columns()
-        for message, error in zip(messages, errors):
-            if error is None:
-                cols.add(message)
-            else:
-                cols.fail(error)
-        out.append(cols.arrays())
+        return
+    lo = 0
+    while lo < n:  # runs of rows that fit (long enough to be worth their own arrays), and what lies between
+        hi = lo
+        if fits[lo]:
+            while hi < n and fits[hi]:
+                hi += 1
+            if hi - lo >= 32:
+                _message_parts(messages[lo:hi], errors[lo:hi], out)
+                lo = hi
+                continue
+        while hi < n and not (fits[hi] and all(fits[hi:hi + 32])):
+            hi += 1
+        _rowwise_parts(messages[lo:hi], errors[lo:hi], out)
+        lo = hi
+
+
+def _rowwise_parts(messages: list, errors: list, out: list) -> None:
+    cols = _Columns()
+    for message, error in zip(messages, errors):
+        if error is None:
+            cols.add(message)
+        else:
+            cols.fail(error)
+    out.append(cols.arrays())
+
+
+def _fits(message) -> bool:
+    """Whether `message` has the shape `_typed_arrays` takes: a dict of string role / reasoning_content /
+    content and a list of ``{"type"?: str, "id"?: str, "function": {"name": str, "arguments": ...}}``, no
+    other key, no None value (whether the arguments have strict JSON text and the strings UTF-8 is left to
+    `_typed_arrays`). Python steps per row: only for batches the column-by-column check refused."""
+    if type(message) is not dict:
+        return False
+    for key, value in message.items():
+        if key == "tool_calls":
+            if type(value) is not list:
+                return False
+            for c in value:
+                if type(c) is not dict or not _CALL_KEYS.issuperset(c) or "function" not in c:
+                    return False
+                f = c["function"]
+                if (type(f) is not dict or len(f) != 2 or type(f.get("name")) is not str or "arguments" not in f
+                        or any(type(c[k]) is not str for k in c if k != "function")):  # type / id
+                    return False
+        elif key not in _TEXT_KEYS or type(value) is not str:
+            return False
+    return True
 
 
 def _typed_arrays(messages: list, errors: list):
