@@ -53,6 +53,7 @@ export const JS_EXTENSIONS = {
   optional_placeholders: { keys: { optional_placeholders: (v) => Array.isArray(v) && v.length > 0 && v.every((n) => typeof n === "string") && new Set(v).size === v.length } },
   json_values: { keys: {}, content: "json-values" },
   flatten: { keys: { flatten: (v) => v === true } },
+  escaped_json_values: { keys: { escaped_json_values: (v) => v === true } },
 };
 const EXTENSION_KEYS = () => Object.fromEntries(Object.entries(JS_EXTENSIONS).flatMap(([n, x]) => Object.keys(x.keys).map((k) => [k, n])));
 const EXTENSION_PARSERS = () => Object.values(JS_EXTENSIONS).map((x) => x.content).filter((c) => c);
@@ -491,6 +492,7 @@ function templateRules(spec, word, fail) {
     if (mixed(f.transform)) fail(`${where}.transform: a string mixes a {placeholder} with other text`);
     if (f.close_json_end === true && f.open === null) fail(`${where}.close_json_end: needs an explicit open (format extension 'close_json_end')`);
     if (hasOwn(f, "optional_placeholders") && (f.transform === null || !isObj(f.open) || typeof f.open.pattern !== "string" || !f.optional_placeholders.every((g) => typeof g === "string" && (f.open.pattern.includes(`(?P<${g}>`) || f.open.pattern.includes(`(?<${g}>`))))) fail(`${where}.optional_placeholders: names a group the field's open pattern does not declare (format extension 'optional_placeholders')`);
+    if (f.escaped_json_values === true && ((f.content !== "xml-inline" && f.content !== "kv-lines") || !isDict(f.content_args) || !isDict(pyGet(f.content_args, "value_parser", null)) || pyGet(f.content_args.value_parser, "name", "text") !== "json")) fail(`${where}.escaped_json_values: needs 'content' xml-inline or kv-lines with a json value_parser (format extension 'escaped_json_values')`);
     if (f.flatten === true && (!f.repeats || f.join !== null)) fail(`${where}.flatten: needs 'repeats': true and no 'join' (format extension 'flatten')`);
     if (f.on_error === "content" && (f.open === null || !fields.some((g) => g.open === null))) fail(`${where}.on_error: 'content' needs an implicit field and an explicit open (format extension 'on_error')`);
     for (const k of f[KEYS]) {
@@ -2671,12 +2673,42 @@ function parseJson(text, args, tables) {
   }
 }
 
-function parseNested(raw, valueParser, tables) {
+function parseNested(raw, valueParser, tables, unescape = false) {
   if (valueParser === null) return raw;
-  return parseContent(raw, pyGet(valueParser, "name", "text"), pyGet(valueParser, "args", {}), tables);
+  const name = pyGet(valueParser, "name", "text");
+  if (!unescape || !isDict(valueParser) || name !== "json") return parseContent(raw, name, pyGet(valueParser, "args", {}), tables);
+  // format extension escaped_json_values (runtime/values.py `_unescaping`): where the json value parser raises a
+  // ValueError or gives a string, the text read as the inside of a JSON string literal, then as JSON, wins
+  let value;
+  try {
+    value = parseContent(raw, name, pyGet(valueParser, "args", {}), tables);
+  } catch (e) {
+    if (!(e instanceof PyError && isValueError(e))) throw e;
+    const again = unescapedJson(raw);
+    if (again === MISS) throw e;
+    return again;
+  }
+  if (typeof value === "string") {
+    const again = unescapedJson(raw);
+    if (again !== MISS) return again;
+  }
+  return value;
 }
 
-function parseXmlInline(text, args, tables) {
+const MISS = Symbol("miss");
+function unescapedJson(raw) {
+  if (typeof raw !== "string") return MISS;
+  try {
+    const inner = pyJsonLoads('"' + raw + '"');
+    if (jsonTooDeepAt(inner) >= 0) return MISS;
+    return pyJsonLoads(inner);
+  } catch (e) {
+    if (e instanceof PyError && isValueError(e)) return MISS;
+    throw e;
+  }
+}
+
+function parseXmlInline(text, args, tables, unescape = false) {
   const tagPattern = pyGet(args, "tag_pattern", null);
   if (tagPattern === null) throw E("ValueError", "xml-inline: 'tag_pattern' content_arg is required");
   const valueParser = pyGet(args, "value_parser", null);
@@ -2688,7 +2720,7 @@ function parseXmlInline(text, args, tables) {
     const groups = groupdict(m, t);
     const key = hasOwn(groups, "key") ? groups.key : null;
     if (key === null) throw E("ValueError", `xml-inline: tag_pattern must have a named group 'key'. Pattern: ${tagPattern}`);
-    const value = parseNested(hasOwn(groups, "value") ? groups.value : "", valueParser, tables);
+    const value = parseNested(hasOwn(groups, "value") ? groups.value : "", valueParser, tables, unescape);
     if (merge && hasOwn(result, key)) {
       let existing = result[key];
       if (!Array.isArray(existing)) {
@@ -2721,7 +2753,7 @@ function pySplit(text, sep) {
   return text.split(sep);
 }
 
-function parseKvLines(text, args, tables) {
+function parseKvLines(text, args, tables, unescape = false) {
   const lineSep = pyGet(args, "line_sep", "\n");
   const kvSep = pyGet(args, "kv_sep", ":");
   const valueParser = pyGet(args, "value_parser", null);
@@ -2735,7 +2767,7 @@ function parseKvLines(text, args, tables) {
     if (!kvSep) throw E("ValueError", "empty separator");
     const at = line.indexOf(kvSep);
     const key = line.slice(0, at), value = line.slice(at + kvSep.length);
-    setKey(result, stripIfAsked(key, args), parseNested(stripIfAsked(value, args), valueParser, tables));
+    setKey(result, stripIfAsked(key, args), parseNested(stripIfAsked(value, args), valueParser, tables, unescape));
   }
   return result;
 }
@@ -3052,28 +3084,34 @@ const EXTENSION_PARSER_FNS = { "python-calls": (text) => parsePythonCalls(text),
 // "Extensions"): comma-separated JSON values (each as Python's raw_decode reads it) to the list of them.
 const JSON_VALUES_MAX_DEPTH = 512;
 
+/** The index of the first [ or { of `text` outside string literals ("..." with backslash escapes, left to right) at
+ * which the nesting passes 512, or -1 (runtime/json_values.py `too_deep_at`). */
+function jsonTooDeepAt(text) {
+  let openers = 0;
+  for (let k = 0; k < text.length; k++) if (text[k] === "[" || text[k] === "{") openers++;
+  if (openers <= JSON_VALUES_MAX_DEPTH) return -1;
+  const strings = /"(?:[^"\\]|\\[\s\S])*"/gy;
+  let depth = 0;
+  for (let k = 0; k < text.length; k++) {
+    const c = text[k];
+    if (c === '"') {
+      strings.lastIndex = k;
+      if (strings.exec(text) !== null) {
+        k = strings.lastIndex - 1;
+        continue;
+      }
+    } else if (c === "[" || c === "{") {
+      if (++depth > JSON_VALUES_MAX_DEPTH) return k;
+    } else if (c === "]" || c === "}") depth--;
+  }
+  return -1;
+}
+
 /** The list of the comma-separated JSON values of `text`, or the ValueError runtime/json_values.py states. */
 export function parseJsonValues(text) {
   if (typeof text !== "string") throw E("TypeError", "json-values: the body must be a string");
-  let openers = 0;
-  for (let k = 0; k < text.length; k++) if (text[k] === "[" || text[k] === "{") openers++;
-  if (openers > JSON_VALUES_MAX_DEPTH) {
-    // brackets outside string literals ("..." with backslash escapes, left to right), before anything is parsed
-    const strings = /"(?:[^"\\]|\\[\s\S])*"/gy;
-    let depth = 0;
-    for (let k = 0; k < text.length; k++) {
-      const c = text[k];
-      if (c === '"') {
-        strings.lastIndex = k;
-        if (strings.exec(text) !== null) {
-          k = strings.lastIndex - 1;
-          continue;
-        }
-      } else if (c === "[" || c === "{") {
-        if (++depth > JSON_VALUES_MAX_DEPTH) throw E("ValueError", `json-values: brackets nested more than ${JSON_VALUES_MAX_DEPTH} deep at offset ${cpLen(text.slice(0, k))}`);
-      } else if (c === "]" || c === "}") depth--;
-    }
-  }
+  const deep = jsonTooDeepAt(text);
+  if (deep >= 0) throw E("ValueError", `json-values: brackets nested more than ${JSON_VALUES_MAX_DEPTH} deep at offset ${cpLen(text.slice(0, deep))}`);
   const ws = (k) => {
     while (k < text.length && (text[k] === " " || text[k] === "\t" || text[k] === "\n" || text[k] === "\r")) k++;
     return k;
@@ -3168,7 +3206,9 @@ function processValue(body, field, captures, tables) {
 // a ValueError, KeyError or TypeError; the first value wins, else the field's own parser's error.
 const fallbackError = (e) => e instanceof PyError && (isValueError(e) || e.pyType === "KeyError" || e.pyType === "TypeError");
 function parseOwn(body, field, tables) {
-  return hasOwn(EXTENSION_PARSER_FNS, field.content) ? EXTENSION_PARSER_FNS[field.content](body) : parseContent(body, field.content, field.content_args, tables);
+  if (hasOwn(EXTENSION_PARSER_FNS, field.content)) return EXTENSION_PARSER_FNS[field.content](body);
+  if (field.escaped_json_values === true && (field.content === "xml-inline" || field.content === "kv-lines")) return PARSERS[field.content](body, field.content_args, tables, true);
+  return parseContent(body, field.content, field.content_args, tables);
 }
 function parseWithFallback(body, field, tables) {
   try {

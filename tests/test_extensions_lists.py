@@ -5,8 +5,8 @@
 Each is checked against a plain-Python statement of its semantics (the ``oracle_*`` functions: ``re`` cuts
 the text into regions, ``json.loads('[' + body + ']')`` reads a run of values, plain list code stores them)
 with hypothesis-generated texts, parsed one-shot, streamed in random chunkings and per token (a tokenizer
-trained here), in both dialects. The JavaScript runtime runs the templates of tests/ext_list_templates.py
-through the ``ext_json_values`` / ``ext_flatten`` vectors, and `parseJsonValues` is compared with the Python
+trained here), in both dialects. The JavaScript runtime runs the qwen3 template of tests/ext_list_templates.py
+(json-values, flatten) through the ``ext_json_values`` vector, and `parseJsonValues` is compared with the Python
 parser on generated bodies.
 """
 
@@ -261,8 +261,9 @@ def test_extra_vector_texts_agree_on_every_path(name):
 
 
 def test_the_vectors_exist_and_pass_in_node(tmp_path):
-    """ext_json_values / ext_flatten (written by ``python tests/make_vectors.py --only ext_json_values,ext_flatten``)
-    through the JavaScript runtime: the same events and messages as Python, in both dialects."""
+    """The ext_* vectors of tests/ext_list_templates.py (``python tests/make_vectors.py --only
+    ext_json_values,ext_escaped_json_values``) through the JavaScript runtime: the same events and messages as
+    Python, in both dialects."""
     files = [ROOT / "tests" / "vectors" / f"ext_{ext}.{x}" for ext in VECTORS for x in ("json", "cpt")]
     assert all(f.exists() for f in files), files
     if NODE is None:

@@ -162,6 +162,12 @@ def _check_flatten(scope: str, key: str, value: Any) -> Any:
     return value if value else OMIT
 
 
+def _check_escaped_json_values(scope: str, key: str, value: Any) -> Any:
+    if not isinstance(value, bool):
+        fail(scope, key, "escaped_json_values", f"must be a bool, got {type(value).__name__}")
+    return value if value else OMIT
+
+
 def _check_unwrap_pattern(scope: str, key: str, value: Any) -> Any:
     if not isinstance(value, str) or not value:  # (load_template compiles it)
         fail(scope, key, "unwrap_pattern", f"must be a non-empty regex string, got {value!r:.60}")
@@ -212,6 +218,10 @@ EXTENSIONS: dict[str, Extension] = {
     "flatten": Extension(
         "flatten", "\"flatten\": true: on a repeated field, a region's value that is a list adds its elements "
         "to the field's list one by one instead of being one element", keys=("flatten",), check=_check_flatten),
+    "escaped_json_values": Extension(
+        "escaped_json_values", "\"escaped_json_values\": true: an xml-inline/kv-lines value that its json "
+        "value_parser does not read as JSON is read as the inside of a JSON string literal, then as JSON "
+        "(runtime/values.py)", keys=("escaped_json_values",), check=_check_escaped_json_values),
 }
 
 

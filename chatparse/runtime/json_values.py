@@ -27,7 +27,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["parse_json_values", "MAX_DEPTH"]
+__all__ = ["parse_json_values", "too_deep_at", "MAX_DEPTH"]
 
 #: the deepest nesting of JSON containers a body may hold
 MAX_DEPTH = 512
@@ -38,33 +38,38 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
 _BRACKET = re.compile(r"[\[\]{}]")
 
 
-def _check_depth(text: str) -> None:
-    """ValueError when the brackets of `text` outside string literals nest deeper than `MAX_DEPTH`."""
+def too_deep_at(text: str) -> int:
+    """The offset of the first ``[``/``{`` of `text` outside string literals at which the nesting passes
+    `MAX_DEPTH`, or -1. String literals are ``"..."`` with backslash escapes, found left to right."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
-        return
+        return -1
     depth = 0
-    pos = 0  # the end of the last string literal: offsets are reported in `text`
+    pos = 0
     for m in _STRING.finditer(text):
-        depth = _walk(text, pos, m.start(), depth)
+        depth, at = _walk(text, pos, m.start(), depth)
+        if at >= 0:
+            return at
         pos = m.end()
-    _walk(text, pos, len(text), depth)
+    return _walk(text, pos, len(text), depth)[1]
 
 
-def _walk(text: str, start: int, end: int, depth: int) -> int:
+def _walk(text: str, start: int, end: int, depth: int) -> tuple:
     for m in _BRACKET.finditer(text, start, end):
         if m.group() in "[{":
             depth += 1
             if depth > MAX_DEPTH:
-                raise ValueError(f"json-values: brackets nested more than {MAX_DEPTH} deep at offset {m.start()}")
+                return depth, m.start()
         else:
             depth -= 1
-    return depth
+    return depth, -1
 
 
 def parse_json_values(text: str, args: Any = None) -> list:
     """The list of the comma-separated JSON values of `text`, or the ValueError the module states. `args` is
     the field's ``content_args`` (always ``{}``: the parser takes no options)."""
-    _check_depth(text)
+    at = too_deep_at(text)
+    if at >= 0:
+        raise ValueError(f"json-values: brackets nested more than {MAX_DEPTH} deep at offset {at}")
     out = []
     i = _WS.match(text).end()
     n = len(text)

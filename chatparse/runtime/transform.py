@@ -111,7 +111,7 @@ def value_maker(field: dict) -> Callable[[str, dict], Any]:
     extension keys ``as_list``, ``key_aliases``, ``decode_json_strings``, applied in the order
     runtime/value_steps.py states); ``captures`` are the named groups of the open match (groups that did not
     participate must already be left out)."""
-    parse = content_parser(field["content"], field["content_args"])
+    parse = content_parser(field["content"], field["content_args"], field.get("escaped_json_values", False))
     if field.get("content_fallback"):  # format extension (runtime/content_fallback.py)
         from .content_fallback import with_fallback
         parse = with_fallback(parse, field["content_fallback"])

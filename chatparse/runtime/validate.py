@@ -199,6 +199,13 @@ def _field(name: Any, spec: Any) -> dict:
     if extended.get("flatten") and (not spec.get("repeats", False) or join is not None):
         raise ValueError(f"{scope}: 'flatten' needs 'repeats': true and no 'join': it adds a list value's elements "
                          "to the field's list (format extension 'flatten')")
+    if extended.get("escaped_json_values"):
+        args = spec.get("content_args", {})
+        parser = args.get("value_parser") if isinstance(args, dict) else None
+        if content not in ("xml-inline", "kv-lines") or not isinstance(parser, dict) \
+                or parser.get("name", "text") != "json":
+            raise ValueError(f"{scope}: 'escaped_json_values' needs 'content' xml-inline or kv-lines with a "
+                             "'value_parser' named 'json' in 'content_args' (format extension 'escaped_json_values')")
     if extended.get("on_error") == "content" and open_norm is None:
         raise ValueError(f"{scope}: 'on_error': 'content' cannot be set on the implicit field: its text would be "
                          "recovered into itself (use 'drop') (format extension 'on_error')")

@@ -31,7 +31,7 @@ __all__ = ["VALUE_STEP_KEYS", "wrap_list", "rename_aliases", "decode_json_string
 
 #: the field keys of these steps: a field with any of them makes its value through `transform.value_maker`
 VALUE_STEP_KEYS = frozenset({"as_list", "key_aliases", "decode_json_strings", "content_fallback",
-                             "unwrap_pattern"})
+                             "unwrap_pattern", "escaped_json_values"})
 
 
 def wrap_list(value: Any) -> list:

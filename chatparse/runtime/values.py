@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import regex
 
-from .json_values import parse_json_values
+from .json_values import parse_json_values, too_deep_at
 from .pycalls import parse_python_calls
 from .re_compat import re_twin
 
@@ -403,7 +403,49 @@ def _raw(raw: Any) -> Any:
     return raw
 
 
-def _parse_xml_inline(text: str, args: dict) -> dict:
+def _unescaped_json(raw: Any) -> Any:
+    """Format extension escaped_json_values: the value of `raw` read as the inside of a JSON string literal and
+    that string read as JSON (``json.loads(json.loads('"' + raw + '"'))``), or `_MISS` when either step fails
+    or the string's brackets nest deeper than 512 (so no recursion limit decides)."""
+    if type(raw) is not str:
+        return _MISS
+    try:
+        inner = json.loads('"' + raw + '"')
+        if too_deep_at(inner) >= 0:
+            return _MISS
+        return json.loads(inner)
+    except ValueError:
+        return _MISS
+
+
+def _unescaping(nested: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`nested` (a ``json`` value parser), except that where it raises ValueError or gives a string (the
+    text it kept under ``allow_non_json``, or a JSON string), `_unescaped_json` of the value's text wins
+    when it reads (FORMAT.md, ``escaped_json_values``). A JSON string literal never reads (``'""..""'`` is
+    no JSON document), so only text that is not JSON changes."""
+    def parse(raw: Any) -> Any:
+        try:
+            value = nested(raw)
+        except ValueError:
+            value = _unescaped_json(raw)
+            if value is _MISS:
+                raise
+            return value
+        if type(value) is str:
+            again = _unescaped_json(raw)
+            if again is not _MISS:
+                return again
+        return value
+
+    return parse
+
+
+def _json_value_parser(value_parser: Any) -> bool:
+    """Whether a ``value_parser`` entry names the ``json`` parser (escaped_json_values acts on those only)."""
+    return type(value_parser) is dict and value_parser.get("name", "text") == "json"
+
+
+def _parse_xml_inline(text: str, args: dict, unescape: bool = False) -> dict:
     """``xml-inline`` parser: every match of ``tag_pattern`` (DOTALL; named groups ``key`` and
     ``value``; backreferences allowed) becomes one dict entry, in match order.
 
@@ -427,6 +469,8 @@ def _parse_xml_inline(text: str, args: dict) -> dict:
             )
         if nested is None:
             nested = _nested_parser(value_parser)
+            if unescape and _json_value_parser(value_parser):
+                nested = _unescaping(nested)
         value = nested(groups.get("value", ""))
         if merge and key in result:
             existing = result[key]
@@ -460,7 +504,7 @@ def _tag_matches(tag_pattern: Any, text: str) -> list:
     return list(rx.finditer(text))
 
 
-def _parse_kv_lines(text: str, args: dict) -> dict:
+def _parse_kv_lines(text: str, args: dict, unescape: bool = False) -> dict:
     """``kv-lines`` parser: split on ``line_sep`` (default newline), split each line on the first
     ``kv_sep`` (default ``:``), strip per ``strip``, skip empty lines and lines without the separator,
     and apply the optional ``value_parser``. Later duplicates overwrite earlier ones."""
@@ -476,6 +520,8 @@ def _parse_kv_lines(text: str, args: dict) -> dict:
         key, value = line.split(kv_sep, 1)
         if nested is None:
             nested = _nested_parser(value_parser)
+            if unescape and _json_value_parser(value_parser):
+                nested = _unescaping(nested)
         result[_strip_if_asked(key, args)] = nested(_strip_if_asked(value, args))
     return result
 
@@ -508,7 +554,7 @@ def parse_content(text: str, name: str, args: dict) -> Any:
     return PARSERS[name](text, args)
 
 
-def content_parser(name: str, args: Any) -> Callable[[str], Any]:
+def content_parser(name: str, args: Any, unescape: bool = False) -> Callable[[str], Any]:
     """``lambda text: parse_content(text, name, args)`` for a field whose `name` and `args` never change,
     with what can be read ahead read once: the ``strip`` flag of ``text``, the knobs of ``json``.
 
@@ -518,6 +564,9 @@ def content_parser(name: str, args: Any) -> Callable[[str], Any]:
     if type(name) is str and name in EXTENSION_PARSERS:
         fn = EXTENSION_PARSERS[name]
         return lambda text: fn(text, args)
+    if unescape and name in ("xml-inline", "kv-lines"):  # format extension escaped_json_values
+        fn = PARSERS[name]
+        return lambda text: fn(text, args, True)
     if type(args) is not dict or name not in PARSERS:
         return lambda text: PARSERS[name](text, args)
     if name == "text":  # (a nested value may be None: None.strip() fails as in the reference, or None stays)
