@@ -346,3 +346,13 @@ def test_documented_and_in_the_js_runtime(name):
     assert f"#### `{name}`" in (ROOT / "FORMAT.md").read_text(encoding="utf-8")
     assert f"* `{name}`" in (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"  {name}: {{" in (ROOT / "js" / "chatparse.mjs").read_text(encoding="utf-8")
+
+
+def test_check_and_grammar_export_on_the_family_templates():
+    """`chatparse check` runs on each template of tests/ext_list_templates.py, and grammar export refuses them."""
+    from chatparse.authoring.checks import run_checks
+
+    for name, (template, _, _) in FAMILIES.items():
+        run_checks(template)
+        with pytest.raises(ValueError, match="grammar export is not supported for format extension"):
+            compile_template(template).grammar([{"type": "function", "function": {"name": "f", "parameters": {}}}])
