@@ -29,6 +29,9 @@ For each case:
   xfail cases too, whose message differs from what the source expects but must still be the reference's: the
   corpus is real text the differential tests with generated templates never produce. A case where they differ is
   listed in `REFERENCE_DIFFERENCES` with the reason (a strict xfail); none is. Skipped without transformers.
+* `test_family_wide_overrides_keep_every_passing_case_of_the_family`: the overrides listed in
+  `FAMILY_WIDE_OVERRIDES` (candidates for the bundled template) parse every case of their family that the bundled
+  template parses, as expected (and, when they use no extension, as the reference does).
 * `test_case_files_well_formed` checks the files themselves (keys, ids, classes, families).
 
 The whole module parses every case a few times and takes a few seconds.
@@ -201,6 +204,34 @@ def extension_names(needs: list) -> list:
     from chatparse.runtime import extensions
     by = {**{n: n for n in extensions.EXTENSIONS}, **extensions.field_keys(), **extensions.content_names()}
     return sorted({by[n] for n in needs})
+
+
+# Cases whose template_overrides are meant for their whole family (a candidate for the bundled template, not a
+# per-case choice such as a source's raw joining): every case of the family the bundled template passes must
+# pass with them too (one-shot and streamed), and with a base-format override transformers' reference must agree.
+FAMILY_WIDE_OVERRIDES = ["deepseek_v3-vllm-malformed-1", "deepseek_v31-vllm-missing-call-markers", "kimi_k2-sglang-invalid",
+                         "minimax_m1-vllm-invalid-json-line", "qwen3-sglang-two-calls-one-block",
+                         "glm45-sglang-array-escaped-json-raw", "glm47-sglang-array-escaped-json-raw",
+                         "qwen3_coder-vllm-call-inside-think-truncated"]
+
+
+@pytest.mark.parametrize("source_id", FAMILY_WIDE_OVERRIDES)
+def test_family_wide_overrides_keep_every_passing_case_of_the_family(source_id):
+    source = next(c for c in CASES if c["id"] == source_id)
+    ref = pytest.importorskip("transformers.utils.chat_parsing") if not source["needs"] else None
+    checked = 0
+    for case in CASES:
+        if case["family"] != source["family"] or case.get("xfail"):
+            continue
+        with_override = dict(case, template_overrides=source["template_overrides"])
+        template = template_for(with_override, with_overrides=True)
+        check(case, template)
+        if ref is not None:
+            ours, theirs = outcome(parse_response, case, template), outcome(ref.parse_response, case, template)
+            assert ours[0] == theirs[0] and (same(ours[1], theirs[1]) if ours[0] == "message" else ours == theirs), \
+                (case["id"], ours, theirs)
+        checked += 1
+    assert checked >= 3, source_id
 
 
 def outcome(parse, case: dict, template: dict):
