@@ -211,8 +211,9 @@ def extension_names(needs: list) -> list:
 # pass with them too (one-shot and streamed), and with a base-format override transformers' reference must agree.
 FAMILY_WIDE_OVERRIDES = ["deepseek_v3-vllm-malformed-1", "deepseek_v31-vllm-missing-call-markers", "kimi_k2-sglang-invalid",
                          "minimax_m1-vllm-invalid-json-line", "qwen3-sglang-two-calls-one-block",
-                         "glm45-sglang-array-escaped-json-raw", "glm47-sglang-array-escaped-json-raw",
-                         "qwen3_coder-vllm-call-inside-think-truncated"]
+                         "glm45-sglang-array-escaped-json-raw", "glm47-sglang-array-escaped-json-raw"]
+# (not qwen3_coder's override without its value parser: it passes this corpus, but other corpora want typed values
+# without tools, so it stays a per-case choice, like granite4's and longcat's raw joining)
 
 
 @pytest.mark.parametrize("source_id", FAMILY_WIDE_OVERRIDES)
