@@ -93,6 +93,57 @@ def test_literals_after_whitespace_never_skip_a_match(alts, text):
             assert text.startswith(lits, q), (source, text, p)
 
 
+# (sources that are shapes most of the time, with a few of what `literal_shapes` must refuse)
+SHAPE_LEADS = ["", "", r"\s*", r"\s*", r"\s+", r"\s*?"]
+SHAPE_BODIES = ["<a>", "<a>", "ab", "a", r"\|a", "(?:<a>|<ab>)", "(?:a|<)", "(?=<a>)", "(?=b|<a)", " a", "(?:a)b",
+                "(?:a|b)?", "[ab]"]
+SHAPE_TAILS = ["", "", r"\s*", r"\s*", r"\s+", "b"]
+SHAPE_TEXT = st.lists(st.sampled_from(["<a>", "<ab>", "a", "b", "<", ">", "|", " ", "\n", "\t", "\x1c", "\x85",
+                                       "\u3000"]), max_size=10).map("".join)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(SHAPE_LEADS), st.sampled_from(SHAPE_BODIES), st.sampled_from(SHAPE_TAILS)),
+                min_size=1, max_size=3), SHAPE_TEXT)
+def test_literal_shapes_decide_like_regex(alts, text):
+    """Where `literal_shapes` reads a source, `oneshot._decide_shaped` gives `regex`'s match end at every
+    offset (None where it does not match), from the literal where the whitespace run from that offset ends
+    (the run found with `oneshot_plan._WS_CHARS`): the one-shot path's string tests instead of `regex`
+    calls (qwen3's delimiters, for one). Zero-width matches are rejected by no one here: a lookahead's end is
+    its run's end."""
+    from chatparse.runtime.literals import literal_shapes
+    from chatparse.runtime.oneshot_plan import _WS_CHARS
+
+    source = "|".join(lead + body + tail for lead, body, tail in alts)
+    shapes = literal_shapes(source)
+    rx = _compiled(source)
+    if shapes is None or rx is None:
+        return
+    for p in range(len(text) + 1):
+        q = p
+        while q < len(text) and text[q] in _WS_CHARS:
+            q += 1
+        m = rx.match(text, p)
+        got = oneshot._decide_shaped(((0, (0, ""), shapes),), text, p, q)
+        if got is None and p < q:  # (the lean path asks at the literal too, for alternatives without a lead)
+            got = oneshot._decide_shaped(((0, (0, ""), shapes),), text, q, q)
+            got = got if got is not None and got[0] == p else None
+        assert (m.end() if m else None) == (got[1] if got else None), (source, text, p)
+
+
+def test_literal_shapes_on_known_sources():
+    from chatparse.runtime.literals import SHAPE_AHEAD, SHAPE_END, SHAPE_TRAIL, literal_shapes
+
+    many = 1 << 62
+    assert literal_shapes(r"\s*</think>\s*|\s*(?=<tool_call>)") == (
+        (0, many, ("</think>",), SHAPE_TRAIL), (0, many, ("<tool_call>",), SHAPE_AHEAD))
+    assert literal_shapes(r"</tool_call>\s*") == ((0, 0, ("</tool_call>",), SHAPE_TRAIL),)
+    assert literal_shapes(r"\s+(?:<\|a\|>|<b>)") == ((1, many, ("<|a|>", "<b>"), SHAPE_END),)
+    for refused in [r"\s*(?:a|b)?c", r"\s*?x", r"\s*\s*x", r"\s* x", r"\s*(?=a)\s*", r"\s*a(?=b)", r"a\s+",
+                    r"\s+", "", "(?P<n>a)", r"\s*a\\s*", "(?i)a", r"\s*[ab]"]:
+        assert literal_shapes(refused) is None, refused
+
+
 def test_whitespace_set_is_regexs():
     """`oneshot_plan._WS_CHARS` is exactly what `regex`'s \\s takes, over all of Unicode."""
     from chatparse.runtime.oneshot_plan import _WS_CHARS
@@ -596,3 +647,56 @@ def test_patterns_asked_by_the_literal_after_whitespace_give_streamings_message(
     want = streamed.finalize()[0]
     assert compiled.parse(text, prefix="") == want
     assert run_reference(template, text)[:2] == ("ok", want)
+
+
+# Delimiters that are all `literal_shapes` (whitespace leads, literal groups, lookaheads, trailing runs), with a
+# few that are not, so that modes mixing them are drawn too.
+SHAPED_OPENS = [r"\s*<a>", r"\s+<a>", "<a>", r"\s*(?:<b>|<bc>)", r"\s*<b>\s*", "<c>", r"\s*<a>|\s*(?=<c>)",
+                r"<[ab]>"]
+SHAPED_CLOSES = [r"\s*</a>", r"</a>\s*", r"\s*</a>\s*|\s*(?=<b>)", r"\s+(?:</b>|</bc>)", "</c>", r"\s*(?=<a>)",
+                 r"\s*</[ab]>"]
+SHAPED_TEXT_PIECES = ["<a>", "</a>", "<b>", "<bc>", "</b>", "</bc>", "<c>", "</c>", "<", "</", " ", "\n", "\t",
+                      "\u3000", "\x1c", "x", "é", " <c>", "\n<a>", " </a> ", "\u3000<b>", "  </bc>", " </c>\n"]
+
+
+@st.composite
+def _shaped_template(draw):
+    fields = {}
+    for name in draw(st.lists(st.sampled_from(["a", "b", "tool"]), min_size=1, max_size=3, unique=True)):
+        f = {"open_pattern": draw(st.sampled_from(SHAPED_OPENS))}
+        if draw(st.integers(0, 4)):
+            f["close_pattern"] = draw(st.sampled_from(SHAPED_CLOSES))
+        if draw(st.booleans()):
+            f["repeats"] = True
+        if draw(st.booleans()):
+            f["content_args"] = {"strip": False}  # (else a whitespace run's end would not show in the message)
+        fields[name] = f
+    if draw(st.booleans()):
+        fields["content"] = {"close_pattern": draw(st.sampled_from(SHAPED_CLOSES))} if draw(st.booleans()) else {}
+        if draw(st.booleans()):
+            fields["content"]["content_args"] = {"strip": False}
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_shaped_template(), st.lists(st.sampled_from(SHAPED_TEXT_PIECES), max_size=16).map("".join))
+def test_shaped_delimiters_parse_like_the_reference(template, text):
+    """Templates whose modes watch `literal_shapes` patterns (decided by `oneshot._decide_shaped` after one
+    literal search per candidate, the lean path's cheapest way) give the reference's message or exception
+    class, one-shot; the streaming parser (the automaton) gives the same."""
+    from harness import RefTimeout, run_chatparse, run_reference
+    from strategies import compiles
+
+    if not compiles(template):
+        return  # (a zero-width open and close that would loop: the reference cannot run them either)
+    ct = chatparse.compile_template(template)
+    try:
+        ref = run_reference(template, text)
+    except RefTimeout:
+        return
+    try:
+        got = ("ok", ct.parse(text, prefix=""))
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        got = ("error", type(e).__name__)
+    assert got == ref[:2], (template, text)
+    assert run_chatparse(template, [text])[:2] == ref[:2]

@@ -167,3 +167,54 @@ def _group_end(source: str) -> int | None:
             if depth == 0:
                 return i
     return None
+
+
+#: What a shaped alternative's match takes after its literal (`literal_shapes`).
+SHAPE_END, SHAPE_TRAIL, SHAPE_AHEAD = 0, 1, 2
+_ANY_RUN = 1 << 62  # (no bound on the leading whitespace run)
+
+
+def literal_shapes(source: str) -> tuple | None:
+    """Per top-level alternative of `source`, in order, ``(run_min, run_max, literals, after)`` when every one
+    is exactly an optional lead (``\\s*``: a whitespace run of 0 or more, ``\\s+``: 1 or more, none: 0)
+    followed by literal strings, and nothing else: ``LIT``, ``(?:A|B)`` (`literals` the choices, in order) or
+    the lookahead ``(?=A|B)``, then for the first two optionally ``\\s*`` at the very end. `after` is
+    SHAPE_END (the match ends after the literal), SHAPE_TRAIL (then takes the whole whitespace run after it)
+    or SHAPE_AHEAD (the match ends where the literal starts). No literal starts with whitespace. None for
+    any other source (``</tool_call>\\s*``, ``\\s*</think>\\s*|\\s*(?=<tool_call>)`` are shaped).
+
+    Then `regex`'s match at `p` is found with string tests alone (`oneshot._decide_shaped`): where the run of
+    whitespace from `p` ends at `q`, a lead can only end at `q` (the next character, not whitespace, cannot be
+    taken by it, and a literal cannot start earlier), so an alternative matches when its run bounds admit
+    ``q - p`` and one of its literals starts at `q`; the pattern's match is its first such alternative (in a
+    group, the first choice that starts there: nothing after the choice can fail), and a trailing ``\\s*``
+    takes the whole run after the literal. A shaped pattern has no capturing group."""
+    alternatives = top_alternatives(source)
+    if not alternatives:
+        return None
+    out = []
+    for alt in alternatives:
+        if alt[:3] in _LEAD_WS:
+            run_min, run_max, rest = int(alt[2] == "+"), _ANY_RUN, alt[3:]
+        else:
+            run_min, run_max, rest = 0, 0, alt
+        grouped = rest.startswith(("(?:", "(?="))
+        after = SHAPE_AHEAD if rest.startswith("(?=") else SHAPE_END
+        if grouped:
+            end = _group_end(rest)
+            if end is None:
+                return None
+            rest, tail = rest[3:end], rest[end + 1:]
+        elif rest.endswith("\\s*") and literal_pieces(rest[:-3]) is not None:
+            rest, tail = rest[:-3], "\\s*"
+        else:
+            tail = ""
+        if tail == "\\s*" and after == SHAPE_END:
+            after = SHAPE_TRAIL
+        elif tail:
+            return None
+        lits = literal_pieces(rest)
+        if lits is None or (len(lits) > 1 and not grouped) or any(lit[0].isspace() for lit in lits):
+            return None
+        out.append((run_min, run_max, lits, after))
+    return tuple(out)

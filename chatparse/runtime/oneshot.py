@@ -13,11 +13,13 @@ Three paths give the same answer; `parse_whole` takes the first that applies:
    with, or from an 8-character prefilter; literal delimiters are decided by ``str.startswith``, other
    patterns by `regex` after a literal-prefix test. Where the literal found names the only pattern (and
    top-level alternative) that can match there (`oneshot_plan._keyed`), only that one is asked, by its `re`
-   twin where the text it may read is ASCII (runtime/re_compat.py). Whitespace-led modes (``\\s*</think>``)
-   are decided by one attempt of the automaton per candidate (`_dfa_decide`) while more than
-   `SCAN_PRONE_LIMIT` characters are left: a `regex` call on such a pattern first scans the whole rest of
-   the text for its literal, which would make many candidates quadratic; closer to the end, `regex`
-   decides, as in `WholeTextScanner`.
+   twin where the text it may read is ASCII (runtime/re_compat.py). Where every pattern of a mode is a
+   whitespace lead, literals and a whitespace tail (`literals.literal_shapes`: qwen3's ``\\s*</think>\\s*``),
+   one `re` search finds the next literal and string tests decide (`_decide_shaped`): no `regex` call at all.
+   Other whitespace-led modes (``\\s*</think>|\\s*$``) are decided by one attempt of the automaton per
+   candidate (`_dfa_decide`) while more than `SCAN_PRONE_LIMIT` characters are left: a `regex` call on
+   such a pattern first scans the whole rest of the text for its literal, which would make many candidates
+   quadratic; closer to the end, `regex` decides, as in `WholeTextScanner`.
 2. The streaming parser's region logic with `WholeTextScanner`, which asks `regex` at each candidate and
    keeps the automaton for whitespace-led modes on long texts.
 3. The streaming parser alone (the automaton), which is linear.
@@ -36,7 +38,8 @@ from __future__ import annotations
 from time import perf_counter
 
 from .backtrack import stops_within
-from .oneshot_plan import WindowTwin, plan_for
+from .literals import SHAPE_AHEAD, SHAPE_TRAIL
+from .oneshot_plan import _WS_CHARS, WindowTwin, plan_for
 from .parser import StreamParser, final_output, fresh_output, warn_loop, warn_stall
 from .scanner import Scanner, pick_winner, record_ends, skip_within
 
@@ -132,7 +135,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     current, opened, captures = implicit, False, {}
     budget, deadline = _limits(n)
     modes = plan.ascii_mode_tuples if text.isascii() else plan.mode_tuples  # (`ModePlan`s, as plain tuples)
-    first_re, start0, wide, single, watched, keyed = modes[0]
+    first_re, start0, wide, single, watched, keyed, shaped = modes[0]
     mi = pos = scan = 0
     stalled = False
     empty_open = -1  # offset of the current region's open delimiter when that was zero-width
@@ -146,6 +149,30 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             if s < 0:
                 break
             e, pi, m = s + single[2], single[1], None
+        elif shaped is not None:  # every pattern is a lead, literals, a tail: decided by string tests
+            search, by_lit, led = shaped
+            i = scan
+            while True:
+                hit = search.search(text, i)
+                if hit is None:
+                    break
+                p = q = hit.start()
+                if led:  # (the earliest start: where the whitespace run before the literal starts)
+                    while p > i and text[p - 1] in _WS_CHARS:
+                        p -= 1
+                budget -= 1
+                if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
+                    raise _Fallback(automaton=True)
+                entries = by_lit[hit.group()]
+                found = _decide_shaped(entries, text, p, q)
+                if found is None and p < q:  # (an alternative without a lead can still start at q)
+                    found = _decide_shaped(entries, text, q, q)
+                if found is not None:
+                    break
+                i = q + 1
+            if hit is None:
+                break
+            s, e, pi, m = found
         elif keyed is not None:  # the literal the search finds names the only pattern that can match there
             i = scan
             while True:
@@ -240,7 +267,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             current, opened = pat_field[pi], True
             captures = read_captures[pi](m) if read is None else read(m)
             mi = 1 + current
-            first_re, start0, wide, single, watched, keyed = modes[mi]
+            first_re, start0, wide, single, watched, keyed, shaped = modes[mi]
             empty_open = s if s == e else -1
         else:  # ... and the implicit field may open after it
             if not had and s == e:
@@ -254,7 +281,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 break
             current, opened, captures = implicit, False, {}
             mi = 0
-            first_re, start0, wide, single, watched, keyed = modes[0]
+            first_re, start0, wide, single, watched, keyed, shaped = modes[0]
         pos = scan = e
     if not stalled:
         if n > pos and current is not None:
@@ -295,6 +322,39 @@ def _decide_at(watched: list, text: str, p: int, wide=None):
             key = (p - m.end(), rank)
             if best_key is None or key < best_key:
                 best_key, found = key, (p, m.end(), pi, m)
+    return found
+
+
+def _decide_shaped(entries: tuple, text: str, p: int, q: int):
+    """`_decide_at` at `p` for `oneshot_plan._shaped` patterns (`entries`: ``(pattern index, tie rank,
+    shapes)`` of those that can match with the literal at `q`, in watch order), where the whitespace run from
+    `p` ends at `q`: each pattern's match is its first alternative whose run bounds admit ``q - p`` and one of
+    whose literals starts at `q`, ending after the literal (and the whitespace run after it, for a trailing
+    ``\\s*``), or at `q` for a lookahead; among them the longest, then the tie rank. The same answer as the
+    `regex` calls (`literals.literal_shapes` says why), for a few ``str.startswith`` tests."""
+    best_key = found = None
+    run = q - p
+    for pi, rank, alternatives in entries:
+        for run_min, run_max, lits, after in alternatives:
+            if not run_min <= run <= run_max:
+                continue
+            for lit in lits:
+                if text.startswith(lit, q):
+                    break
+            else:
+                continue
+            if after == SHAPE_AHEAD:
+                e = q
+            else:
+                e = q + len(lit)
+                if after == SHAPE_TRAIL:
+                    n = len(text)
+                    while e < n and text[e] in _WS_CHARS:
+                        e += 1
+            key = (p - e, rank)
+            if best_key is None or key < best_key:
+                best_key, found = key, (p, e, pi, None)
+            break
     return found
 
 

@@ -19,7 +19,7 @@ import regex
 from .backtrack import backtracking_risk, match_bound, span_test
 from .json_end import json_end_fields
 from .recovery import on_error_modes
-from .literals import literal_pieces, literal_prefixes, literals_after_whitespace, top_alternatives
+from .literals import literal_pieces, literal_prefixes, literal_shapes, literals_after_whitespace, top_alternatives
 from .parser import capture_reader, stores_for
 from .re_compat import ascii_twin
 from .tables import _prefilter, whitespace_closure
@@ -46,6 +46,9 @@ Watched = tuple
 #: risky, read)``: the pattern index; the compiled pattern (or its `re` twin) to run at the literal, None when
 #: the literal is the match; its `Risk`; its capture reader (match -> named groups), None for a literal.
 Keyed = tuple
+#: `_shaped`'s entry for a pattern that can match where a literal the search finds starts: ``(pi, rank,
+#: shapes)``: the pattern index, its tie rank, its `literals.literal_shapes`.
+Shaped = tuple
 
 
 class ModePlan(NamedTuple):
@@ -59,6 +62,7 @@ class ModePlan(NamedTuple):
     single: Union[None, str, tuple]
     watched: list  # of `Watched` tuples
     keyed: Optional[dict]  # `_keyed`'s table (literal -> `Keyed` tuple) or None
+    shaped: Optional[tuple]  # `_shaped`'s (search, literal -> `Shaped` tuples, led) or None
 
 
 class LeanPlan(NamedTuple):
@@ -124,8 +128,9 @@ class Plan:
             else:
                 finder = _deep_prefilter(tables, mode)
             wide = WideFinder(tables, mode, watched) if mode.wchars else None
-            self.modes.append(ModePlan(finder, start0, wide, single, watched, keyed))
-            self.ascii_modes.append(ModePlan(finder, start0, wide, single, watched, ascii_keyed))
+            shaped = None if type(single) is tuple else _shaped(watched, tables.patterns)
+            self.modes.append(ModePlan(finder, start0, wide, single, watched, keyed, shaped))
+            self.ascii_modes.append(ModePlan(finder, start0, wide, single, watched, ascii_keyed, shaped))
         self.mode_tuples = [tuple(m) for m in self.modes]
         self.ascii_mode_tuples = [tuple(m) for m in self.ascii_modes]
         # (a region that closes at the end of its JSON value needs the streaming parser's tracker, and on_error
@@ -249,6 +254,26 @@ def _reached(succ, starts: list):
                 seen[t] = True
                 todo.append(t)
     return seen
+
+
+def _shaped(watched: list, patterns: list):
+    """For a mode whose every watched pattern is `literals.literal_shapes` (qwen3's ``\\s*<think>``,
+    ``\\s*</think>\\s*|\\s*(?=<tool_call>)``, ``</tool_call>\\s*``): ``(search, by literal, led)``, where `search`
+    (a `re` alternation of every literal, longest first) finds the next literal any match needs, `by literal`
+    gives per literal the `Shaped` entries of the patterns that can match with it there (those with a literal
+    it starts with), and `led` says whether any alternative has a whitespace lead (then a match may start
+    where the whitespace run before the literal starts). None for other modes."""
+    if not watched:
+        return None
+    shapes = [literal_shapes(patterns[w[0]].source) for w in watched]
+    if not all(shapes):
+        return None
+    lits = [{lit for _, _, got, _ in sh for lit in got} for sh in shapes]
+    every = sorted(set().union(*lits), key=len, reverse=True)
+    search = re.compile("|".join(map(re.escape, every)))
+    by_lit = {m: tuple((w[0], w[3], sh) for w, sh, ls in zip(watched, shapes, lits)
+                       if any(m.startswith(lit) for lit in ls)) for m in every}
+    return search, by_lit, any(run_max for sh in shapes for _, run_max, _, _ in sh)
 
 
 def _keyed_entry(lit: str, keyed: tuple, patterns: list) -> tuple:
