@@ -262,8 +262,9 @@ def _shaped(watched: list, patterns: list):
     (a `re` alternation of every literal, longest first) finds the next literal any match needs, `by literal`
     gives per literal the `Shaped` entries of the patterns that can match with it there (those with a literal
     it starts with), and `led` says whether any alternative has a whitespace lead (then a match may start
-    where the whitespace run before the literal starts). None for other modes."""
-    if not watched:
+    where the whitespace run before the literal starts). None for other modes, and for modes of literal
+    patterns alone, which `_keyed` or ``str.find`` decide with less work per candidate."""
+    if all(w[4] is not None for w in watched):  # (no pattern, or literal `pieces` only)
         return None
     shapes = [literal_shapes(patterns[w[0]].source) for w in watched]
     if not all(shapes):
