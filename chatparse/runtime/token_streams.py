@@ -731,14 +731,23 @@ class TokenStreams:
         parsers = self.parsers
         deferred = self._deferred
         k = self._CHUNK
-        for c in range(0, len(todo), k):  # a block of streams at a time: the gathered lists stay in the cache
+        # A block of streams at a time (the gathered lists stay in the cache), streams whose parsers last ran
+        # at about the same step together: each block's gather starts at the earliest step one of its streams
+        # still needs, not at the buffer's start (most of the tokens before a region change were joined when
+        # the change ran the stream's parser; gathering them again cost as much as joining them).
+        if any(since[b] for b in todo):
+            todo.sort(key=since.__getitem__)
+        for c in range(0, len(todo), k):
             part = todo[c:c + k]
+            lo = since[part[0]]
+            part.sort()
             b0, b1 = part[0], part[-1] + 1
-            cols = texts[buf[:, b0:b1]].T.tolist()
-            for b in part:
-                s0 = since[b]
+            block = buf[lo:, b0:b1] if b1 - b0 == len(part) else buf[lo:, part]
+            cols = texts[block].T.tolist()
+            for j, b in enumerate(part):
+                s0 = since[b] - lo
                 since[b] = r
-                col = cols[b - b0]
+                col = cols[j]
                 deferred(parsers[b], join(col[s0:] if s0 else col), rows[b])
 
     _CHUNK = 32  # streams per gather in `_catch_up_all`
