@@ -224,3 +224,56 @@ def test_documented_and_in_the_js_runtime():
     assert "#### `escaped_json_values`" in (ROOT / "FORMAT.md").read_text(encoding="utf-8")
     assert "* `escaped_json_values`" in (ROOT / "README.md").read_text(encoding="utf-8")
     assert "  escaped_json_values: {" in (ROOT / "js" / "chatparse.mjs").read_text(encoding="utf-8")
+
+
+def test_javascript_equals_python_on_generated_texts(tmp_path):
+    """The compiled `esc_template` in the JavaScript runtime (`loadTables`, `parseResponse`) against Python's
+    `parse_response` on generated texts: the same message (numbers compared as JavaScript holds them) or the same
+    exception class and text. One node process for all."""
+    if NODE is None:
+        pytest.skip("node is not installed")
+    from chatparse.compiler.writer import dumps
+
+    texts = []
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.lists(st.tuples(st.sampled_from(["x", "k", "text "]),
+                              st.lists(st.tuples(st.sampled_from(["a", "b"]), value_texts), max_size=3)), max_size=3))
+    def collect(regions):
+        texts.append(_render([(tag, [(k, v) for k, v in items if "<" not in v and ">" not in v
+                                     and (tag != "k" or "\n" not in v)]) for tag, items in regions]))
+
+    collect()
+    want = []
+    for text in texts:
+        try:
+            want.append({"ok": parse_response(text, esc_template(), prefix="<A>")})
+        except (ValueError, KeyError, TypeError) as e:
+            want.append({"error": [type(e).__name__, str(e)]})
+    (tmp_path / "t.cpt").write_bytes(dumps(compile_template(esc_template()).raw_tables))
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    script = (f"import {{ loadTables, parseResponse }} from {json.dumps((ROOT / 'js' / 'chatparse.mjs').as_uri())};\n"
+              "import { readFileSync, writeFileSync } from 'node:fs';\n"
+              "const tables = loadTables(readFileSync(process.argv[2]));\n"
+              "const out = JSON.parse(readFileSync(process.argv[3], 'utf8')).map((t) => {\n"
+              "  try { return { ok: parseResponse(t, tables, { prefix: '<A>' }) }; }\n"
+              "  catch (e) { return { error: [e.pyType, e.message] }; }\n"
+              "});\n"
+              "writeFileSync(process.argv[4], JSON.stringify(out));\n")
+    (tmp_path / "run.mjs").write_text(script)
+    subprocess.run([NODE, str(tmp_path / "run.mjs"), str(tmp_path / "t.cpt"), str(tmp_path / "texts.json"),
+                    str(tmp_path / "out.json")], check=True, timeout=120)
+    got = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+
+    def same_number_blind(a, b):  # JavaScript has one number type: 1.0 is 1 there
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return isinstance(b, (int, float)) and not isinstance(b, bool) and a == b
+        if isinstance(a, list):
+            return isinstance(b, list) and len(a) == len(b) and all(map(same_number_blind, a, b))
+        if isinstance(a, dict):
+            return isinstance(b, dict) and list(a) == list(b) and all(same_number_blind(a[k], b[k]) for k in a)
+        return type(a) is type(b) and a == b
+
+    assert len(texts) >= 100
+    for text, w, g in zip(texts, want, got):
+        assert same_number_blind(w, g), (text, w, g)
