@@ -356,3 +356,66 @@ def test_check_and_grammar_export_on_the_family_templates():
         run_checks(template)
         with pytest.raises(ValueError, match="grammar export is not supported for format extension"):
             compile_template(template).grammar([{"type": "function", "function": {"name": "f", "parameters": {}}}])
+
+
+@pytest.mark.parametrize("flatten", [True, False])
+def test_javascript_equals_python_on_generated_texts(flatten, tmp_path):
+    """`lists_template` compiled, in the JavaScript runtime (`loadTables`, `parseResponse`), against Python's
+    `parse_response` on generated texts: the same message (numbers as JavaScript holds them; NaN/Infinity as
+    text) or the same exception class and text. One node process for all."""
+    if NODE is None:
+        pytest.skip("node is not installed")
+    from chatparse.compiler.writer import dumps
+
+    texts = []
+
+    @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.lists(st.tuples(st.sampled_from(["", "c", "c", "n"]), bodies), max_size=4))
+    def collect(parts):
+        texts.append(_render([(tag, body) for tag, body in parts if "<" not in body]))
+
+    collect()
+    template = lists_template(flatten)
+    want = []
+    for text in texts:
+        try:
+            want.append({"ok": parse_response(text, template, prefix="<A>")})
+        except (ValueError, KeyError, TypeError) as e:
+            want.append({"error": [type(e).__name__, str(e)]})
+    (tmp_path / "t.cpt").write_bytes(dumps(compile_template(template).raw_tables))
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    script = (f"import {{ loadTables, parseResponse }} from {json.dumps((ROOT / 'js' / 'chatparse.mjs').as_uri())};\n"
+              "import { readFileSync, writeFileSync } from 'node:fs';\n"
+              "const tables = loadTables(readFileSync(process.argv[2]));\n"
+              "const out = JSON.parse(readFileSync(process.argv[3], 'utf8')).map((t) => {\n"
+              "  try { return { ok: parseResponse(t, tables, { prefix: '<A>' }) }; }\n"
+              "  catch (e) { return { error: [e.pyType, e.message] }; }\n"
+              "});\n"
+              "writeFileSync(process.argv[4], JSON.stringify(out, (k, v) => typeof v === 'number' && "
+              "!Number.isFinite(v) ? String(v) : v));\n")
+    (tmp_path / "run.mjs").write_text(script)
+    subprocess.run([NODE, str(tmp_path / "run.mjs"), str(tmp_path / "t.cpt"), str(tmp_path / "texts.json"),
+                    str(tmp_path / "out.json")], check=True, timeout=120)
+    got = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+
+    def js_view(v):
+        if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+            return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+        if isinstance(v, list):
+            return [js_view(x) for x in v]
+        if isinstance(v, dict):
+            return {k: js_view(x) for k, x in v.items()}
+        return v
+
+    def same_number_blind(a, b):
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return isinstance(b, (int, float)) and not isinstance(b, bool) and a == b
+        if isinstance(a, list):
+            return isinstance(b, list) and len(a) == len(b) and all(map(same_number_blind, a, b))
+        if isinstance(a, dict):
+            return isinstance(b, dict) and list(a) == list(b) and all(same_number_blind(a[k], b[k]) for k in a)
+        return type(a) is type(b) and a == b
+
+    assert sum("ok" in w for w in want) >= 30 and sum("error" in w for w in want) >= 30
+    for text, w, g in zip(texts, want, got):
+        assert same_number_blind(js_view(w), g), (text, w, g)
