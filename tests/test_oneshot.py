@@ -12,7 +12,7 @@ import copy
 
 import pytest
 import regex
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import chatparse
@@ -112,22 +112,27 @@ def test_literal_shapes_decide_like_regex(alts, text):
     calls (qwen3's delimiters, for one). Zero-width matches are rejected by no one here: a lookahead's end is
     its run's end."""
     from chatparse.runtime.literals import literal_shapes
-    from chatparse.runtime.oneshot_plan import _WS_CHARS
+    from chatparse.runtime.oneshot_plan import _WS_CHARS, shaped_entries
 
     source = "|".join(lead + body + tail for lead, body, tail in alts)
     shapes = literal_shapes(source)
     rx = _compiled(source)
     if shapes is None or rx is None:
         return
+    lits = sorted({lit for _, _, got, _ in shapes for lit in got}, key=len, reverse=True)
     for p in range(len(text) + 1):
         q = p
         while q < len(text) and text[q] in _WS_CHARS:
             q += 1
         m = rx.match(text, p)
-        got = oneshot._decide_shaped(((0, (0, ""), shapes),), text, p, q)
-        if got is None and p < q:  # (the lean path asks at the literal too, for alternatives without a lead)
-            got = oneshot._decide_shaped(((0, (0, ""), shapes),), text, q, q)
-            got = got if got is not None and got[0] == p else None
+        lit = next((x for x in lits if text.startswith(x, q)), None)  # (what the lean path's search finds)
+        got = None
+        if lit is not None:
+            entries = shaped_entries(lit, [(0, (0, ""), shapes)])
+            got = oneshot._decide_shaped(entries, text, p, q)
+            if got is None and p < q:  # (the lean path asks at the literal too, for alternatives without a lead)
+                got = oneshot._decide_shaped(entries, text, q, q)
+                got = got if got is not None and got[0] == p else None
         assert (m.end() if m else None) == (got[1] if got else None), (source, text, p)
 
 
@@ -651,7 +656,7 @@ def test_patterns_asked_by_the_literal_after_whitespace_give_streamings_message(
 
 # Delimiters that are all `literal_shapes` (whitespace leads, literal groups, lookaheads, trailing runs), with a
 # few that are not, so that modes mixing them are drawn too.
-SHAPED_OPENS = [r"\s*<a>", r"\s+<a>", "<a>", r"\s*(?:<b>|<bc>)", r"\s*<b>\s*", "<c>", r"\s*<a>|\s*(?=<c>)",
+SHAPED_OPENS = [r"\s*<a>", r"\s+<a>", r"\s+<c>", "<a>", r"\s*(?:<b>|<bc>)", r"\s*<b>\s*", "<c>", r"\s*<a>|\s*(?=<c>)",
                 r"<[ab]>"]
 SHAPED_CLOSES = [r"\s*</a>", r"</a>\s*", r"\s*</a>\s*|\s*(?=<b>)", r"\s+(?:</b>|</bc>)", "</c>", r"\s*(?=<a>)",
                  r"\s*</[ab]>"]
@@ -678,7 +683,15 @@ def _shaped_template(draw):
     return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@example({"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # a pattern without a lead, in a led mode
+          "fields": {"a": {"open_pattern": r"\s*<a>"}, "b": {"open_pattern": "<c>"},
+                     "content": {"content_args": {"strip": False}}}}, "x <c>y")
+@example({"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # \s+ without whitespace before
+          "fields": {"a": {"open_pattern": r"\s+<a>"}, "content": {}}}, "x<a>y")
+@example({"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # a trailing run, kept out of the body
+          "fields": {"a": {"open_pattern": "<a>", "close_pattern": r"</a>\s*"},
+                     "content": {"content_args": {"strip": False}}}}, "<a>x</a> \n y")
 @given(_shaped_template(), st.lists(st.sampled_from(SHAPED_TEXT_PIECES), max_size=16).map("".join))
 def test_shaped_delimiters_parse_like_the_reference(template, text):
     """Templates whose modes watch `literal_shapes` patterns (decided by `oneshot._decide_shaped` after one

@@ -150,7 +150,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 break
             e, pi, m = s + single[2], single[1], None
         elif shaped is not None:  # every pattern is a lead, literals, a tail: decided by string tests
-            search, by_lit, led = shaped
+            search, by_lit, solos, led = shaped
             i = scan
             while True:
                 hit = search.search(text, i)
@@ -163,6 +163,23 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 budget -= 1
                 if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
                     raise _Fallback(automaton=True)
+                solo = solos.get(hit.group())
+                if solo is not None:  # one pattern's one alternative can match here (`_decide_shaped`, inline)
+                    pi, run_min, run_max, e, tail = solo
+                    if q - p > run_max:  # (no lead: it can only start at the literal)
+                        p = q
+                    if q - p >= run_min:
+                        if tail == SHAPE_AHEAD:
+                            e = q
+                        else:
+                            e += q
+                            if tail == SHAPE_TRAIL:
+                                while e < n and text[e] in _WS_CHARS:
+                                    e += 1
+                        found = (p, e, pi, None)
+                        break
+                    i = q + 1
+                    continue
                 entries = by_lit[hit.group()]
                 found = _decide_shaped(entries, text, p, q)
                 if found is None and p < q:  # (an alternative without a lead can still start at q)
@@ -326,27 +343,23 @@ def _decide_at(watched: list, text: str, p: int, wide=None):
 
 
 def _decide_shaped(entries: tuple, text: str, p: int, q: int):
-    """`_decide_at` at `p` for `oneshot_plan._shaped` patterns (`entries`: ``(pattern index, tie rank,
-    shapes)`` of those that can match with the literal at `q`, in watch order), where the whitespace run from
-    `p` ends at `q`: each pattern's match is its first alternative whose run bounds admit ``q - p`` and one of
-    whose literals starts at `q`, ending after the literal (and the whitespace run after it, for a trailing
-    ``\\s*``), or at `q` for a lookahead; among them the longest, then the tie rank. The same answer as the
-    `regex` calls (`literals.literal_shapes` says why), for a few ``str.startswith`` tests."""
+    """`_decide_at` at `p` for `oneshot_plan._shaped` patterns, where the whitespace run from `p` ends at `q`
+    and `entries` (`oneshot_plan.shaped_entries`) are the alternatives that can match with the literal at
+    `q`: each pattern's match is its first alternative whose run bounds admit ``q - p``, ending after its
+    literal (and the whitespace run after it, for a trailing ``\\s*``), or at `q` for a lookahead; among
+    them the longest, then the tie rank. The same answer as the `regex` calls (`literals.literal_shapes`
+    says why), without any. (Run bounds are 0 or unbounded above, so a match that does not start at `p`
+    can only start at `q`.)"""
     best_key = found = None
     run = q - p
     for pi, rank, alternatives in entries:
-        for run_min, run_max, lits, after in alternatives:
+        for run_min, run_max, length, after in alternatives:
             if not run_min <= run <= run_max:
-                continue
-            for lit in lits:
-                if text.startswith(lit, q):
-                    break
-            else:
                 continue
             if after == SHAPE_AHEAD:
                 e = q
             else:
-                e = q + len(lit)
+                e = q + length
                 if after == SHAPE_TRAIL:
                     n = len(text)
                     while e < n and text[e] in _WS_CHARS:

@@ -46,8 +46,9 @@ Watched = tuple
 #: risky, read)``: the pattern index; the compiled pattern (or its `re` twin) to run at the literal, None when
 #: the literal is the match; its `Risk`; its capture reader (match -> named groups), None for a literal.
 Keyed = tuple
-#: `_shaped`'s entry for a pattern that can match where a literal the search finds starts: ``(pi, rank,
-#: shapes)``: the pattern index, its tie rank, its `literals.literal_shapes`.
+#: `shaped_entries`' entry for a pattern that can match where a literal the search finds starts: ``(pi, rank,
+#: alternatives)``: the pattern index, its tie rank, ``(run_min, run_max, length, after)`` per alternative that
+#: can match there (`literals.literal_shapes`, with the length of the literal it takes).
 Shaped = tuple
 
 
@@ -62,7 +63,7 @@ class ModePlan(NamedTuple):
     single: Union[None, str, tuple]
     watched: list  # of `Watched` tuples
     keyed: Optional[dict]  # `_keyed`'s table (literal -> `Keyed` tuple) or None
-    shaped: Optional[tuple]  # `_shaped`'s (search, literal -> `Shaped` tuples, led) or None
+    shaped: Optional[tuple]  # `_shaped`'s (search, literal -> `Shaped` tuples, solos, led) or None
 
 
 class LeanPlan(NamedTuple):
@@ -257,24 +258,41 @@ def _reached(succ, starts: list):
 
 
 def _shaped(watched: list, patterns: list):
-    """For a mode whose every watched pattern is `literals.literal_shapes` (qwen3's ``\\s*<think>``,
-    ``\\s*</think>\\s*|\\s*(?=<tool_call>)``, ``</tool_call>\\s*``): ``(search, by literal, led)``, where `search`
-    (a `re` alternation of every literal, longest first) finds the next literal any match needs, `by literal`
-    gives per literal the `Shaped` entries of the patterns that can match with it there (those with a literal
-    it starts with), and `led` says whether any alternative has a whitespace lead (then a match may start
-    where the whitespace run before the literal starts). None for other modes, and for modes of literal
-    patterns alone, which `_keyed` or ``str.find`` decide with less work per candidate."""
+    """For a mode whose every watched pattern is `literals.literal_shapes` and one at least is no mere list
+    of literals (qwen3's ``\\s*<think>``, ``\\s*</think>\\s*|\\s*(?=<tool_call>)``, ``</tool_call>\\s*``):
+    ``(search, by literal, solos, led)``. `search` (a `re` alternation of every literal, longest first) finds
+    the next literal any match needs; `by literal` gives, per literal, `shaped_entries` (what can match
+    where it starts); `solos`, per literal where that is one pattern's one alternative, its ``(pattern
+    index, run_min, run_max, length, after)``, which `oneshot._parse_lean` decides inline; `led` says
+    whether any alternative has a whitespace lead (then a match may start where the whitespace run before
+    the literal starts). None for other modes: modes of literal patterns alone are decided by `_keyed` or
+    ``str.find`` with less work per candidate."""
     if all(w[4] is not None for w in watched):  # (no pattern, or literal `pieces` only)
         return None
-    shapes = [literal_shapes(patterns[w[0]].source) for w in watched]
-    if not all(shapes):
+    shaped = [(w[0], w[3], literal_shapes(patterns[w[0]].source)) for w in watched]
+    if not all(sh for _, _, sh in shaped):
         return None
-    lits = [{lit for _, _, got, _ in sh for lit in got} for sh in shapes]
-    every = sorted(set().union(*lits), key=len, reverse=True)
-    search = re.compile("|".join(map(re.escape, every)))
-    by_lit = {m: tuple((w[0], w[3], sh) for w, sh, ls in zip(watched, shapes, lits)
-                       if any(m.startswith(lit) for lit in ls)) for m in every}
-    return search, by_lit, any(run_max for sh in shapes for _, run_max, _, _ in sh)
+    every = sorted({lit for _, _, sh in shaped for _, _, lits, _ in sh for lit in lits}, key=len, reverse=True)
+    by_lit = {m: shaped_entries(m, shaped) for m in every}
+    solos = {m: (entries[0][0], *entries[0][2][0]) for m, entries in by_lit.items()
+             if len(entries) == 1 and len(entries[0][2]) == 1}
+    led = any(run_max for _, _, sh in shaped for _, run_max, _, _ in sh)
+    return re.compile("|".join(map(re.escape, every))), by_lit, solos, led
+
+
+def shaped_entries(lit: str, shaped: list) -> tuple:
+    """`Shaped` entries for where `lit` is the longest of a mode's literals that starts at a candidate's
+    literal position: of each pattern ``(pattern index, tie rank, shapes)`` in `shaped` (watch order), the
+    alternatives that can match there, as ``(run_min, run_max, length, after)``, `length` that of the
+    alternative's first literal `lit` starts with (which `regex` takes there: every literal that starts
+    there is a prefix of `lit`, the longest)."""
+    entries = []
+    for pi, rank, shapes in shaped:
+        alts = tuple((run_min, run_max, len(first), after) for run_min, run_max, lits, after in shapes
+                     for first in [next((x for x in lits if lit.startswith(x)), None)] if first is not None)
+        if alts:
+            entries.append((pi, rank, alts))
+    return tuple(entries)
 
 
 def _keyed_entry(lit: str, keyed: tuple, patterns: list) -> tuple:
