@@ -46,7 +46,6 @@ _BARE_KEY = regex.compile(r"(?<=[{,])(\w+)(?=:)")
 
 # `json.loads` for str is `JSONDecoder().scan_once` between two whitespace skips, behind two Python frames.
 _scan_json = json.JSONDecoder().scan_once
-_json_ws = json.decoder.WHITESPACE.match
 
 
 def _loads(s: str) -> Any:
@@ -64,12 +63,14 @@ def _clean_json(s: str) -> Any:
     json's C scanner alone (`json.loads` gives the same value); `_MISS` for anything else, where the caller
     asks `json.loads` itself for its value or exception. Other errors of the scanner (a JSONDecodeError
     inside an object, a too long integer) propagate, as from `json.loads`."""
-    i = _json_ws(s, 0).end() if s[:1] in _JSON_WS else 0
+    n, i = len(s), 0
+    while i < n and s[i] in _JSON_WS:  # (runs around a body are short: a loop costs less than a regex call)
+        i += 1
     try:
         value, end = _scan_json(s, i)
     except StopIteration:
         return _MISS
-    if end != len(s) and _json_ws(s, end).end() != len(s):
+    if end != n and s[end:].strip(_JSON_WS):  # (a JSON value ends in no whitespace: the rest, if any, must be)
         return _MISS
     return value
 
