@@ -221,7 +221,7 @@ def main(argv=None) -> None:
                 fast, read, slow = cell(binding, tok, tname, content, B, steps, reps)
                 rows.append((vname, tname, content, fast, read, slow))
                 print(f"  {vname} / {tname} / {content}: {fast:.1f}M ({read:.1f}M with events), "
-                      f"{slow:.2f} Python stream-steps per 1k tokens", flush=True)
+                      f"{slow:.2f} Python stream-steps per 1k tokens, load {os.getloadavg()[0]:.2f}", flush=True)
     lines = ["# Many streams over vocabularies, contents and templates", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `python -m bench.streams_matrix"
              f"{''.join(' ' + a for a in (sys.argv[1:] if argv is None else argv))}`, {platform.processor() or platform.machine()}, "
@@ -237,6 +237,9 @@ def main(argv=None) -> None:
     for vname, tname, content, fast, read, slow in rows:
         lines.append(f"| {vname} | {tname} | {content} | {fast:.1f} | {read:.1f} | {slow:.2f} | "
                      f"{'PASS' if fast >= 20 else 'FAIL'} |")
+    lines += ["", f"{sum(r[3] >= 20 for r in rows)} of {len(rows)} cells at >= 20M tokens/s; load average at the "
+              f"end {os.getloadavg()[0]:.2f} (on this 2-CPU host the CPU time of a run grows with the load as its "
+              "wall time does: other processes share the caches, so the figures move with the load)."]
     lines.append("")
     text = "\n".join(lines)
     print(text)
