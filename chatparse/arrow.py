@@ -32,8 +32,6 @@ iteration (one JSON encoding per tool call), with a row-by-row builder for messa
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import re
 from functools import partial
@@ -46,6 +44,7 @@ except ImportError as e:  # pragma: no cover - the error says what to install
     raise ImportError("chatparse.arrow needs pyarrow: pip install 'chatparse[data]'") from e
 
 from .compiled import CompiledTemplate, compile_template
+from .runtime.collector import collector_paused
 
 __all__ = ["MESSAGE_SCHEMA", "TOOL_CALL_TYPE", "compiled_of", "error_of", "parse_arrow", "parse_arrow_tokens",
            "table_bytes", "to_messages"]
@@ -473,10 +472,10 @@ def _parse_rows(parse_row, *columns) -> list:
     """The `MESSAGE_SCHEMA` columns, each a list of arrays (consecutive rows), of ``parse_row(*row)`` over
     the rows of the lists `columns`, a row that raises reported in its ``error`` and never lost with the
     batch. Chunks of `_CHUNK` rows: the messages of one are held, made columns, dropped, with the garbage
-    collector paused (`_no_gc`)."""
+    collector paused (`runtime.collector.collector_paused`)."""
     parts: list = []
     for lo in range(0, len(columns[0]), _CHUNK):
-        with _no_gc():
+        with collector_paused():
             _chunk_parts(parse_row, [c[lo:lo + _CHUNK] for c in columns], parts)
     if not parts:
         parts.append([pa.array([], f.type) for f in MESSAGE_SCHEMA])
@@ -495,22 +494,6 @@ def _chunk_parts(parse_row, columns: list, out: list) -> None:
             message = _FAILED
         append(message)
     _message_parts(messages, errors, out)  # (the messages die here, before the collector is back)
-
-
-@contextlib.contextmanager
-def _no_gc():
-    """The cyclic garbage collector paused while a chunk's messages are made and held: they are many new
-    containers, none garbage, which would set off collections that walk every object of the process (7% of
-    `parse_arrow`'s time on 100,000 short rows). Restored after; what cycles a chunk leaves (a failed row's
-    traceback) wait for the next collection."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _result(data, columns: list, keep_columns: bool, column_prefix: str):

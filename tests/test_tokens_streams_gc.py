@@ -1,5 +1,5 @@
 """`TokenStreams` creates a parser per stream and, at the end, every stream's message with the cyclic
-garbage collector paused (`token_streams._collector_paused`): those containers are not garbage, and the
+garbage collector paused (`runtime.collector.collector_paused`): those containers are not garbage, and the
 collections they would set off (one per 700 new containers; every tenth of those, and then every tenth of
 those, walks older generations, up to every object of the process) cost more than making the streams. The
 collector is back as it was after."""

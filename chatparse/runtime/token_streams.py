@@ -32,8 +32,6 @@ deferred tokens earlier, they too are joined at once, while fresh in the cache.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import threading
 from codecs import utf_8_decode
 from collections.abc import Sequence
@@ -41,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from .collector import collector_paused
 from .token_binding import TokenBinding
 from .token_decode import _out_of_range
 from .token_parser import TokenParser
@@ -203,23 +202,6 @@ class _Rows:
             self.next[row * self.V + token] = to * self.V
 
 
-@contextlib.contextmanager
-def _collector_paused():
-    """The cyclic garbage collector paused while many new containers that are not garbage are made (a
-    parser per stream, or every stream's message): each thousand or so would set off a collection, and
-    every tenth of the older ones walks every object of the process (with a 131k-token vocabulary loaded,
-    most of the cost of creating 256 streams). Restored after; cycles made meanwhile wait for the next
-    collection."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def max_rows(V: int) -> int:
     """How many rows `_Rows` makes at most for a vocabulary of V tokens: `_Rows.MAX_ROWS`, or as many more as
     `_Rows.ROW_MEMORY` holds (up to `_Rows.MAX_ROWS_CAP`)."""
@@ -350,7 +332,7 @@ class TokenStreams:
         prefixes = binding._batch_prefixes(n, prefix, prefix_ids)
         self.binding = binding
         self.n = n
-        with _collector_paused():
+        with collector_paused():
             self.parsers = [TokenParser(binding, prefix=p, tools=tools, spans=spans, dialect=dialect,
                                         offsets=offsets, malformed=malformed) for p in prefixes]
         tt = binding.tables
@@ -796,7 +778,7 @@ class TokenStreams:
         # every parser is up to date: NONE (the parser decides) is right for every stream from here on
         self._set_rows(np.full(self.n, self._none * self._size, dtype=self._R.dtype))
         out = []
-        with _collector_paused():  # (every stream's message and events: new containers, not garbage)
+        with collector_paused():  # (every stream's message and events: new containers, not garbage)
             for b in range(self.n):
                 if self.done[b]:
                     out.append(None)
