@@ -2496,12 +2496,13 @@ export function pyJsonLoads(s, mark = false, at = -1) {
     }
   };
   const str = () => {
-    // s[i] === '"'
+    // s[i] === '"'; an unterminated string is reported at its opening quote, however many escapes it read
+    const begin = i;
     i++;
     let out = "";
     let chunkStart = i;
     for (;;) {
-      if (i >= n) throw fail("Unterminated string starting at", chunkStart - 1);
+      if (i >= n) throw fail("Unterminated string starting at", begin);
       const c = s.charCodeAt(i);
       if (c === 0x22) {
         out += s.slice(chunkStart, i);
@@ -2515,17 +2516,20 @@ export function pyJsonLoads(s, mark = false, at = -1) {
       }
       out += s.slice(chunkStart, i);
       const e = s[i + 1];
-      if (e === undefined) throw fail("Unterminated string starting at", chunkStart - 1);
+      if (e === undefined) throw fail("Unterminated string starting at", begin);
       const simple = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" };
       if (hasOwn(simple, e)) {
         out += simple[e];
         i += 2;
       } else if (e === "u") {
+        // CPython's scanner wants a character after the four digits (the closing quote at least): an escape
+        // that ends the text is an invalid escape, not an unterminated string
+        if (i + 6 >= n) throw fail("Invalid \\uXXXX escape", i + 1);
         const h = s.slice(i + 2, i + 6);
         if (!/^[0-9a-fA-F]{4}$/.test(h)) throw fail("Invalid \\uXXXX escape", i + 1);
         let cp = parseInt(h, 16);
         i += 6;
-        if (cp >= 0xd800 && cp <= 0xdbff && s[i] === "\\" && s[i + 1] === "u") {
+        if (cp >= 0xd800 && cp <= 0xdbff && i + 6 < n && s[i] === "\\" && s[i + 1] === "u") {
           const h2 = s.slice(i + 2, i + 6);
           if (/^[0-9a-fA-F]{4}$/.test(h2)) {
             const lo = parseInt(h2, 16);

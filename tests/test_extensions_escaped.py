@@ -25,10 +25,10 @@ from chatparse import compile_template, parse_response
 from chatparse.compiler.validate import load_template
 from corpus_cases import show, strict_equal
 from ext_list_templates import FAMILIES
+from js_support import NODE, run_js_map, run_py_map, same_as_js
 from test_extensions_more import assert_every_path, every_path, tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[1]
-NODE = shutil.which("node")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TAG = r"<p (?P<key>\w+)>(?P<value>.*?)</p>"
 
@@ -199,7 +199,7 @@ def test_key_is_validated_and_listed():
                            ({"content": "kv-lines", "content_args": {"value_parser": {"name": "json"}},
                              "escaped_json_values": "yes"}, "'escaped_json_values' must be a bool, got str")):
         spec = {"start_anchor": "<A>", "fields": {"v": {"open": "<v>", "escaped_json_values": True, **field}}}
-        with pytest.raises(ValueError, match=re.escape(f"Field 'v': ") + ".*" + re.escape(message)):
+        with pytest.raises(ValueError, match=re.escape("Field 'v': ") + ".*" + re.escape(message)):
             load_template(spec)
 
 
@@ -244,36 +244,9 @@ def test_javascript_equals_python_on_generated_texts(tmp_path):
                                      and (tag != "k" or "\n" not in v)]) for tag, items in regions]))
 
     collect()
-    want = []
-    for text in texts:
-        try:
-            want.append({"ok": parse_response(text, esc_template(), prefix="<A>")})
-        except (ValueError, KeyError, TypeError) as e:
-            want.append({"error": [type(e).__name__, str(e)]})
-    (tmp_path / "t.cpt").write_bytes(dumps(compile_template(esc_template()).raw_tables))
-    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
-    script = (f"import {{ loadTables, parseResponse }} from {json.dumps((ROOT / 'js' / 'chatparse.mjs').as_uri())};\n"
-              "import { readFileSync, writeFileSync } from 'node:fs';\n"
-              "const tables = loadTables(readFileSync(process.argv[2]));\n"
-              "const out = JSON.parse(readFileSync(process.argv[3], 'utf8')).map((t) => {\n"
-              "  try { return { ok: parseResponse(t, tables, { prefix: '<A>' }) }; }\n"
-              "  catch (e) { return { error: [e.pyType, e.message] }; }\n"
-              "});\n"
-              "writeFileSync(process.argv[4], JSON.stringify(out));\n")
-    (tmp_path / "run.mjs").write_text(script)
-    subprocess.run([NODE, str(tmp_path / "run.mjs"), str(tmp_path / "t.cpt"), str(tmp_path / "texts.json"),
-                    str(tmp_path / "out.json")], check=True, timeout=120)
-    got = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
-
-    def same_number_blind(a, b):  # JavaScript has one number type: 1.0 is 1 there
-        if isinstance(a, (int, float)) and not isinstance(a, bool):
-            return isinstance(b, (int, float)) and not isinstance(b, bool) and a == b
-        if isinstance(a, list):
-            return isinstance(b, list) and len(a) == len(b) and all(map(same_number_blind, a, b))
-        if isinstance(a, dict):
-            return isinstance(b, dict) and list(a) == list(b) and all(same_number_blind(a[k], b[k]) for k in a)
-        return type(a) is type(b) and a == b
-
+    want = run_py_map(lambda text: parse_response(text, esc_template(), prefix="<A>"), texts)
+    got = run_js_map(tmp_path, "parseResponse(x, tables, { prefix: '<A>' })", texts,
+                     imports="loadTables, parseResponse", tables=dumps(compile_template(esc_template()).raw_tables))
     assert len(texts) >= 100
     for text, w, g in zip(texts, want, got):
-        assert same_number_blind(w, g), (text, w, g)
+        assert same_as_js(w, g), (text, w, g)

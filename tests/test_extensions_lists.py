@@ -27,10 +27,10 @@ from chatparse.compiler.validate import load_template
 from chatparse.runtime.json_values import MAX_DEPTH, parse_json_values
 from corpus_cases import show, strict_equal
 from ext_list_templates import EXTRA_CASES, FAMILIES, VECTORS
+from js_support import NODE, run_js_map, run_py_map, same_as_js
 from test_extensions_more import assert_every_path, every_path, tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[1]
-NODE = shutil.which("node")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -180,49 +180,10 @@ def test_json_values_in_javascript_equal_python(tmp_path):
 
     collect()
     collected += ["[" * (MAX_DEPTH + 1), '"[[' + "[" * MAX_DEPTH + '", ' + "[" * (MAX_DEPTH + 1), "", " ", "1 2", "🌈"]
-    want = []
-    for body in collected:
-        try:
-            want.append({"ok": parse_json_values(body)})
-        except ValueError as e:
-            want.append({"error": str(e)})
-    (tmp_path / "bodies.json").write_text(json.dumps(collected), encoding="utf-8")
-    script = (f"import {{ parseJsonValues }} from {json.dumps((ROOT / 'js' / 'chatparse.mjs').as_uri())};\n"
-              "import { readFileSync, writeFileSync } from 'node:fs';\n"
-              "const out = JSON.parse(readFileSync(process.argv[2], 'utf8')).map((b) => {\n"
-              "  try { return { ok: parseJsonValues(b) }; } catch (e) { return { error: e.message, type: e.pyType }; }\n"
-              "});\n"
-              "writeFileSync(process.argv[3], JSON.stringify(out, (k, v) => typeof v === 'number' && !Number.isFinite(v)"
-              " ? String(v) : v));\n")
-    (tmp_path / "run.mjs").write_text(script)
-    subprocess.run([NODE, str(tmp_path / "run.mjs"), str(tmp_path / "bodies.json"), str(tmp_path / "out.json")],
-                   check=True, timeout=120)
-    got = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
-
-    def js_view(v):  # what JSON.stringify above writes for a Python value
-        if isinstance(v, float) and not (v == v and abs(v) != float("inf")):
-            return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
-        if isinstance(v, list):
-            return [js_view(x) for x in v]
-        if isinstance(v, dict):
-            return {k: js_view(x) for k, x in v.items()}
-        return v
-
-    def same_number_blind(a, b):  # JavaScript has one number type: 1.0 is 1 there
-        if isinstance(a, (int, float)) and not isinstance(a, bool) and isinstance(b, (int, float)) \
-                and not isinstance(b, bool):
-            return a == b
-        if isinstance(a, list) and isinstance(b, list):
-            return len(a) == len(b) and all(map(same_number_blind, a, b))
-        if isinstance(a, dict) and isinstance(b, dict):
-            return list(a) == list(b) and all(same_number_blind(a[k], b[k]) for k in a)
-        return type(a) is type(b) and a == b
-
+    want = run_py_map(parse_json_values, collected, (ValueError,))
+    got = run_js_map(tmp_path, "parseJsonValues(x)", collected, imports="parseJsonValues")
     for body, w, g in zip(collected, want, got):
-        if "ok" in w:
-            assert "ok" in g and same_number_blind(js_view(w["ok"]), g["ok"]), (body, w, g)
-        else:
-            assert g == {"error": w["error"], "type": "ValueError"}, (body, w, g)
+        assert same_as_js(w, g), (body, w, g)
 
 
 # ============================================================================================== families and vectors
@@ -376,46 +337,9 @@ def test_javascript_equals_python_on_generated_texts(flatten, tmp_path):
 
     collect()
     template = lists_template(flatten)
-    want = []
-    for text in texts:
-        try:
-            want.append({"ok": parse_response(text, template, prefix="<A>")})
-        except (ValueError, KeyError, TypeError) as e:
-            want.append({"error": [type(e).__name__, str(e)]})
-    (tmp_path / "t.cpt").write_bytes(dumps(compile_template(template).raw_tables))
-    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
-    script = (f"import {{ loadTables, parseResponse }} from {json.dumps((ROOT / 'js' / 'chatparse.mjs').as_uri())};\n"
-              "import { readFileSync, writeFileSync } from 'node:fs';\n"
-              "const tables = loadTables(readFileSync(process.argv[2]));\n"
-              "const out = JSON.parse(readFileSync(process.argv[3], 'utf8')).map((t) => {\n"
-              "  try { return { ok: parseResponse(t, tables, { prefix: '<A>' }) }; }\n"
-              "  catch (e) { return { error: [e.pyType, e.message] }; }\n"
-              "});\n"
-              "writeFileSync(process.argv[4], JSON.stringify(out, (k, v) => typeof v === 'number' && "
-              "!Number.isFinite(v) ? String(v) : v));\n")
-    (tmp_path / "run.mjs").write_text(script)
-    subprocess.run([NODE, str(tmp_path / "run.mjs"), str(tmp_path / "t.cpt"), str(tmp_path / "texts.json"),
-                    str(tmp_path / "out.json")], check=True, timeout=120)
-    got = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
-
-    def js_view(v):
-        if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
-            return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
-        if isinstance(v, list):
-            return [js_view(x) for x in v]
-        if isinstance(v, dict):
-            return {k: js_view(x) for k, x in v.items()}
-        return v
-
-    def same_number_blind(a, b):
-        if isinstance(a, (int, float)) and not isinstance(a, bool):
-            return isinstance(b, (int, float)) and not isinstance(b, bool) and a == b
-        if isinstance(a, list):
-            return isinstance(b, list) and len(a) == len(b) and all(map(same_number_blind, a, b))
-        if isinstance(a, dict):
-            return isinstance(b, dict) and list(a) == list(b) and all(same_number_blind(a[k], b[k]) for k in a)
-        return type(a) is type(b) and a == b
-
+    want = run_py_map(lambda text: parse_response(text, template, prefix="<A>"), texts)
+    got = run_js_map(tmp_path, "parseResponse(x, tables, { prefix: '<A>' })", texts,
+                     imports="loadTables, parseResponse", tables=dumps(compile_template(template).raw_tables))
     assert sum("ok" in w for w in want) >= 30 and sum("error" in w for w in want) >= 30
     for text, w, g in zip(texts, want, got):
-        assert same_number_blind(js_view(w), g), (text, w, g)
+        assert same_as_js(w, g), (text, w, g)

@@ -316,6 +316,33 @@ def test_loads_equals_json_loads(text):
     assert_same(outcome(V._loads, text), outcome(json.loads, text))
 
 
+def test_javascript_json_loads_equals_json_loads(tmp_path):
+    """`pyJsonLoads` (js/chatparse.mjs, which every JSON-reading parser of the JavaScript runtime uses) against
+    ``json.loads`` on generated texts: JSON of generated values (escapes, surrogates, nesting) cut short or with
+    one character changed, and soup from JSON's own characters: the same value (numbers as JavaScript holds
+    them) or the same exception class and message, position included. One node process for all."""
+    from js_support import NODE, run_js_map, run_py_map, same_as_js
+
+    if NODE is None:
+        pytest.skip("node is not installed")
+    texts = ['"\\n\\"', '"a\\u00e9\\ud83c', '{"k": "\\"', '"\\x"', '["\\u12"]']
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(json_values, st.integers(0, 10**6), st.sampled_from(['"', "\\", "u", "\n", "}", "", "\ud83c"]),
+           st.text(alphabet=' \t\n{}[]",:01-.eEtruefalsnNI\\u\ufeff', max_size=12))
+    def collect(value, at, insert, soup):
+        text = json.dumps(value, ensure_ascii=at % 2 == 0)
+        at %= len(text) + 1
+        texts.extend([text, text[:at], text[:at] + insert + text[at + 1:], soup])
+
+    collect()
+    want = run_py_map(json.loads, texts, (ValueError,))
+    got = run_js_map(tmp_path, "pyJsonLoads(x)", texts, imports="pyJsonLoads")
+    assert sum("ok" in w for w in want) >= 400 and sum("error" in w for w in want) >= 400
+    for text, w, g in zip(texts, want, got):
+        assert same_as_js(w, g), (text, w, g)
+
+
 @FAST
 @given(xml_case())
 # a value group that does not take part gives None to the nested text parser, which keeps it (or fails on
