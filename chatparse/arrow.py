@@ -35,7 +35,8 @@ from __future__ import annotations
 import json
 import re
 from functools import partial
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain, compress, repeat
+from operator import not_
 from typing import Any
 
 try:
@@ -350,8 +351,9 @@ _LIST_OR_NONE = frozenset((list, type(None)))
 def _message_parts(messages: list, errors: list, out: list) -> None:
     """Append to `out` the `MESSAGE_SCHEMA` arrays of a batch (one list or more, for consecutive rows): per
     row the parser's message, or `_FAILED` where `errors` holds the row's error text (else None).
-    `_typed_arrays` when every message fits the typed columns exactly. Else the rows whose shape does not
-    fit (`_fits`: another key, a None or non-string text, a call of another shape) go row by row through
+    `_typed_arrays` when every message fits the typed columns exactly, or differs only by a call of another
+    shape. Else the rows whose shape does not fit (`_fits`: another key, a None or non-string text) go row by
+    row through
     `_Columns`, and the runs of rows between them column by column again; a run that still does not (a value
     with no strict JSON text, a lone surrogate) is halved, down to 32 rows, which go row by row (`_Columns`
     also repairs strings Arrow cannot hold). So one odd message costs its own row, not a re-check of the
@@ -398,25 +400,49 @@ def _rowwise_parts(messages: list, errors: list, out: list) -> None:
 
 def _fits(message) -> bool:
     """Whether `message` has the shape `_typed_arrays` takes: a dict of string role / reasoning_content /
-    content and a list of ``{"type"?: str, "id"?: str, "function": {"name": str, "arguments": ...}}``, no
-    other key, no None value (whether the arguments have strict JSON text and the strings UTF-8 is left to
-    `_typed_arrays`). Python steps per row: only for batches the column-by-column check refused."""
+    content and a list of calls that `_call_fits`, no other key, no None value (whether the arguments have
+    strict JSON text and the strings UTF-8 is left to `_typed_arrays`). Python steps per row: only for
+    batches the column-by-column check refused for a reason other than a call's shape."""
     if type(message) is not dict:
         return False
     for key, value in message.items():
         if key == "tool_calls":
-            if type(value) is not list:
+            if type(value) is not list or not all(map(_call_fits, value)):
                 return False
-            for c in value:
-                if type(c) is not dict or not _CALL_KEYS.issuperset(c) or "function" not in c:
-                    return False
-                f = c["function"]
-                if (type(f) is not dict or len(f) != 2 or type(f.get("name")) is not str or "arguments" not in f
-                        or any(type(c[k]) is not str for k in c if k != "function")):  # type / id
-                    return False
         elif key not in _TEXT_KEYS or type(value) is not str:
             return False
     return True
+
+
+def _call_fits(c) -> bool:
+    """Whether a call has the struct's shape: ``{"type"?: str, "id"?: str, "function": {"name": str,
+    "arguments": ...}}`` (`_Columns._calls` less the arguments' JSON text)."""
+    if type(c) is not dict or not _CALL_KEYS.issuperset(c) or "function" not in c:
+        return False
+    f = c["function"]
+    return (type(f) is dict and len(f) == 2 and type(f.get("name")) is str and "arguments" in f
+            and all(type(c[k]) is str for k in c if k != "function"))  # type / id
+
+
+def _calls_fit(calls: list, functions: list, types: list, ids: list, names: list) -> bool:
+    """`all(map(_call_fits, calls))`, checked column by column with C-level iteration (the usual batch)."""
+    m = len(calls)
+    return (_DICT.issuperset(map(type, functions))  # (a call without "function" gives None)
+            and sum(map(len, calls)) == 3 * m - types.count(None) - ids.count(None)  # no other key, none None
+            and _STR_OR_NONE.issuperset(map(type, types)) and _STR_OR_NONE.issuperset(map(type, ids))
+            and _STR.issuperset(map(type, names)) and sum(map(len, functions)) == 2 * m
+            and all(map(dict.__contains__, functions, repeat("arguments"))))  # exactly name and arguments
+
+
+def _call_columns(calls: list):
+    get = dict.get
+    if not _DICT.issuperset(map(type, calls)):
+        return None
+    functions, types, ids = (list(map(get, calls, repeat(k))) for k in ("function", "type", "id"))
+    names = list(map(get, functions, repeat("name"))) if _DICT.issuperset(map(type, functions)) else None
+    if names is None or not _calls_fit(calls, functions, types, ids, names):
+        return None
+    return functions, types, ids, names
 
 
 def _typed_arrays(messages: list, errors: list):
@@ -424,7 +450,10 @@ def _typed_arrays(messages: list, errors: list):
     row): every message a dict of string role / reasoning_content / content and a list of
     ``{"type"?: str, "id"?: str, "function": {"name": str, "arguments": JSON data}}``, no other key, no
     None value; every string UTF-8 encodable. Checked and built column by column with C-level iteration
-    (map, sets, counts) instead of Python steps per row; only the arguments' JSON text is made per call."""
+    (map, sets, counts) instead of Python steps per row; only the arguments' JSON text is made per call.
+    A row whose calls do not all have that shape (a generated key inside a malformed call, about one row in
+    2,000 of bench/datasets_gen.py's mix) has its whole list in ``extra``, as `_Columns` puts it, without
+    leaving this way: one Python step per call finds it, where the batch's check failed."""
     if _ARGS_CHUNKS is None or not _DICT.issuperset(map(type, messages)):
         return None
     get, n = dict.get, len(messages)
@@ -437,18 +466,20 @@ def _typed_arrays(messages: list, errors: list):
                     and _LIST_OR_NONE.issuperset(map(type, row_calls)))):
         return None
     calls = list(chain.from_iterable(filter(None, row_calls)))
-    m = len(calls)
-    if not _DICT.issuperset(map(type, calls)):
-        return None
-    functions, types, ids = (list(map(get, calls, repeat(k))) for k in ("function", "type", "id"))
-    if (not _DICT.issuperset(map(type, functions))  # (a call without "function" gives None)
-            or sum(map(len, calls)) != 3 * m - types.count(None) - ids.count(None)  # no other key, none None
-            or not (_STR_OR_NONE.issuperset(map(type, types)) and _STR_OR_NONE.issuperset(map(type, ids)))):
-        return None
-    names = list(map(get, functions, repeat("name")))
-    if (not _STR.issuperset(map(type, names)) or sum(map(len, functions)) != 2 * m
-            or not all(map(dict.__contains__, functions, repeat("arguments")))):  # exactly name and arguments
-        return None
+    columns = _call_columns(calls)
+    extra = None
+    if columns is None:  # some row has a call of another shape: its whole list goes to `extra`, as in _Columns
+        counts = [0 if c is None else len(c) for c in row_calls]
+        owners = chain.from_iterable(map(repeat, range(n), counts))
+        extra = [None] * n
+        for i in sorted(set(compress(owners, map(not_, map(_call_fits, calls))))):
+            extra[i] = _EXTRA_JSON({"tool_calls": row_calls[i]})
+            row_calls[i] = None
+        calls = list(chain.from_iterable(filter(None, row_calls)))
+        columns = _call_columns(calls)
+        if columns is None:  # (cannot happen: every call left fits)
+            return None
+    functions, types, ids, names = columns
     s = pa.string()
     try:
         arguments = list(map("".join, map(_ARGS_CHUNKS, map(get, functions, repeat("arguments")), repeat(0))))
@@ -459,8 +490,8 @@ def _typed_arrays(messages: list, errors: list):
         mask = pa.array([c is None for c in row_calls], pa.bool_())
         tool_calls = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, mask=mask,
                                               type=pa.list_(TOOL_CALL_TYPE))
-        return [pa.array(role, s), pa.array(reasoning, s), pa.array(content, s), tool_calls, pa.nulls(n, s),
-                pa.array(errors, s)]
+        return [pa.array(role, s), pa.array(reasoning, s), pa.array(content, s), tool_calls,
+                pa.nulls(n, s) if extra is None else pa.array(extra, s), pa.array(errors, s)]
     except (TypeError, ValueError, RecursionError, UnicodeEncodeError):  # arguments `_Columns` keeps in
         return None  # ``extra``, a lone surrogate somewhere: row by row
 
