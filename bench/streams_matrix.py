@@ -166,9 +166,35 @@ def python_steps(binding, mat) -> tuple:
     return [m for m, _ in s.finalize_all()], 1000 * n / mat.size
 
 
+def breakdown(binding, mat) -> dict:
+    """Where one run's wall time goes (ms): creating the streams, the steps whose streams were all advanced by
+    the row tables (``table``: the numpy work, the ring buffer's wraps included, whose text joins every deferred
+    token), the steps where some stream ran in Python (``python``), and `finalize_all`; and the Python
+    stream-steps taken (``n_python``). Each step is timed on its own (perf_counter: ~0.1 us per call)."""
+    clock = time.perf_counter
+    t0 = clock()
+    s = binding.streams(mat.shape[1], prefix="")
+    out = {"create": clock() - t0, "table": 0.0, "python": 0.0, "n_python": 0}
+    step = s.step
+    for row in mat:
+        t0 = clock()
+        ev = step(row)
+        dt = clock() - t0
+        slow = ev.slow
+        if slow:
+            out["python"] += dt
+            out["n_python"] += len(slow)
+        else:
+            out["table"] += dt
+    t0 = clock()
+    s.finalize_all()
+    out["finalize"] = clock() - t0
+    return {k: v * 1e3 if k != "n_python" else v for k, v in out.items()}
+
+
 def cell(binding, tok, template: str, content: str, B: int, steps: int, reps: int) -> tuple:
-    """(M tokens/s events not read, M tokens/s events read, Python stream-steps per 1,000 tokens) for B streams
-    of `steps` tokens."""
+    """(M tokens/s events not read, M tokens/s events read, Python stream-steps per 1,000 tokens, the median
+    `breakdown` of `reps` runs) for B streams of `steps` tokens."""
     words = steps  # about one token per word or more: cut to `steps` below
     seqs = []
     for k in range(B):
@@ -194,7 +220,13 @@ def cell(binding, tok, template: str, content: str, B: int, steps: int, reps: in
             run(read)
             times.append(time.perf_counter() - t0)
         out.append(B * steps / statistics.median(times) / 1e6)
-    return (*out, slow)
+    parts = [breakdown(binding, mat) for _ in range(reps)]
+    return (*out, slow, {k: statistics.median(p[k] for p in parts) for k in parts[0]})
+
+
+def _parts(p: dict) -> str:
+    per = p["python"] * 1e3 / p["n_python"] if p["n_python"] else 0.0
+    return f"{p['create']:.1f} / {p['table']:.1f} / {p['python']:.1f} ({per:.0f}) / {p['finalize']:.1f}"
 
 
 def main(argv=None) -> None:
@@ -218,10 +250,11 @@ def main(argv=None) -> None:
         for tname in TEMPLATES:
             binding = chatparse.bind(templates.get(tname), hf)
             for content in CONTENTS:
-                fast, read, slow = cell(binding, tok, tname, content, B, steps, reps)
-                rows.append((vname, tname, content, fast, read, slow))
+                fast, read, slow, parts = cell(binding, tok, tname, content, B, steps, reps)
+                rows.append((vname, tname, content, fast, read, slow, parts))
                 print(f"  {vname} / {tname} / {content}: {fast:.1f}M ({read:.1f}M with events), "
-                      f"{slow:.2f} Python stream-steps per 1k tokens, load {os.getloadavg()[0]:.2f}", flush=True)
+                      f"{slow:.2f} Python stream-steps per 1k tokens, {_parts(parts)}, "
+                      f"load {os.getloadavg()[0]:.2f}", flush=True)
     lines = ["# Many streams over vocabularies, contents and templates", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `python -m bench.streams_matrix"
              f"{''.join(' ' + a for a in (sys.argv[1:] if argv is None else argv))}`, {platform.processor() or platform.machine()}, "
@@ -231,11 +264,18 @@ def main(argv=None) -> None:
              "Python stream-steps: per 1,000 tokens, the stream-steps taken in Python (the stream's parser, "
              "or a transition worked out without it) rather than by the row tables, counted on the cell's "
              "first run (`python_steps`): load-independent.", "",
+             "Where the time goes (`breakdown`, events not read, median of the runs; each step timed on its own, "
+             f"so the sum is a little above the plain run's): ms creating the {B} streams, in steps the row tables "
+             "took whole (numpy, and the ring buffer's wraps, which join the deferred tokens' text), in steps where "
+             "some stream ran in Python (its parser, mostly at a region change: catching up its deferred text, "
+             "the delimiter, the close) with the microseconds per such stream-step, and in `finalize_all`. At "
+             f"20M tokens/s the whole run has {B * steps / 20e3:.1f} ms.", "",
              "| vocabulary | template | content | M tokens/s (events not read) | M tokens/s (every stream's "
-             "events read) | Python stream-steps per 1k tokens | target |",
-             "|---|---|---|---|---|---|---|"]
-    for vname, tname, content, fast, read, slow in rows:
-        lines.append(f"| {vname} | {tname} | {content} | {fast:.1f} | {read:.1f} | {slow:.2f} | "
+             "events read) | Python stream-steps per 1k tokens | ms: create / table steps / Python steps "
+             "(us per stream-step) / finalize | target |",
+             "|---|---|---|---|---|---|---|---|"]
+    for vname, tname, content, fast, read, slow, parts in rows:
+        lines.append(f"| {vname} | {tname} | {content} | {fast:.1f} | {read:.1f} | {slow:.2f} | {_parts(parts)} | "
                      f"{'PASS' if fast >= 20 else 'FAIL'} |")
     lines += ["", f"{sum(r[3] >= 20 for r in rows)} of {len(rows)} cells at >= 20M tokens/s; load average at the "
               f"end {os.getloadavg()[0]:.2f} (on this 2-CPU host the CPU time of a run grows with the load as its "
