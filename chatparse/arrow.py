@@ -353,8 +353,7 @@ def _message_parts(messages: list, errors: list, out: list) -> None:
     row the parser's message, or `_FAILED` where `errors` holds the row's error text (else None).
     `_typed_arrays` when every message fits the typed columns exactly, or differs only by a call of another
     shape. Else the rows whose shape does not fit (`_fits`: another key, a None or non-string text) go row by
-    row through
-    `_Columns`, and the runs of rows between them column by column again; a run that still does not (a value
+    row through `_Columns`, and the runs of rows between them column by column again; a run that still does not (a value
     with no strict JSON text, a lone surrogate) is halved, down to 32 rows, which go row by row (`_Columns`
     also repairs strings Arrow cannot hold). So one odd message costs its own row, not a re-check of the
     halves around it at every level."""
@@ -435,6 +434,7 @@ def _calls_fit(calls: list, functions: list, types: list, ids: list, names: list
 
 
 def _call_columns(calls: list):
+    """``(functions, types, ids, names)``, the calls' columns, when every call `_call_fits`; else None."""
     get = dict.get
     if not _DICT.issuperset(map(type, calls)):
         return None
