@@ -36,7 +36,7 @@ import json
 import re
 from functools import partial
 from itertools import accumulate, chain, compress, repeat
-from operator import not_
+from operator import add, eq, is_, is_not, not_, sub
 from typing import Any
 
 try:
@@ -423,26 +423,39 @@ def _call_fits(c) -> bool:
             and all(type(c[k]) is str for k in c if k != "function"))  # type / id
 
 
+def _call_columns(calls: list):
+    """``(functions, types, ids, names)`` of the calls, where every call and every call's ``function`` is a dict
+    (else None): the columns `_typed_arrays` builds from, whether or not each call `_call_fits`."""
+    get = dict.get
+    if not _DICT.issuperset(map(type, calls)):
+        return None
+    functions = list(map(get, calls, repeat("function")))  # (a call without "function" gives None)
+    if not _DICT.issuperset(map(type, functions)):
+        return None
+    return (functions, list(map(get, calls, repeat("type"))), list(map(get, calls, repeat("id"))),
+            list(map(get, functions, repeat("name"))))
+
+
 def _calls_fit(calls: list, functions: list, types: list, ids: list, names: list) -> bool:
-    """`all(map(_call_fits, calls))`, checked column by column with C-level iteration (the usual batch)."""
+    """`all(map(_call_fits, calls))` given `_call_columns`, checked by counts and sets (the usual batch)."""
     m = len(calls)
-    return (_DICT.issuperset(map(type, functions))  # (a call without "function" gives None)
-            and sum(map(len, calls)) == 3 * m - types.count(None) - ids.count(None)  # no other key, none None
+    return (sum(map(len, calls)) == 3 * m - types.count(None) - ids.count(None)  # no other key, none None
             and _STR_OR_NONE.issuperset(map(type, types)) and _STR_OR_NONE.issuperset(map(type, ids))
             and _STR.issuperset(map(type, names)) and sum(map(len, functions)) == 2 * m
             and all(map(dict.__contains__, functions, repeat("arguments"))))  # exactly name and arguments
 
 
-def _call_columns(calls: list):
-    """``(functions, types, ids, names)``, the calls' columns, when every call `_call_fits`; else None."""
-    get = dict.get
-    if not _DICT.issuperset(map(type, calls)):
-        return None
-    functions, types, ids = (list(map(get, calls, repeat(k))) for k in ("function", "type", "id"))
-    names = list(map(get, functions, repeat("name"))) if _DICT.issuperset(map(type, functions)) else None
-    if names is None or not _calls_fit(calls, functions, types, ids, names):
-        return None
-    return functions, types, ids, names
+def _call_fit_flags(calls: list, functions: list, types: list, ids: list, names: list):
+    """Per call, `_call_fits` given `_call_columns` (an iterator of bools), by C-level passes: the call has as
+    many keys as "function" (there: its value is a dict) and the non-None values of type and id (so no other
+    key, and no type or id holding None), type and id are str or absent, the function is exactly a str name
+    and arguments."""
+    expected = map(sub, repeat(3), map(add, map(is_, types, repeat(None)), map(is_, ids, repeat(None))))
+    return map(all, zip(map(eq, map(len, calls), expected),
+                        map(_STR_OR_NONE.__contains__, map(type, types)),
+                        map(_STR_OR_NONE.__contains__, map(type, ids)),
+                        map(_STR.__contains__, map(type, names)), map(eq, map(len, functions), repeat(2)),
+                        map(dict.__contains__, functions, repeat("arguments"))))
 
 
 def _typed_arrays(messages: list, errors: list):
@@ -452,8 +465,9 @@ def _typed_arrays(messages: list, errors: list):
     None value; every string UTF-8 encodable. Checked and built column by column with C-level iteration
     (map, sets, counts) instead of Python steps per row; only the arguments' JSON text is made per call.
     A row whose calls do not all have that shape (a generated key inside a malformed call, about one row in
-    2,000 of bench/datasets_gen.py's mix) has its whole list in ``extra``, as `_Columns` puts it, without
-    leaving this way: one Python step per call finds it, where the batch's check failed."""
+    2,000 of bench/datasets_gen.py's mix, in half the chunks) has its whole list in ``extra``, as `_Columns`
+    puts it, without leaving this way: per-call flags (C-level passes again) find it where the batch's
+    check failed, and the other rows' calls are kept from the columns already made."""
     if _ARGS_CHUNKS is None or not _DICT.issuperset(map(type, messages)):
         return None
     get, n = dict.get, len(messages)
@@ -468,17 +482,23 @@ def _typed_arrays(messages: list, errors: list):
     calls = list(chain.from_iterable(filter(None, row_calls)))
     columns = _call_columns(calls)
     extra = None
-    if columns is None:  # some row has a call of another shape: its whole list goes to `extra`, as in _Columns
+    if columns is None or not _calls_fit(calls, *columns):
+        # some row has a call of another shape: its whole list goes to `extra`, as in _Columns
+        fits = list(map(_call_fits, calls) if columns is None else _call_fit_flags(calls, *columns))
         counts = [0 if c is None else len(c) for c in row_calls]
-        owners = chain.from_iterable(map(repeat, range(n), counts))
+        owners = list(chain.from_iterable(map(repeat, range(n), counts)))
         extra = [None] * n
-        for i in sorted(set(compress(owners, map(not_, map(_call_fits, calls))))):
+        for i in set(compress(owners, map(not_, fits))):
             extra[i] = _EXTRA_JSON({"tool_calls": row_calls[i]})
             row_calls[i] = None
-        calls = list(chain.from_iterable(filter(None, row_calls)))
-        columns = _call_columns(calls)
-        if columns is None:  # (cannot happen: every call left fits)
-            return None
+        keep = list(map(is_not, map(row_calls.__getitem__, owners), repeat(None)))  # calls of the rows kept
+        calls = list(compress(calls, keep))
+        if columns is None:
+            columns = _call_columns(calls)
+            if columns is None:  # (cannot happen: every call left fits)
+                return None
+        else:
+            columns = [list(compress(col, keep)) for col in columns]
     functions, types, ids, names = columns
     s = pa.string()
     try:

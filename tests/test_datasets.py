@@ -189,6 +189,27 @@ _MUTATIONS = [  # one thing the typed columns cannot hold, in an otherwise usual
     lambda m: {**m, "tool_calls": [{"function": {"name": "f\udc00", "arguments": 1}}]},
     lambda m: {**m, "content": "a\ud800"},
 ]
+# a dict call with a dict function, with up to two of its keys dropped, renamed, set to another value or added
+_CALL_EDITS = [("type", None), ("type", 2), ("id", None), ("id", 3), ("index", 0), ("name", None), ("name", 1),
+               ("arguments", None), ("other", 1), ("-type", None), ("-id", None), ("-name", None),
+               ("-arguments", None), ("~arguments", "other")]
+
+
+def _edited_call(edits) -> dict:
+    call, function = {"type": "function", "id": "c1"}, {"name": "f", "arguments": {}}
+    for key, value in edits:
+        target = function if key.lstrip("-") in ("name", "arguments", "other") else call
+        if key.startswith("-"):
+            target.pop(key[1:], None)
+        elif key.startswith("~"):  # (renamed)
+            if key[1:] in target:
+                target[value] = target.pop(key[1:])
+        else:
+            target[key] = value
+    return {**call, "function": function}
+
+
+_ONE_CALL_SHAPES = st.lists(st.sampled_from(_CALL_EDITS), max_size=2).map(_edited_call)
 _nearly = st.tuples(_usual, st.sampled_from(_MUTATIONS)).map(lambda mf: mf[1](mf[0]))
 
 
@@ -218,6 +239,22 @@ def test_columns_built_by_column_are_those_built_row_by_row(rows):
     assert same(back, [e if e is not None else m for m, e in zip(messages, errors)])
     if all(kind != "any" for kind, _ in rows):
         assert len(parts) == 1  # the usual messages all go the column-by-column way
+
+
+@settings(max_examples=1000, deadline=None)
+@given(calls=st.lists(st.one_of(_call, _ONE_CALL_SHAPES), max_size=6))
+def test_call_fit_flags_are_call_fits(calls):
+    """The per-call flags `_typed_arrays` computes by C-level passes, where a batch's calls are all dicts
+    with dict functions, are `_call_fits` of each call (keys, None values, types, the function's two keys)."""
+    from chatparse.arrow import _call_columns, _call_fit_flags, _call_fits, _calls_fit
+
+    columns = _call_columns(calls)
+    if columns is None:
+        assert not all(type(c) is dict and type(c.get("function")) is dict for c in calls)
+        return
+    want = list(map(_call_fits, calls))
+    assert list(_call_fit_flags(calls, *columns)) == want
+    assert _calls_fit(calls, *columns) == all(want)
 
 
 @pytest.mark.parametrize("odd", [{"role": "assistant", "model": "m1"}, {"role": "assistant", "content": None},
