@@ -349,14 +349,13 @@ _LIST_OR_NONE = frozenset((list, type(None)))
 
 
 def _message_parts(messages: list, errors: list, out: list) -> None:
-    """Append to `out` the `MESSAGE_SCHEMA` arrays of a batch (one list or more, for consecutive rows): per
-    row the parser's message, or `_FAILED` where `errors` holds the row's error text (else None).
-    `_typed_arrays` when every message fits the typed columns exactly, or differs only by a call of another
-    shape. Else the rows whose shape does not fit (`_fits`: another key, a None or non-string text) go row by
-    row through `_Columns`, and the runs of rows between them column by column again; a run that still does not (a value
-    with no strict JSON text, a lone surrogate) is halved, down to 32 rows, which go row by row (`_Columns`
-    also repairs strings Arrow cannot hold). So one odd message costs its own row, not a re-check of the
-    halves around it at every level."""
+    """Append to `out` the `MESSAGE_SCHEMA` arrays of a batch (one list or more, for consecutive rows): per row the
+    parser's message, or `_FAILED` where `errors` holds the row's error text (else None). `_typed_arrays` when every
+    message fits the typed columns exactly, or differs only by a call of another shape. Else the rows whose shape
+    does not fit (`_fits`: another key, a None or non-string text) go row by row through `_Columns`, and the runs of
+    rows between them column by column again; a run that still does not (a value with no strict JSON text, a lone
+    surrogate) is halved, down to 32 rows, which go row by row (`_Columns` also repairs strings Arrow cannot hold).
+    So one odd message costs its own row, not a re-check of the halves around it at every level."""
     arrays = _typed_arrays(messages, errors)
     if arrays is not None:
         out.append(arrays)
@@ -425,7 +424,7 @@ def _call_fits(c) -> bool:
 
 def _call_columns(calls: list):
     """``(functions, types, ids, names)`` of the calls, where every call and every call's ``function`` is a dict
-    (else None): the columns `_typed_arrays` builds from, whether or not each call `_call_fits`."""
+    (else None): the columns `_typed_arrays` builds from and checks with `_call_fit_flags`."""
     get = dict.get
     if not _DICT.issuperset(map(type, calls)):
         return None
@@ -434,15 +433,6 @@ def _call_columns(calls: list):
         return None
     return (functions, list(map(get, calls, repeat("type"))), list(map(get, calls, repeat("id"))),
             list(map(get, functions, repeat("name"))))
-
-
-def _calls_fit(calls: list, functions: list, types: list, ids: list, names: list) -> bool:
-    """`all(map(_call_fits, calls))` given `_call_columns`, checked by counts and sets (the usual batch)."""
-    m = len(calls)
-    return (sum(map(len, calls)) == 3 * m - types.count(None) - ids.count(None)  # no other key, none None
-            and _STR_OR_NONE.issuperset(map(type, types)) and _STR_OR_NONE.issuperset(map(type, ids))
-            and _STR.issuperset(map(type, names)) and sum(map(len, functions)) == 2 * m
-            and all(map(dict.__contains__, functions, repeat("arguments"))))  # exactly name and arguments
 
 
 def _call_fit_flags(calls: list, functions: list, types: list, ids: list, names: list):
@@ -466,8 +456,8 @@ def _typed_arrays(messages: list, errors: list):
     (map, sets, counts) instead of Python steps per row; only the arguments' JSON text is made per call.
     A row whose calls do not all have that shape (a generated key inside a malformed call, about one row in
     2,000 of bench/datasets_gen.py's mix, in half the chunks) has its whole list in ``extra``, as `_Columns`
-    puts it, without leaving this way: per-call flags (C-level passes again) find it where the batch's
-    check failed, and the other rows' calls are kept from the columns already made."""
+    puts it, without leaving this way: the per-call flags (`_call_fit_flags`) find it, and the other rows'
+    calls are kept from the columns already made."""
     if _ARGS_CHUNKS is None or not _DICT.issuperset(map(type, messages)):
         return None
     get, n = dict.get, len(messages)
@@ -481,10 +471,9 @@ def _typed_arrays(messages: list, errors: list):
         return None
     calls = list(chain.from_iterable(filter(None, row_calls)))
     columns = _call_columns(calls)
+    fits = list(map(_call_fits, calls) if columns is None else _call_fit_flags(calls, *columns))
     extra = None
-    if columns is None or not _calls_fit(calls, *columns):
-        # some row has a call of another shape: its whole list goes to `extra`, as in _Columns
-        fits = list(map(_call_fits, calls) if columns is None else _call_fit_flags(calls, *columns))
+    if not all(fits):  # some row has a call of another shape: its whole list goes to `extra`, as in _Columns
         counts = [0 if c is None else len(c) for c in row_calls]
         owners = list(chain.from_iterable(map(repeat, range(n), counts)))
         extra = [None] * n
