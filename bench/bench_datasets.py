@@ -415,7 +415,8 @@ def main(argv=None) -> Path:
         for mix, (prefixes, texts) in mixes.items():
             r: dict = {}
             say(f"{mix}: reference ...")
-            first_reference = bench_reference(prefixes[:ref_rows[mix]], texts[:ref_rows[mix]])
+            sample = prefixes[:ref_rows[mix]], texts[:ref_rows[mix]]
+            first_reference = bench_reference(*sample)
             say(f"{mix}: in process ...")
             r.update(bench_inprocess(prefixes, texts))
             src = tmp / f"{mix}.jsonl"
@@ -434,8 +435,7 @@ def main(argv=None) -> Path:
             # the reference again, after chatparse's paths: the host's speed drifts over minutes (by a third
             # between two runs on 2026-12-03), and the faster of the two is the one the ratios divide by
             say(f"{mix}: reference again ...")
-            r["reference"] = _best([first_reference, bench_reference(prefixes[:ref_rows[mix]],
-                                                                     texts[:ref_rows[mix]])])
+            r["reference"] = _best([first_reference, bench_reference(*sample)])
             res["mixes"][mix] = r
         try:
             say("Ray Data ...")

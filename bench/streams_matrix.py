@@ -4,8 +4,8 @@
 
 Each cell: 256 streams of 2,048 tokens (``--quick``: 64 x 512), each a different generation, stepped with
 `TokenStreams.step` once per position (events not read), then `finalize_all`; creation and finalize are timed
-too. Reported: M tokens/s (all streams' tokens / wall time, median of 3 runs), and the same with every
-stream's events read (`StepEvents.tolist()`). Before timing, every stream's message is asserted equal to
+too. Reported: M tokens/s (all streams' tokens / wall time, median of 3 runs), the same with every
+stream's events read (`StepEvents.tolist()`), and where a run's time goes (`breakdown`). Before timing, every stream's message is asserted equal to
 `parse_tokens` of its ids.
 
 Vocabularies: tekken (131k, from the mistral-common wheel, where installed), a byte-level BPE of 8,000
