@@ -5,8 +5,9 @@ rows from `bench.datasets_gen` (qwen3 format: reasoning, content, tool calls, ~5
 long mix), and writes bench/results/DATASETS.md (``--out`` elsewhere):
 
 * the transformers 5.23 reference, `parse_response` called row by row (a sample; rows it raises on are
-  counted as parsed; the best of three runs, as for the in-process chatparse paths), measured before and
-  again after chatparse's paths of the same rows, the faster of the two kept (the host's speed drifts);
+  counted as parsed), measured right before and right after every run of every chatparse path (`Beside`):
+  each ratio divides by the faster of the two passes beside that path's best run, as fast as the host was
+  then (its speed drifts by a third over minutes);
 * `chatparse.arrow.parse_arrow` in this process (and `CompiledTemplate.parse` row by row, for scale);
 * `chatparse parse-file` JSONL -> Parquet, 1 and 2 workers (a subprocess, the best of two runs: start-up
   included; the compiled tables come from the disk cache, filled first, as on every run after a template's
@@ -47,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,7 +228,7 @@ def _timed(fn, texts, workers=1, repeat=1) -> dict:
     return _best(runs)
 
 
-def bench_reference(prefixes, texts) -> dict:
+def bench_reference(prefixes, texts, repeat: int = 3) -> dict:
     from transformers.utils.chat_parsing import parse_response
 
     from chatparse import templates
@@ -240,10 +242,40 @@ def bench_reference(prefixes, texts) -> dict:
             except Exception:  # noqa: BLE001 - a failed row counts as parsed, as in chatparse's error column
                 pass
 
-    return _timed(run, texts, repeat=3)
+    return _timed(run, texts, repeat=repeat)
 
 
-def bench_inprocess(prefixes, texts) -> dict:
+class Beside:
+    """The reference on its sample, measured again right before and right after each chatparse measurement
+    (`around`), so that every ratio divides by the reference as fast as the host was then. The host's speed
+    drifts over minutes: on 2026-12-03 the reference gave 7,596 rows per CPU-second in one run and 10,427 in
+    another, the same rows; a ratio over a reference measured minutes apart moved with that drift. `passes`
+    keeps every measurement, for the reference's own row (the best of them)."""
+
+    def __init__(self, prefixes, texts):
+        self.sample = prefixes, texts
+        self.passes: list = []
+
+    def once(self) -> dict:
+        x = bench_reference(*self.sample, repeat=1)
+        self.passes.append(x)
+        return x
+
+    def around(self, measures: list) -> tuple[int, dict]:
+        """Run each of `measures` (callables returning a `_rate` dict), with a reference pass before the first,
+        between each two and after the last; returns the index of the best measure (most rows per CPU-second)
+        and that measure's result, with ``"reference"`` the better of the two passes beside it."""
+        refs, runs = [self.once()], []
+        for m in measures:
+            runs.append(m())
+            refs.append(self.once())
+        best = _best(runs)
+        k = runs.index(best)
+        best["reference"] = _best([refs[k], refs[k + 1]])
+        return k, best
+
+
+def bench_inprocess(prefixes, texts, beside: Beside) -> dict:
     import pyarrow as pa
 
     import chatparse
@@ -261,11 +293,14 @@ def bench_inprocess(prefixes, texts) -> dict:
             except Exception:  # noqa: BLE001
                 pass
 
-    return {"parse_arrow": _timed(lambda: parse_arrow(table, compiled, prefix_column="prompt"), texts, repeat=3),
-            "parse": _timed(rowwise, texts, repeat=3)}
+    def arrow():
+        parse_arrow(table, compiled, prefix_column="prompt")
+
+    return {"parse_arrow": beside.around([partial(_timed, arrow, texts)] * 3)[1],
+            "parse": beside.around([partial(_timed, rowwise, texts)] * 3)[1]}
 
 
-def bench_cli(path: Path, texts, workers: int, tmp: Path, batch_size: int = 2000) -> dict:
+def bench_cli(path: Path, texts, workers: int, tmp: Path, beside: Beside, batch_size: int = 2000) -> dict:
     """parse-file on `path` (start-up included), and its steady rate: the CPU time less that of the same
     command on the file's first row alone (start-up: interpreter, imports, tables, workers, output file)."""
     def command(src: Path) -> dict:
@@ -280,13 +315,20 @@ def bench_cli(path: Path, texts, workers: int, tmp: Path, batch_size: int = 2000
     with open(path, "rb") as f:
         one.write_bytes(f.readline())
     startup = min((command(one) for _ in range(2)), key=lambda r: r["cpu"])
-    r = min((command(path) for _ in range(2)), key=lambda r: r["cpu"])  # (best of two, as the other paths)
-    res = _rate(r["seconds"], texts, workers, r["cpu"])
+    runs: list = []
+
+    def whole() -> dict:
+        runs.append(command(path))
+        return _rate(runs[-1]["seconds"], texts, workers, runs[-1]["cpu"])
+
+    k, res = beside.around([whole] * 2)  # (best of two, as the other paths)
+    r = runs[k]
     res.update(tree_mb=r["tree_mb"], max_process_mb=r["max_process_mb"], startup_cpu=startup["cpu"],
                startup_seconds=startup["seconds"])
     # the command's own summary: its rate from the first batch on (process start and compiling excluded)
     m = re.search(r" in ([0-9.]+) s \(", r["stderr"])
     res["steady"] = _rate(float(m.group(1)), texts, workers, r["cpu"] - startup["cpu"])
+    res["steady"]["reference"] = res["reference"]
     return res
 
 
@@ -297,7 +339,7 @@ class Identity:
         return batch
 
 
-def bench_ray(mixes: dict, concurrencies, repeat: int = 2) -> dict:
+def bench_ray(mixes: dict, concurrencies, besides: dict, repeat: int = 2) -> dict:
     """`parse_dataset` (map_batches(ParseBatches), zero-copy Arrow batches of 4096 rows) per mix and
     concurrency, the actors' start-up included, wall time and the CPU time of the whole cluster (`TreeCPU`:
     driver, raylet, GCS, workers); and for one actor the same job with `Identity` (same blocks, batches),
@@ -341,19 +383,20 @@ def bench_ray(mixes: dict, concurrencies, repeat: int = 2) -> dict:
                 return out
 
             for c in concurrencies:
-                best = _best([job(c, False) for _ in range(repeat)])
+                best = besides[mix].around([partial(job, c, False)] * repeat)[1]
                 if c == 1:  # (with 2 actors Ray's own start-up, twice as large, varies more than the parse)
                     idle = _best([job(c, True) for _ in range(repeat)])
                     best["identity"] = idle
                     best["worker"] = _rate(None, texts, c, best["cpu"] - idle["cpu"])
                     best["actor"] = _rate(None, texts, c, best["actors_cpu"] - idle["actors_cpu"])
+                    best["worker"]["reference"] = best["actor"]["reference"] = best["reference"]
                 out[(mix, c)] = best
     finally:
         ray.shutdown()
     return out
 
 
-def bench_datasets(prefixes, texts, procs, tmp: Path) -> dict:
+def bench_datasets(prefixes, texts, procs, tmp: Path, beside: Beside) -> dict:
     """``map(ParseBatches, batched=True, batch_size=4096, num_proc=N)`` on the arrow-formatted dataset read
     from a Parquet file (``("disk", N)``), and built in memory (``("memory", 1)``); CPU time of this process
     and its workers (`TreeCPU`)."""
@@ -371,17 +414,17 @@ def bench_datasets(prefixes, texts, procs, tmp: Path) -> dict:
     fn = ParseBatches(TEMPLATE, prefix_column="prompt")
     out = {}
     for where, n in [("disk", p) for p in procs] + [("memory", 1)]:
-        runs = []
-        for _ in range(2 if n == 1 else 1):
+        def run(where=where, n=n) -> dict:
             started = time.perf_counter()
             with TreeCPU() as cpu:
                 res = sets[where].map(fn, batched=True, batch_size=4096, num_proc=None if n == 1 else n,
                                       load_from_cache_file=False)
             assert res.num_rows == len(texts)
-            runs.append(_rate(time.perf_counter() - started, texts, n, cpu.seconds))
+            rate = _rate(time.perf_counter() - started, texts, n, cpu.seconds)
             res.cleanup_cache_files()
-            del res
-        out[(where, n)] = _best(runs)
+            return rate
+
+        out[(where, n)] = beside.around([run] * (2 if n == 1 else 1))[1]
     src.unlink()
     return out
 
@@ -412,40 +455,39 @@ def main(argv=None) -> Path:
     _tables_of(TEMPLATE)
     with tempfile.TemporaryDirectory(prefix="chatparse-bench-", dir="/tmp") as tmp_name:
         tmp = Path(tmp_name)
+        besides = {mix: Beside(prefixes[:ref_rows[mix]], texts[:ref_rows[mix]])
+                   for mix, (prefixes, texts) in mixes.items()}
         for mix, (prefixes, texts) in mixes.items():
             r: dict = {}
-            say(f"{mix}: reference ...")
-            sample = prefixes[:ref_rows[mix]], texts[:ref_rows[mix]]
-            first_reference = bench_reference(*sample)
-            say(f"{mix}: in process ...")
-            r.update(bench_inprocess(prefixes, texts))
+            beside = besides[mix]
+            say(f"{mix}: in process (the reference beside each path) ...")
+            r.update(bench_inprocess(prefixes, texts, beside))
             src = tmp / f"{mix}.jsonl"
             _, size = write_jsonl(src, prefixes, texts)
             r["file_mb"] = size / 1e6
             for w in (1, 2):
                 say(f"{mix}: parse-file, {w} worker(s) ...")
-                r[f"cli_{w}"] = bench_cli(src, texts, w, tmp)
+                r[f"cli_{w}"] = bench_cli(src, texts, w, tmp, beside)
             src.unlink()
             try:
                 say(f"{mix}: datasets ...")
-                for (where, w), x in bench_datasets(prefixes, texts, (1, 2), tmp).items():
+                for (where, w), x in bench_datasets(prefixes, texts, (1, 2), tmp, beside).items():
                     r[f"datasets_{w}" if where == "disk" else "datasets_memory"] = x
             except ImportError as e:
                 r["datasets_skipped"] = str(e)
-            # the reference again, after chatparse's paths: the host's speed drifts over minutes (by a third
-            # between two runs on 2026-12-03), and the faster of the two is the one the ratios divide by
-            say(f"{mix}: reference again ...")
-            r["reference"] = _best([first_reference, bench_reference(*sample)])
             res["mixes"][mix] = r
         try:
             say("Ray Data ...")
-            for (mix, w), x in bench_ray(mixes, (1, 2)).items():
+            for (mix, w), x in bench_ray(mixes, (1, 2), besides).items():
                 if mix == "first":
                     res["ray_first"] = x
                 else:
                     res["mixes"][mix][f"ray_{w}"] = x
         except ImportError as e:
             res["ray_skipped"] = str(e)
+        for mix, beside in besides.items():  # the reference's own row: the fastest of all its passes
+            res["mixes"][mix]["reference"] = _best(beside.passes)
+            res["mixes"][mix]["reference"]["passes"] = len(beside.passes)
         if args.big_gb > 0:
             prefixes, texts = mixes["short"]
             big = tmp / "big.jsonl"
@@ -503,7 +545,10 @@ def report(res: dict, when, args) -> str:
         "malformed: their error is recorded). *short*: the tests' rows, ~300 bytes of generated text; *long*: "
         "100-1500 words of reasoning and 20-400 of content, ~3.5 KB. MB/s counts the generated texts' UTF-8 bytes. "
         "'vs reference' is rows/s per worker, or rows per CPU-second, over the reference's (row by row in one "
-        "process, same mix).",
+        "process, same mix) as measured right before and right after that path's best run (the faster of the two "
+        "passes): the host's speed drifts by a third over minutes, and a ratio over a reference measured minutes "
+        "apart moved with it. The reference's own row, for scale, is the fastest of all its passes "
+        f"({' and '.join(str(r['reference']['passes']) for r in res['mixes'].values())}, short and long).",
         "",
         "What each CPU figure counts: in-process paths, this process; `parse-file`, the command and its workers "
         "(everything from the interpreter's start), and *steady*, that less the same command's CPU on a one-row "
@@ -530,11 +575,12 @@ def report(res: dict, when, args) -> str:
                 cells += [f"{x['cpu']:.2f}", f"{x['rows_cpu_s']:,.0f}"]
             else:
                 cells += ["-"] * 2
+            beside = x.get("reference", ref)
             if x["seconds"] is not None:
-                cells += [f"{x['mb_s']:.2f}", f"{x['rows_s_worker'] / ref['rows_s']:.1f}x"]
+                cells += [f"{x['mb_s']:.2f}", f"{x['rows_s_worker'] / beside['rows_s']:.1f}x"]
             else:
                 cells += ["-"] * 2
-            cells.append(f"{x['rows_cpu_s'] / ref['rows_cpu_s']:.1f}x" if x.get("cpu") else "-")
+            cells.append(f"{x['rows_cpu_s'] / beside['rows_cpu_s']:.1f}x" if x.get("cpu") else "-")
             cells.append(f"{x['load']:.1f}")
             return "| " + " | ".join(cells) + " |"
 
@@ -605,27 +651,28 @@ def verdicts(res: dict) -> list:
     figure a shared machine disturbs least; parse-file at its steady rate, Ray per worker, `datasets` from
     Parquet), the wall-clock and start-up-included figures stated beside; and a 1 GB JSONL file parsed with
     < 500 MB RSS."""
+    def cpu_ratio(x):
+        return x["rows_cpu_s"] / x["reference"]["rows_cpu_s"]
+
     out = []
     for mix, r in res["mixes"].items():
-        ref = r["reference"]
         per_cpu, wall = [], []
         for key, name, pick in (("parse_arrow", "parse_arrow", None), ("cli_1", "parse-file", "steady"),
                                 ("ray_1", "Ray Data", "actor"), ("datasets_1", "datasets", None)):
             if key not in r:
                 continue
             x = r[key][pick] if pick else r[key]
-            per_cpu.append((name, x["rows_cpu_s"] / ref["rows_cpu_s"]))
-            wall.append(f"{name} {r[key]['rows_s_worker'] / ref['rows_s']:.1f}x")
+            per_cpu.append((name, cpu_ratio(x)))
+            wall.append(f"{name} {r[key]['rows_s_worker'] / r[key]['reference']['rows_s']:.1f}x")
         extra = []
         if "cli_1" in r:
-            extra.append(f"parse-file with its start-up {r['cli_1']['rows_cpu_s'] / ref['rows_cpu_s']:.1f}x")
+            extra.append(f"parse-file with its start-up {cpu_ratio(r['cli_1']):.1f}x")
         if "ray_1" in r:
-            extra.append(f"Ray Data's whole cluster {r['ray_1']['rows_cpu_s'] / ref['rows_cpu_s']:.1f}x")
+            extra.append(f"Ray Data's whole cluster {cpu_ratio(r['ray_1']):.1f}x")
             if "worker" in r["ray_1"]:
-                extra.append(f"Ray Data's whole cluster less the identity job "
-                             f"{r['ray_1']['worker']['rows_cpu_s'] / ref['rows_cpu_s']:.1f}x")
+                extra.append(f"Ray Data's whole cluster less the identity job {cpu_ratio(r['ray_1']['worker']):.1f}x")
         if "datasets_memory" in r:
-            extra.append(f"datasets in memory {r['datasets_memory']['rows_cpu_s'] / ref['rows_cpu_s']:.1f}x")
+            extra.append(f"datasets in memory {cpu_ratio(r['datasets_memory']):.1f}x")
         met = all(v >= 5 for _, v in per_cpu)
         out.append(f"* One worker, {mix} rows, per CPU-second: "
                    + ", ".join(f"{name} {v:.1f}x" for name, v in per_cpu)
