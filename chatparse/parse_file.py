@@ -337,7 +337,15 @@ def _parquet_batches(path, batch_size: int, columns, ipc: bool = True):
 
 class _Writer:
     """The output file: JSONL bytes appended, or Arrow batches into one Parquet file (the first batch's
-    schema; later batches are cast to it, and an error names the column that will not fit)."""
+    schema; later batches are cast to it, and an error names the column that will not fit).
+
+    Parquet batches are held until they make a row group of `ROW_GROUP_ROWS` rows or `ROW_GROUP_BYTES` of
+    Arrow data, whichever comes first (and at the end), not one row group per batch: readers plan by row
+    groups, and each costs the writer its own pages and metadata (on 100,000 short rows, 2,000-row groups
+    took 1.8 µs of writing per row, 64,000-row groups 1.44). The bytes bound keeps memory flat."""
+
+    ROW_GROUP_ROWS = 65536
+    ROW_GROUP_BYTES = 32 << 20
 
     def __init__(self, path: Path, fmt: str):
         self.path, self.fmt = path, fmt
@@ -346,6 +354,8 @@ class _Writer:
         self.f = _open(self.tmp, "wb") if fmt == "jsonl" else None
         self.pq = None
         self.schema = None
+        self.held: list = []  # tables of the next row group
+        self.held_rows = self.held_bytes = 0
 
     def write(self, payload) -> None:
         """`payload`: JSONL bytes, or for Parquet an Arrow table or its IPC stream bytes."""
@@ -361,12 +371,26 @@ class _Writer:
             self.pq = pq.ParquetWriter(str(self.tmp), self.schema, **_parquet_options(self.schema, self.wide))
         if table.schema != self.schema:
             table = _conform(table, self.schema, self.path)
-        self.pq.write_table(table)
+        self.held.append(table)
+        self.held_rows += table.num_rows
+        self.held_bytes += table.nbytes
+        if self.held_rows >= self.ROW_GROUP_ROWS or self.held_bytes >= self.ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.held:
+            import pyarrow as pa
+
+            table = self.held[0] if len(self.held) == 1 else pa.concat_tables(self.held)
+            self.held, self.held_rows, self.held_bytes = [], 0, 0
+            self.pq.write_table(table, row_group_size=max(table.num_rows, 1))
 
     def close(self, ok: bool) -> None:
         if self.f is not None:
             self.f.close()
         if self.pq is not None:
+            if ok:
+                self._flush()
             self.pq.close()
         elif self.fmt == "parquet" and ok:  # no rows at all: an empty file with the message columns
             import pyarrow.parquet as pq

@@ -428,6 +428,33 @@ def test_parse_file_is_parse_batch(tmp_path, file_rows, src_ext, dst_ext, worker
     assert not (tmp_path / f"out{dst_ext}.partial").exists()
 
 
+@pytest.mark.parametrize("rows_bound,bytes_bound", [(2000, 1 << 30), (1 << 30, 1)])
+def test_parse_file_row_groups(tmp_path, file_rows, monkeypatch, rows_bound, bytes_bound):
+    """Parquet output: batches held until a row group reaches its rows or its bytes bound (and the last one at
+    the end), whatever the batch size; the rows are the same."""
+    from chatparse.parse_file import _jsonl_batches, _Writer, parse_file
+
+    monkeypatch.setattr(_Writer, "ROW_GROUP_ROWS", rows_bound)
+    monkeypatch.setattr(_Writer, "ROW_GROUP_BYTES", bytes_bound)
+    prefixes, texts, want = file_rows
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.parquet"
+    _write_input(src, prefixes, texts)
+    parse_file(src, dst, "qwen3", prefix_column="prompt", batch_size=700, progress=False)
+    groups, held = [], 0
+    for _, chunk, _ in _jsonl_batches(src, 700):  # (batches end at 700 lines or at a block's end)
+        held += chunk.count(b"\n")
+        if held >= rows_bound or bytes_bound == 1:
+            groups.append(held)
+            held = 0
+    groups += [held] if held else []
+    assert len(groups) > 1 and (bytes_bound == 1 or max(groups) >= 2000)
+    meta = pq.ParquetFile(dst).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == groups
+    rows = _read_output(dst)
+    assert [row["id"] for row in rows] == list(range(len(texts)))
+    assert same(_messages(rows), want)
+
+
 def test_parse_file_bad_lines_and_errors(tmp_path, file_rows):
     from chatparse.cli import main
 
