@@ -20,9 +20,7 @@ long mix), and writes bench/results/DATASETS.md (``--out`` elsewhere):
   blocks) the per-worker rate leaves out; the parser's actor loading chatparse and its tables stays counted.
   Per worker, two ways: the whole cluster's CPU less the identity job's (the driver, raylet and GCS, which
   also poll for as long as the job runs, included), and the map_batches actor's own process less the
-  identity actor's (what one worker of a multi-machine cluster spends); and that actor's *steady* rate, less
-  its start-up too (importing chatparse, loading the tables: the same two jobs on one row), as parse-file's
-  (the verdict's figure);
+  identity actor's (what one worker of a multi-machine cluster spends: the verdict's figure);
 * `datasets` ``with_format("arrow").map(ParseBatches(...), batched=True, batch_size=4096, num_proc=1|2)`` on a
   dataset read from a Parquet file (its Arrow cache files on disk, as `load_dataset` / `from_parquet` give),
   and on one built in memory (``from_dict``, whose map output grows one in-memory buffer);
@@ -212,7 +210,7 @@ def _rate(secs: float | None, texts, workers: int, cpu: float | None = None) -> 
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     return {"rows": len(texts), "seconds": secs, "rows_s": secs and len(texts) / secs,
             "mb_s": secs and mb / secs, "rows_s_worker": secs and len(texts) / secs / workers, "cpu": cpu,
-            "rows_cpu_s": None if not cpu or cpu <= 0 else len(texts) / cpu, "load": os.getloadavg()[0], "workers": workers}
+            "rows_cpu_s": None if not cpu else len(texts) / cpu, "load": os.getloadavg()[0], "workers": workers}
 
 
 def _best(runs: list) -> dict:
@@ -368,8 +366,8 @@ def bench_ray(mixes: dict, concurrencies, besides: dict, repeat: int = 2) -> dic
             step = max(1, len(texts) // 10)
             blocks = [table.slice(i, step) for i in range(0, table.num_rows, step)]
 
-            def job(c, identity, data=blocks):
-                ds = ray.data.from_arrow(data)
+            def job(c, identity):
+                ds = ray.data.from_arrow(blocks)
                 time.sleep(1)  # (what the last job left running settles first)
                 started = time.perf_counter()
                 with TreeCPU() as cpu:
@@ -379,7 +377,7 @@ def bench_ray(mixes: dict, concurrencies, besides: dict, repeat: int = 2) -> dic
                     else:
                         parsed = parse_dataset(ds, TEMPLATE, prefix_column="prompt", concurrency=c)
                     n = sum(b.num_rows for b in ray.get(parsed.to_arrow_refs()))
-                assert n == sum(b.num_rows for b in data)
+                assert n == len(texts)
                 out = _rate(time.perf_counter() - started, texts, c, cpu.seconds)
                 out["actors_cpu"] = cpu.seconds_of("ray::MapWorker(")  # (the map_batches actors' processes)
                 return out
@@ -391,15 +389,7 @@ def bench_ray(mixes: dict, concurrencies, besides: dict, repeat: int = 2) -> dic
                     best["identity"] = idle
                     best["worker"] = _rate(None, texts, c, best["cpu"] - idle["cpu"])
                     best["actor"] = _rate(None, texts, c, best["actors_cpu"] - idle["actors_cpu"])
-                    # the actor's start-up (importing chatparse, loading the tables), as parse-file's: the same
-                    # jobs on one row, the parsing actor's process less the identity actor's
-                    one = [table.slice(0, 1)]
-                    startup = (min(job(c, False, one)["actors_cpu"] for _ in range(repeat))
-                               - min(job(c, True, one)["actors_cpu"] for _ in range(repeat)))
-                    best["actor_startup_cpu"] = startup
-                    best["actor_steady"] = _rate(None, texts, c, best["actors_cpu"] - idle["actors_cpu"] - startup)
-                    for k in ("worker", "actor", "actor_steady"):
-                        best[k]["reference"] = best["reference"]
+                    best["worker"]["reference"] = best["actor"]["reference"] = best["reference"]
                 out[(mix, c)] = best
     finally:
         ray.shutdown()
@@ -569,9 +559,7 @@ def report(res: dict, when, args) -> str:
         "importing chatparse and loading its tables stays counted, and *the parsing actor's own process*, the "
         "CPU of the map_batches actor's process (title `ray::MapWorker(...)`) less the identity actor's: what "
         "one worker spends, without the driver, raylet and GCS, shared by a cluster's workers and busy for as "
-        "long as the job runs, and its *steady* rate, that less the actor's start-up as well (importing chatparse, "
-        "loading the tables: the same two jobs on a one-row dataset), as for parse-file (the Ray verdict's "
-        "figure); `datasets`, this process and its workers.",
+        "long as the job runs (the Ray verdict's figure); `datasets`, this process and its workers.",
     ]
     for mix, r in res["mixes"].items():
         ref = r["reference"]
@@ -583,7 +571,7 @@ def report(res: dict, when, args) -> str:
                 cells += [f"{x['seconds']:.1f}", f"{x['rows_s']:,.0f}", f"{x['rows_s_worker']:,.0f}"]
             else:
                 cells += ["-"] * 3
-            if x.get("rows_cpu_s"):
+            if x.get("cpu"):
                 cells += [f"{x['cpu']:.2f}", f"{x['rows_cpu_s']:,.0f}"]
             else:
                 cells += ["-"] * 2
@@ -592,7 +580,7 @@ def report(res: dict, when, args) -> str:
                 cells += [f"{x['mb_s']:.2f}", f"{x['rows_s_worker'] / beside['rows_s']:.1f}x"]
             else:
                 cells += ["-"] * 2
-            cells.append(f"{x['rows_cpu_s'] / beside['rows_cpu_s']:.1f}x" if x.get("rows_cpu_s") else "-")
+            cells.append(f"{x['rows_cpu_s'] / beside['rows_cpu_s']:.1f}x" if x.get("cpu") else "-")
             cells.append(f"{x['load']:.1f}")
             return "| " + " | ".join(cells) + " |"
 
@@ -620,10 +608,6 @@ def report(res: dict, when, args) -> str:
                 if "actor" in x:
                     lines.append(row(f"Ray Data, the parsing actor's own process ({x['actors_cpu']:.2f} CPU s), less "
                                      f"the identity actor's ({x['identity']['actors_cpu']:.2f} CPU s)", x["actor"], w))
-                if "actor_steady" in x:
-                    lines.append(row(f"Ray Data, the parsing actor's own process, steady (less its start-up too: "
-                                     f"{x['actor_startup_cpu']:.2f} CPU s, the same jobs on one row)",
-                                     x["actor_steady"], w))
         for key, name in (("datasets_1", "`datasets` `.map(ParseBatches, batched=True, num_proc=N)`, from Parquet"),
                           ("datasets_2", "`datasets` `.map(ParseBatches, batched=True, num_proc=N)`, from Parquet"),
                           ("datasets_memory", "`datasets` `.map(...)`, in memory (`from_dict`)")):
@@ -664,17 +648,17 @@ def report(res: dict, when, args) -> str:
 
 def verdicts(res: dict) -> list:
     """Issue #20's targets, read off this run: one worker >= 5x the reference row by row, per CPU-second (the
-    figure a shared machine disturbs least; parse-file and Ray's parsing actor at their steady rates, `datasets` from
+    figure a shared machine disturbs least; parse-file at its steady rate, Ray per worker, `datasets` from
     Parquet), the wall-clock and start-up-included figures stated beside; and a 1 GB JSONL file parsed with
     < 500 MB RSS."""
-    def cpu_ratio(x):  # (nan where a difference of CPU times came out <= 0: runs too small to tell)
-        return x["rows_cpu_s"] / x["reference"]["rows_cpu_s"] if x["rows_cpu_s"] else float("nan")
+    def cpu_ratio(x):
+        return x["rows_cpu_s"] / x["reference"]["rows_cpu_s"]
 
     out = []
     for mix, r in res["mixes"].items():
         per_cpu, wall = [], []
         for key, name, pick in (("parse_arrow", "parse_arrow", None), ("cli_1", "parse-file", "steady"),
-                                ("ray_1", "Ray Data", "actor_steady"), ("datasets_1", "datasets", None)):
+                                ("ray_1", "Ray Data", "actor"), ("datasets_1", "datasets", None)):
             if key not in r:
                 continue
             x = r[key][pick] if pick else r[key]
@@ -684,7 +668,6 @@ def verdicts(res: dict) -> list:
         if "cli_1" in r:
             extra.append(f"parse-file with its start-up {cpu_ratio(r['cli_1']):.1f}x")
         if "ray_1" in r:
-            extra.append(f"Ray Data's parsing actor with its start-up {cpu_ratio(r['ray_1']['actor']):.1f}x")
             extra.append(f"Ray Data's whole cluster {cpu_ratio(r['ray_1']):.1f}x")
             if "worker" in r["ray_1"]:
                 extra.append(f"Ray Data's whole cluster less the identity job {cpu_ratio(r['ray_1']['worker']):.1f}x")
