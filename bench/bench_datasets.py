@@ -210,7 +210,7 @@ def _rate(secs: float | None, texts, workers: int, cpu: float | None = None) -> 
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     return {"rows": len(texts), "seconds": secs, "rows_s": secs and len(texts) / secs,
             "mb_s": secs and mb / secs, "rows_s_worker": secs and len(texts) / secs / workers, "cpu": cpu,
-            "rows_cpu_s": None if not cpu else len(texts) / cpu, "load": os.getloadavg()[0], "workers": workers}
+            "rows_cpu_s": None if not cpu or cpu <= 0 else len(texts) / cpu, "load": os.getloadavg()[0], "workers": workers}
 
 
 def _best(runs: list) -> dict:
@@ -571,7 +571,7 @@ def report(res: dict, when, args) -> str:
                 cells += [f"{x['seconds']:.1f}", f"{x['rows_s']:,.0f}", f"{x['rows_s_worker']:,.0f}"]
             else:
                 cells += ["-"] * 3
-            if x.get("cpu"):
+            if x.get("rows_cpu_s"):
                 cells += [f"{x['cpu']:.2f}", f"{x['rows_cpu_s']:,.0f}"]
             else:
                 cells += ["-"] * 2
@@ -580,7 +580,7 @@ def report(res: dict, when, args) -> str:
                 cells += [f"{x['mb_s']:.2f}", f"{x['rows_s_worker'] / beside['rows_s']:.1f}x"]
             else:
                 cells += ["-"] * 2
-            cells.append(f"{x['rows_cpu_s'] / beside['rows_cpu_s']:.1f}x" if x.get("cpu") else "-")
+            cells.append(f"{x['rows_cpu_s'] / beside['rows_cpu_s']:.1f}x" if x.get("rows_cpu_s") else "-")
             cells.append(f"{x['load']:.1f}")
             return "| " + " | ".join(cells) + " |"
 
@@ -651,8 +651,8 @@ def verdicts(res: dict) -> list:
     figure a shared machine disturbs least; parse-file at its steady rate, Ray per worker, `datasets` from
     Parquet), the wall-clock and start-up-included figures stated beside; and a 1 GB JSONL file parsed with
     < 500 MB RSS."""
-    def cpu_ratio(x):
-        return x["rows_cpu_s"] / x["reference"]["rows_cpu_s"]
+    def cpu_ratio(x):  # (nan where a difference of CPU times came out <= 0: runs too small to tell)
+        return x["rows_cpu_s"] / x["reference"]["rows_cpu_s"] if x["rows_cpu_s"] else float("nan")
 
     out = []
     for mix, r in res["mixes"].items():
