@@ -210,7 +210,8 @@ def _rate(secs: float | None, texts, workers: int, cpu: float | None = None) -> 
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     return {"rows": len(texts), "seconds": secs, "rows_s": secs and len(texts) / secs,
             "mb_s": secs and mb / secs, "rows_s_worker": secs and len(texts) / secs / workers, "cpu": cpu,
-            "rows_cpu_s": None if not cpu or cpu <= 0 else len(texts) / cpu, "load": os.getloadavg()[0], "workers": workers}
+            "rows_cpu_s": None if not cpu or cpu <= 0 else len(texts) / cpu, "load": os.getloadavg()[0],
+            "workers": workers}
 
 
 def _best(runs: list) -> dict:
