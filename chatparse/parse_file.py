@@ -385,7 +385,7 @@ class _Writer:
 
             table = self.held[0] if len(self.held) == 1 else pa.concat_tables(self.held)
             self.held, self.held_rows, self.held_bytes = [], 0, 0
-            self.pq.write_table(table, row_group_size=max(table.num_rows, 1))
+            self.pq.write_table(table)
 
     def close(self, ok: bool) -> None:
         if self.f is not None:
