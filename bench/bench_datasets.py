@@ -649,7 +649,7 @@ def report(res: dict, when, args) -> str:
 
 def verdicts(res: dict) -> list:
     """Issue #20's targets, read off this run: one worker >= 5x the reference row by row, per CPU-second (the
-    figure a shared machine disturbs least; parse-file at its steady rate, Ray per worker, `datasets` from
+    figure a shared machine disturbs least; parse-file at its steady rate, Ray's parsing actor, `datasets` from
     Parquet), the wall-clock and start-up-included figures stated beside; and a 1 GB JSONL file parsed with
     < 500 MB RSS."""
     def cpu_ratio(x):  # (nan where a difference of CPU times came out <= 0: runs too small to tell)
