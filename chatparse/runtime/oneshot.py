@@ -126,21 +126,23 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     candidate) are its natural seams, but as functions called once per delimiter, with the parse's state
     passed in and the budget passed back, they made parses measurably slower
     (bench/PERF_NOTES.md#parse-lean)."""
-    plan = plan_for(tables)
+    try:
+        plan = tables.oneshot_plan
+    except AttributeError:
+        plan = plan_for(tables)
     n = len(text)
-    usable, stores, implicit, opens, pat_field, read_captures = plan.lean
+    usable, stores, implicit, opens, pat_field, read_captures, defaults, flat = plan.lean
     if not usable:
         raise _Fallback()
-    output = fresh_output(tables)
+    output = dict(defaults) if flat else fresh_output(tables)
     current, opened, captures = implicit, False, {}
-    budget, deadline = _limits(n)
+    budget, deadline = n // 4 + 64, perf_counter() + SCAN_SECONDS + n * SCAN_SECONDS_PER_CHAR  # (`_limits`)
     modes = plan.ascii_mode_tuples if text.isascii() else plan.mode_tuples  # (`ModePlan`s, as plain tuples)
     first_re, start0, wide, single, watched, keyed, shaped = modes[0]
     mi = pos = scan = 0
     stalled = False
     empty_open = -1  # offset of the current region's open delimiter when that was zero-width
-    dead: set = set()  # offset * states + state: where attempts without any match went (`_dfa_decide`)
-    after = [-1] * len(modes)  # per mode: where its single start literal next occurs (n: nowhere)
+    dead = after = None  # made when a mode searches candidate by candidate (the last branch below)
     while True:
         # -- the next delimiter at or after `scan` (WholeTextScanner.decide): [s, e) of pattern pi, match m --
         read = None  # a keyed decision's capture reader (for a twin's own group numbers)
@@ -232,6 +234,9 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             if hit is None:
                 break
         else:
+            if dead is None:
+                dead = set()  # offset * states + state: where attempts without any match went (`_dfa_decide`)
+                after = [-1] * len(modes)  # per mode: where its single start literal next occurs (n: nowhere)
             found = None
             i = scan
             while i < n:

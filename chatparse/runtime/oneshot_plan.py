@@ -20,7 +20,7 @@ from .backtrack import backtracking_risk, match_bound, span_test
 from .json_end import json_end_fields
 from .recovery import on_error_modes
 from .literals import literal_pieces, literal_prefixes, literal_shapes, literals_after_whitespace, top_alternatives
-from .parser import capture_reader, stores_for
+from .parser import capture_reader, flat_defaults, stores_for
 from .re_compat import ascii_twin
 from .tables import _prefilter, whitespace_closure
 
@@ -75,6 +75,8 @@ class LeanPlan(NamedTuple):
     opens: list  # per pattern: whether it opens its field
     pat_field: list  # per pattern: its field's index
     read_captures: list  # per pattern: its capture reader
+    defaults: dict  # the template's defaults (a message starts as a copy of them)
+    flat: bool  # every default is a scalar: a plain dict copy of them shares nothing (`parser.flat_defaults`)
 
 
 class Plan:
@@ -139,7 +141,7 @@ class Plan:
         lean_ok = self.usable and not any(json_end_fields(tables)) and not any(on_error_modes(tables))
         self.lean = LeanPlan(lean_ok, stores_for(tables), tables.implicit,
                              [p.kind == "open" for p in tables.patterns], [p.field for p in tables.patterns],
-                             self.captures)
+                             self.captures, tables.template["defaults"], flat_defaults(tables))
 
 
 class _Nowhere:

@@ -188,6 +188,12 @@ def final_output(tables: Tables, output: dict, malformed: set | None = None) -> 
     """The message at the end of a parse: ValueError if a required field is missing (a field in `malformed`,
     whose value failed to parse in the serving dialect, is not missing), then keys without a value dropped
     unless they come from `defaults`. Shared by the streaming parser and the one-shot path."""
+    if not tables.required:  # (the usual message: nothing required, every value non-empty and whole)
+        for v in output.values():
+            if not v or type(v) is JoinedParts:
+                break
+        else:
+            return output
     output = joined(output)
     for name in tables.required:
         if name not in output and not (malformed and name in malformed):
