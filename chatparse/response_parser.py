@@ -153,7 +153,7 @@ def parse_compiled(compiled: CompiledTemplate, text: str, prefix: str | None, to
         raise text_error(text, "parse_response() argument 'text' (the generated text)")
     if prefix and type(prefix) is not str and not isinstance(prefix, str):  # ([] opts out, like "")
         raise text_error(prefix, "parse_response() argument 'prefix' (the chat prompt)")
-    params = {} if tools is None else tool_params(_tool_schemas(tools)) if tools else check_tools(tools) or {}
+    params = tool_params(_tool_schemas(tools)) if tools else check_tools(tools) or {}
     head = compiled.tables.cut_prefix(prefix) if prefix else ""
     # The whole text is known: decide delimiters with `regex` at each candidate (see runtime/oneshot.py).
     return parse_whole(compiled.tables, params, head + text)

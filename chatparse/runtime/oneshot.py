@@ -126,7 +126,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     candidate) are its natural seams, but as functions called once per delimiter, with the parse's state
     passed in and the budget passed back, they made parses measurably slower
     (bench/PERF_NOTES.md#parse-lean)."""
-    try:
+    try:  # (`plan_for`, inline, as `fresh_output` and `_limits` below: bench/PERF_NOTES.md#parse-lean)
         plan = tables.oneshot_plan
     except AttributeError:
         plan = plan_for(tables)
@@ -136,7 +136,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
         raise _Fallback()
     output = dict(defaults) if flat else fresh_output(tables)
     current, opened, captures = implicit, False, {}
-    budget, deadline = n // 4 + 64, perf_counter() + SCAN_SECONDS + n * SCAN_SECONDS_PER_CHAR  # (`_limits`)
+    budget, deadline = n // 4 + 64, perf_counter() + SCAN_SECONDS + n * SCAN_SECONDS_PER_CHAR
     modes = plan.ascii_mode_tuples if text.isascii() else plan.mode_tuples  # (`ModePlan`s, as plain tuples)
     first_re, start0, wide, single, watched, keyed, shaped = modes[0]
     mi = pos = scan = 0

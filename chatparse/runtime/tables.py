@@ -472,14 +472,11 @@ class Tables:
         self.dirty = [f["content"] not in STREAMABLE for f in self.fields]
         anchor = self.template["start_anchor"]
         self.anchor_literals = None
-        self.anchor_one = None  # the one anchor literal, if that is what the anchor is (`cut_prefix`)
         if "literals" in anchor:
             literals = anchor["literals"]
             src = "|".join(regex.escape(s) for s in sorted(literals, key=len, reverse=True))
             if _occur_apart(literals):
                 self.anchor_literals = tuple(literals)
-                if len(literals) == 1:
-                    self.anchor_one = literals[0]
             self.anchor_kind = "start_anchor"
         else:
             src = anchor["pattern"]
@@ -488,11 +485,6 @@ class Tables:
 
     def cut_prefix(self, prefix: str) -> str:
         """The part of `prefix` after the last (non-overlapping) start-anchor match; all of it if none."""
-        one = self.anchor_one
-        if one is not None:  # (the usual anchor, one literal: one rfind)
-            i = prefix.rfind(one)
-            if i >= 0:
-                return prefix[i + len(one):]
         last = None
         if self.anchor_literals is not None:
             # occurrences cannot overlap or nest, so every one is a match and the last ends furthest
