@@ -302,14 +302,14 @@ def bench_inprocess(prefixes, texts, beside: Beside) -> dict:
             "parse": beside.around([partial(_timed, rowwise, texts)] * 3)[1]}
 
 
-def bench_cli(path: Path, texts, workers: int, tmp: Path, beside: Beside, batch_size: int = 2000) -> dict:
-    """parse-file on `path` (start-up included), and its steady rate: the CPU time less that of the same
-    command on the file's first row alone (start-up: interpreter, imports, tables, workers, output file)."""
+def bench_cli(path: Path, texts, workers: int, tmp: Path, beside: Beside) -> dict:
+    """parse-file on `path` with its default --batch-size (start-up included), and its steady rate: the CPU time
+    less that of the same command on the file's first row alone (start-up: interpreter, imports, tables,
+    workers, output file)."""
     def command(src: Path) -> dict:
         out = tmp / f"out_{workers}.parquet"
         r = run_measured([sys.executable, "-m", "chatparse.cli", "parse-file", str(src), str(out), "--template",
-                          TEMPLATE, "--prefix-column", "prompt", "--workers", str(workers), "--batch-size",
-                          str(batch_size), "--no-progress"])
+                          TEMPLATE, "--prefix-column", "prompt", "--workers", str(workers), "--no-progress"])
         out.unlink()
         return r
 
@@ -503,8 +503,7 @@ def main(argv=None) -> Path:
             say(f"parse-file on {big_size / 1e9:.2f} GB ({big_rows} rows), {args.big_workers} worker(s) ...")
             out = tmp / "big.parquet"
             argv = [sys.executable, "-m", "chatparse.cli", "parse-file", str(big), str(out), "--template", TEMPLATE,
-                    "--prefix-column", "prompt", "--workers", str(args.big_workers), "--batch-size", "2000",
-                    "--no-progress"]
+                    "--prefix-column", "prompt", "--workers", str(args.big_workers), "--no-progress"]
             r = run_measured(argv)
             res["big"] = {"rows": big_rows, "bytes": big_size, "seconds": r["seconds"], "cpu": r["cpu"],
                           "tree_mb": r["tree_mb"], "max_process_mb": r["max_process_mb"],

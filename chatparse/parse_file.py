@@ -277,12 +277,15 @@ BATCH_BYTES = 2 << 20  # a JSONL batch also ends after this many bytes (long row
 
 
 def _jsonl_batches(path, batch_size: int):
-    """``("jsonl", bytes of up to batch_size lines or about BATCH_BYTES, number of the first line)``, streaming:
-    blocks are read whole and cut at a line end (a line longer than a block is one batch of its own), so
-    no Python step per line."""
+    """``("jsonl", bytes of whole lines, number of the first line)``, streaming: each batch is `batch_size`
+    lines, or fewer where its bytes reach `BATCH_BYTES` first (the line that reaches it ends the batch) or
+    the file ends. Blocks are read whole and cut at their last line end (a line longer than a block is read
+    on); the lines a block leaves short of a batch are carried into the next, so batches are not cut short
+    at block ends: each batch costs pyarrow's JSON reader about 0.2 ms however few its rows
+    (bench/PERF_NOTES.md#parse-file-batches). No Python step per line but one `bytes.find`."""
     with _open(path, "rb") as f:
         line_no = 1
-        pending: list = []  # the start of a line whose end is not read yet
+        pending: list = []  # read and not handed out: lines short of a batch, the start of a line
         while True:
             block = f.read(BATCH_BYTES)
             if block:
@@ -292,27 +295,34 @@ def _jsonl_batches(path, batch_size: int):
                     continue
                 data = b"".join((*pending, block)) if pending else block
                 cut += len(data) - len(block)
-                pending = [data[cut:]] if cut < len(data) else []
             else:  # the end of the file: the last line may lack its line end
                 data = b"".join(pending)
-                pending = []
                 cut = len(data)
                 if not data:
                     return
             start = 0
-            while start < cut:  # at most batch_size lines per batch
-                end = start
-                for _ in range(batch_size):
-                    end = data.find(b"\n", end, cut) + 1
-                    if end == 0:
-                        end = cut
-                        break
-                    if end == cut:
-                        break
-                chunk = data[start:end]
-                yield "jsonl", chunk, line_no
-                line_no += chunk.count(b"\n") + (not chunk.endswith(b"\n"))
+            while start < cut:
+                end, lines = _batch_end(data, start, cut, batch_size)
+                if block and lines < batch_size and end - start < BATCH_BYTES:  # the rest comes with the next block
+                    break
+                yield "jsonl", data[start:end], line_no
+                line_no += lines
                 start = end
+            pending = [data[start:]] if start < len(data) else []
+
+
+def _batch_end(data: bytes, start: int, cut: int, n: int) -> tuple:
+    """``(end, lines)`` of the batch of ``data[start:cut]`` that starts at `start`: `n` lines, fewer where its
+    bytes reach `BATCH_BYTES` first or `cut` comes first (a last line without its line end counts)."""
+    end, lines, cap = start, 0, start + BATCH_BYTES
+    while lines < n and end < cut:
+        nl = data.find(b"\n", end, cut)
+        if nl < 0:  # (only at the end of the file)
+            return cut, lines + 1
+        end, lines = nl + 1, lines + 1
+        if end >= cap:
+            break
+    return end, lines
 
 
 def _parquet_batches(path, batch_size: int, columns, ipc: bool = True):
@@ -449,7 +459,7 @@ def _conform(table, schema, path):
 
 def parse_file(src, dst, template, *, text_column: str = "text", prefix: str | None = None,
                prefix_column: str | None = None, tools_column: str | None = None, workers: int = 1,
-               batch_size: int = 1000, drop_input: bool = False, column_prefix: str = "", dialect=None,
+               batch_size: int = 4096, drop_input: bool = False, column_prefix: str = "", dialect=None,
                malformed: str | None = None, progress: bool = True, stream=None) -> dict:
     """Parse the generations in file `src` into file `dst` (module docstring). Returns a summary:
     ``{"rows", "failed", "seconds", "errors": {class: [count, [(line or row, error), ...]]}}``."""
@@ -595,7 +605,7 @@ def register(subparsers) -> None:
     p.add_argument("--prefix", help='one chat prompt for all rows ("" opts out)')
     p.add_argument("--tools-column", help="column with each row's tool schemas (a list, or JSON text)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    p.add_argument("--batch-size", type=int, default=1000, help="rows per batch (default 1000)")
+    p.add_argument("--batch-size", type=int, default=4096, help="rows per batch (default 4096; JSONL batches also end at about 2 MB)")
     p.add_argument("--drop-input", action="store_true", help="write the message columns only")
     p.add_argument("--column-prefix", default="", help="prefix of the message column names (e.g. parsed_)")
     p.add_argument("--dialect", choices=("transformers", "vllm"), help="events dialect (default transformers)")

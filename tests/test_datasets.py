@@ -498,8 +498,10 @@ def test_parse_file_bad_lines_and_errors(tmp_path, file_rows):
 
 @pytest.mark.parametrize("block", [1, 7, 64, 1 << 20])
 def test_jsonl_batches_cut_at_line_ends(tmp_path, monkeypatch, block):
-    """parse-file reads JSONL in blocks: every batch is whole lines (at most --batch-size of them), a line
-    longer than a block is read on, and the batches' line numbers and bytes add up to the file."""
+    """parse-file reads JSONL in blocks: every batch is whole lines, a line longer than a block is read on,
+    and the batches' line numbers and bytes add up to the file. Every batch but the last is full: --batch-size
+    lines, or fewer only where the line that ends it takes its bytes to the block size (never cut short at
+    the end of a block read)."""
     import gzip
     import random
 
@@ -517,10 +519,13 @@ def test_jsonl_batches_cut_at_line_ends(tmp_path, monkeypatch, block):
         got = list(pf._jsonl_batches(path, batch_size))
         assert b"".join(chunk for _, chunk, _ in got) == data
         line = 1
-        for kind, chunk, first in got:
+        for i, (kind, chunk, first) in enumerate(got):
             n = chunk.count(b"\n") + (not chunk.endswith(b"\n"))
             assert kind == "jsonl" and first == line and 1 <= n <= batch_size
-            assert chunk.endswith(b"\n") or chunk is got[-1][1]
+            assert chunk.endswith(b"\n") or i == len(got) - 1
+            if i < len(got) - 1:
+                before_last = len(chunk) - len(chunk[:-1].rsplit(b"\n", 1)[-1]) - 1  # bytes before its last line
+                assert n == batch_size or before_last < block <= len(chunk)
             line += n
 
 
