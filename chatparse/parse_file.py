@@ -279,50 +279,49 @@ BATCH_BYTES = 2 << 20  # a JSONL batch also ends after this many bytes (long row
 def _jsonl_batches(path, batch_size: int):
     """``("jsonl", bytes of whole lines, number of the first line)``, streaming: each batch is `batch_size`
     lines, or fewer where its bytes reach `BATCH_BYTES` first (the line that reaches it ends the batch) or
-    the file ends. Blocks are read whole and cut at their last line end (a line longer than a block is read
-    on); the lines a block leaves short of a batch are carried into the next, so batches are not cut short
-    at block ends: each batch costs pyarrow's JSON reader about 0.2 ms however few its rows
-    (bench/PERF_NOTES.md#parse-file-batches). No Python step per line but one `bytes.find`."""
+    the file ends. Blocks of `BATCH_BYTES` are read whole and a batch may span two or more of them (a line
+    longer than a block is read on): batches are not cut short at block ends, since each batch costs
+    pyarrow's JSON reader about 0.2 ms however few its rows (bench/PERF_NOTES.md#parse-file-batches). Line
+    ends are found with `bytes.find`, once each, and a block's bytes are copied once, into their batch."""
     with _open(path, "rb") as f:
         line_no = 1
-        pending: list = []  # read and not handed out: lines short of a batch, the start of a line
+        pending: list = []  # the next batch's bytes read so far (from the blocks before this one)
+        held_lines = held_bytes = 0  # its line ends, its bytes
         while True:
             block = f.read(BATCH_BYTES)
-            if block:
-                cut = block.rfind(b"\n") + 1
-                if cut == 0:  # no line end in this block: a long line, read on
-                    pending.append(block)
-                    continue
-                data = b"".join((*pending, block)) if pending else block
-                cut += len(data) - len(block)
-            else:  # the end of the file: the last line may lack its line end
-                data = b"".join(pending)
-                cut = len(data)
-                if not data:
-                    return
-            start = 0
-            while start < cut:
-                end, lines = _batch_end(data, start, cut, batch_size)
-                if block and lines < batch_size and end - start < BATCH_BYTES:  # the rest comes with the next block
+            if not block:  # the end of the file: the last line may lack its line end
+                if pending:
+                    chunk = b"".join(pending)
+                    yield "jsonl", chunk, line_no
+                return
+            pos = 0
+            while pos < len(block):
+                end, lines = _batch_end(block, pos, batch_size - held_lines, pos + BATCH_BYTES - held_bytes)
+                if held_lines + lines < batch_size and not (lines and end - pos + held_bytes >= BATCH_BYTES):
+                    pending.append(block[pos:] if pos else block)  # the batch goes on in the next block
+                    held_lines += lines
+                    held_bytes += len(block) - pos
                     break
-                yield "jsonl", data[start:end], line_no
-                line_no += lines
-                start = end
-            pending = [data[start:]] if start < len(data) else []
+                piece = block[pos:end]
+                yield "jsonl", b"".join((*pending, piece)) if pending else piece, line_no
+                line_no += held_lines + lines
+                pending, held_lines, held_bytes = [], 0, 0
+                pos = end
 
 
-def _batch_end(data: bytes, start: int, cut: int, n: int) -> tuple:
-    """``(end, lines)`` of the batch of ``data[start:cut]`` that starts at `start`: `n` lines, fewer where its
-    bytes reach `BATCH_BYTES` first or `cut` comes first (a last line without its line end counts)."""
-    end, lines, cap = start, 0, start + BATCH_BYTES
-    while lines < n and end < cut:
-        nl = data.find(b"\n", end, cut)
-        if nl < 0:  # (only at the end of the file)
-            return cut, lines + 1
-        end, lines = nl + 1, lines + 1
-        if end >= cap:
+def _batch_end(data: bytes, start: int, n: int, cap: int) -> tuple:
+    """``(end, lines)``: from `start`, just past the `n`-th line end of `data` or the first line end at or after
+    offset `cap`, whichever comes first, and the line ends up to there; where neither comes, just past the
+    last line end (`start` if none) and the line ends found (fewer than `n`, the last one before `cap`)."""
+    pos, lines = start, 0
+    while lines < n:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
             break
-    return end, lines
+        pos, lines = nl + 1, lines + 1
+        if pos >= cap:
+            break
+    return pos, lines
 
 
 def _parquet_batches(path, batch_size: int, columns, ipc: bool = True):
