@@ -2,7 +2,8 @@
 
 The formats follow the extensions (``.jsonl`` / ``.json`` / ``.ndjson``, ``.parquet`` / ``.pq``; a ``.gz``
 after a JSONL one is read and written gzip-compressed). The file is streamed in batches of
-``--batch-size`` rows (JSONL batches also end at about 2 MB), so memory stays flat in the file's size: at
+``--batch-size`` rows, fewer where a batch would hold more than about 2 MB (JSONL: by its bytes; Parquet: by
+the bytes per row of the file's first rows), so memory stays flat in the file's size and its rows' length: at
 most ``2 * workers`` batches are in flight.
 Each batch is parsed by `chatparse.arrow.parse_arrow` (one-shot path, one row = one ``CompiledTemplate.parse``)
 in ``--workers`` processes, which load the compiled tables from the table-format bytes (not a pickle); the
@@ -326,13 +327,14 @@ def _batch_end(data: bytes, start: int, n: int, cap: int) -> tuple:
 
 def _parquet_batches(path, batch_size: int, columns, ipc: bool = True):
     """``("arrow", IPC stream bytes, first row)`` per batch of rows, for worker processes; ``("table", the
-    rows as a table, first row)`` when `ipc` is false (one worker: no copy)."""
+    rows as a table, first row)`` when `ipc` is false (one worker: no copy). Batches of `batch_size` rows, or
+    fewer where rows are long (`_parquet_batch_rows`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(path)
     row = 0
-    for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
+    for batch in pf.iter_batches(batch_size=_parquet_batch_rows(pf, batch_size, columns), columns=columns):
         if not ipc:
             yield "table", pa.Table.from_batches([batch]), row
             row += batch.num_rows
@@ -342,6 +344,18 @@ def _parquet_batches(path, batch_size: int, columns, ipc: bool = True):
             w.write_batch(batch)
         yield "arrow", sink.getvalue().to_pybytes(), row
         row += batch.num_rows
+
+
+def _parquet_batch_rows(pf, batch_size: int, columns) -> int:
+    """`batch_size`, or fewer so that a batch holds about `BATCH_BYTES` of Arrow data, as a JSONL batch does:
+    memory stays flat however long the rows (4,096 rows of 100 KB generations would be 400 MB a batch). The
+    bytes per row are those of the file's first rows (up to 64), read once; the file's metadata cannot tell,
+    since its sizes are of encoded pages (a dictionary-encoded column of one repeated text counts it once)."""
+    first = next(pf.iter_batches(batch_size=min(64, batch_size), columns=columns), None)
+    if first is None or first.num_rows == 0:
+        return batch_size
+    per_row = first.nbytes / first.num_rows
+    return max(1, min(batch_size, int(BATCH_BYTES / max(per_row, 1.0))))
 
 
 class _Writer:
@@ -604,7 +618,8 @@ def register(subparsers) -> None:
     p.add_argument("--prefix", help='one chat prompt for all rows ("" opts out)')
     p.add_argument("--tools-column", help="column with each row's tool schemas (a list, or JSON text)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    p.add_argument("--batch-size", type=int, default=4096, help="rows per batch (default 4096; JSONL batches also end at about 2 MB)")
+    p.add_argument("--batch-size", type=int, default=4096,
+                   help="rows per batch (default 4096; fewer where a batch would hold more than about 2 MB)")
     p.add_argument("--drop-input", action="store_true", help="write the message columns only")
     p.add_argument("--column-prefix", default="", help="prefix of the message column names (e.g. parsed_)")
     p.add_argument("--dialect", choices=("transformers", "vllm"), help="events dialect (default transformers)")

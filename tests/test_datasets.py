@@ -441,7 +441,7 @@ def test_parse_file_row_groups(tmp_path, file_rows, monkeypatch, rows_bound, byt
     _write_input(src, prefixes, texts)
     parse_file(src, dst, "qwen3", prefix_column="prompt", batch_size=700, progress=False)
     groups, held = [], 0
-    for _, chunk, _ in _jsonl_batches(src, 700):  # (batches end at 700 lines or at a block's end)
+    for _, chunk, _ in _jsonl_batches(src, 700):  # (batches end at 700 lines or at about 2 MB)
         held += chunk.count(b"\n")
         if held >= rows_bound or bytes_bound == 1:
             groups.append(held)
@@ -527,6 +527,22 @@ def test_jsonl_batches_cut_at_line_ends(tmp_path, monkeypatch, block):
                 before_last = len(chunk) - len(chunk[:-1].rsplit(b"\n", 1)[-1]) - 1  # bytes before its last line
                 assert n == batch_size or before_last < block <= len(chunk)
             line += n
+
+
+@pytest.mark.parametrize("width,want_rows", [(5000, 12), (10, 700)])
+def test_parquet_batches_bounded_in_bytes(tmp_path, monkeypatch, width, want_rows):
+    """Parquet input is read in batches of --batch-size rows, or fewer where rows are long, so that a batch
+    holds about BATCH_BYTES (as JSONL batches do): every row once, in order, in batches of the same size."""
+    from chatparse import parse_file as pf
+
+    monkeypatch.setattr(pf, "BATCH_BYTES", 64_000)
+    path = tmp_path / "in.parquet"
+    texts = [f"{i:05d}" + "y" * width for i in range(1500)]
+    pq.write_table(pa.table({"text": texts, "id": list(range(1500))}), path, row_group_size=400)
+    got = list(pf._parquet_batches(path, 700, None, ipc=False))
+    assert [first for _, _, first in got] == list(range(0, 1500, want_rows))
+    assert {t.num_rows for _, t, _ in got[:-1]} == {want_rows}
+    assert sum((t.column("text").to_pylist() for _, t, _ in got), []) == texts
 
 
 # ------------------------------------------------------------------------------------------------ at scale
