@@ -6,10 +6,11 @@ long mix), and writes bench/results/DATASETS.md (``--out`` elsewhere):
 
 * the transformers 5.23 reference, `parse_response` called row by row (a sample; rows it raises on are
   counted as parsed), measured right before and right after every run of every chatparse path (`Beside`):
-  each ratio divides by the faster of the two passes beside that path's best run, as fast as the host was
-  then (its speed drifts by a third over minutes);
+  each run's ratio divides by the faster of the two passes beside it, as fast as the host was then (its
+  speed drifts by a third over minutes), and a path's figure is its median run by that ratio (three runs of
+  each one-worker path);
 * `chatparse.arrow.parse_arrow` in this process (and `CompiledTemplate.parse` row by row, for scale);
-* `chatparse parse-file` JSONL -> Parquet, 1 and 2 workers (a subprocess, the best of two runs: start-up
+* `chatparse parse-file` JSONL -> Parquet, 1 and 2 workers (a subprocess with its default --batch-size; start-up
   included; the compiled tables come from the disk cache, filled first, as on every run after a template's
   first), and the same command on a one-row file, whose CPU time (interpreter, imports, tables, output
   file) is the start-up that the steady rate leaves out;
@@ -265,16 +266,27 @@ class Beside:
 
     def around(self, measures: list) -> tuple[int, dict]:
         """Run each of `measures` (callables returning a `_rate` dict), with a reference pass before the first,
-        between each two and after the last; returns the index of the best measure (most rows per CPU-second)
-        and that measure's result, with ``"reference"`` the better of the two passes beside it."""
+        between each two and after the last. Each run is paired with the faster of the two passes beside it
+        (``"reference"``), and the run whose ratio (rows per CPU-second over its reference's) is the median
+        is returned with its index (of an even number, the lower of the two middle ones). The host's speed
+        moves within seconds too (the same parse_arrow call took 1.39 and 2.11 CPU-s in two runs that
+        afternoon), so a single pair's ratio moves with it, and the best run and the best pass, each alone,
+        can come from different speeds: the median of paired ratios is the figure the drift moves least."""
         refs, runs = [self.once()], []
         for m in measures:
             runs.append(m())
             refs.append(self.once())
-        best = _best(runs)
-        k = runs.index(best)
-        best["reference"] = _best([refs[k], refs[k + 1]])
-        return k, best
+        for k, run in enumerate(runs):
+            run["reference"] = _best([refs[k], refs[k + 1]])
+        order = sorted(range(len(runs)), key=lambda k: _cpu_ratio(runs[k]))
+        k = order[(len(order) - 1) // 2]
+        return k, runs[k]
+
+
+def _cpu_ratio(x: dict) -> float:
+    """Rows per CPU-second over the reference's (nan where a difference of CPU times came out <= 0: runs too
+    small to tell)."""
+    return x["rows_cpu_s"] / x["reference"]["rows_cpu_s"] if x["rows_cpu_s"] else float("nan")
 
 
 def bench_inprocess(prefixes, texts, beside: Beside) -> dict:
@@ -323,7 +335,7 @@ def bench_cli(path: Path, texts, workers: int, tmp: Path, beside: Beside) -> dic
         runs.append(command(path))
         return _rate(runs[-1]["seconds"], texts, workers, runs[-1]["cpu"])
 
-    k, res = beside.around([whole] * 2)  # (best of two, as the other paths)
+    k, res = beside.around([whole] * 3)
     r = runs[k]
     res.update(tree_mb=r["tree_mb"], max_process_mb=r["max_process_mb"], startup_cpu=startup["cpu"],
                startup_seconds=startup["seconds"])
@@ -341,13 +353,14 @@ class Identity:
         return batch
 
 
-def bench_ray(mixes: dict, concurrencies, besides: dict, repeat: int = 2) -> dict:
+def bench_ray(mixes: dict, concurrencies, besides: dict, repeat: int = 3) -> dict:
     """`parse_dataset` (map_batches(ParseBatches), zero-copy Arrow batches of 4096 rows) per mix and
     concurrency, the actors' start-up included, wall time and the CPU time of the whole cluster (`TreeCPU`:
     driver, raylet, GCS, workers); and for one actor the same job with `Identity` (same blocks, batches),
     whose CPU time is Ray's own: the per-worker rate is rows per CPU-second of the difference. First one small run
     (2,000 rows, concurrency 2) on the fresh cluster, timed on its own as ``("first", 2)``: it starts Ray's
-    worker processes, as any first job on a cluster does. Best of `repeat` runs each."""
+    worker processes, as any first job on a cluster does. Of `repeat` runs each, the median by the ratio to the
+    reference beside it (`Beside.around`); of the identity job, the best."""
     import pyarrow as pa
     import ray
 
@@ -426,7 +439,7 @@ def bench_datasets(prefixes, texts, procs, tmp: Path, beside: Beside) -> dict:
             res.cleanup_cache_files()
             return rate
 
-        out[(where, n)] = beside.around([run] * (2 if n == 1 else 1))[1]
+        out[(where, n)] = beside.around([run] * (3 if n == 1 else 1))[1]
     src.unlink()
     return out
 
@@ -545,15 +558,16 @@ def report(res: dict, when, args) -> str:
         "the end (2 cores), and at the end of each measurement in the table's last column. Wall-clock figures, "
         "above all the 2-worker ones, depend on that load; rows per CPU-second (of every process doing the "
         "work) much less, so the verdicts below are read off them, with the wall-clock ones stated beside. One "
-        "run's figures, each the best of 2-3 runs where it says so in bench/bench_datasets.py.",
+        "run's figures: of each chatparse path, the median of its runs (three for one worker) by the ratio to the "
+        "reference measured beside that run.",
         "",
         "Rows: qwen3-format generations from `bench/datasets_gen.py` (reasoning, content, 0-3 tool calls, about 5% "
         "malformed: their error is recorded). *short*: the tests' rows, ~300 bytes of generated text; *long*: "
         "100-1500 words of reasoning and 20-400 of content, ~3.5 KB. MB/s counts the generated texts' UTF-8 bytes. "
         "'vs reference' is rows/s per worker, or rows per CPU-second, over the reference's (row by row in one "
-        "process, same mix) as measured right before and right after that path's best run (the faster of the two "
-        "passes): the host's speed drifts by a third over minutes, and a ratio over a reference measured minutes "
-        "apart moved with it. The reference's own row, for scale, is the fastest of all its passes "
+        "process, same mix) as measured right before and right after that run (the faster of the two passes): "
+        "the host's speed drifts by a third over minutes, and a ratio over a reference measured minutes apart "
+        "moved with it. The reference's own row, for scale, is the fastest of all its passes "
         f"({' and '.join(str(r['reference']['passes']) for r in res['mixes'].values())}, short and long).",
         "",
         "chatparse is byte-compiled first, as `pip install` leaves a package (and left the reference's). "
@@ -658,9 +672,6 @@ def verdicts(res: dict) -> list:
     figure a shared machine disturbs least; parse-file at its steady rate, Ray's parsing actor, `datasets` from
     Parquet), the wall-clock and start-up-included figures stated beside; and a 1 GB JSONL file parsed with
     < 500 MB RSS."""
-    def cpu_ratio(x):  # (nan where a difference of CPU times came out <= 0: runs too small to tell)
-        return x["rows_cpu_s"] / x["reference"]["rows_cpu_s"] if x["rows_cpu_s"] else float("nan")
-
     out = []
     for mix, r in res["mixes"].items():
         per_cpu, wall = [], []
@@ -669,17 +680,17 @@ def verdicts(res: dict) -> list:
             if key not in r:
                 continue
             x = r[key][pick] if pick else r[key]
-            per_cpu.append((name, cpu_ratio(x)))
+            per_cpu.append((name, _cpu_ratio(x)))
             wall.append(f"{name} {r[key]['rows_s_worker'] / r[key]['reference']['rows_s']:.1f}x")
         extra = []
         if "cli_1" in r:
-            extra.append(f"parse-file with its start-up {cpu_ratio(r['cli_1']):.1f}x")
+            extra.append(f"parse-file with its start-up {_cpu_ratio(r['cli_1']):.1f}x")
         if "ray_1" in r:
-            extra.append(f"Ray Data's whole cluster {cpu_ratio(r['ray_1']):.1f}x")
+            extra.append(f"Ray Data's whole cluster {_cpu_ratio(r['ray_1']):.1f}x")
             if "worker" in r["ray_1"]:
-                extra.append(f"Ray Data's whole cluster less the identity job {cpu_ratio(r['ray_1']['worker']):.1f}x")
+                extra.append(f"Ray Data's whole cluster less the identity job {_cpu_ratio(r['ray_1']['worker']):.1f}x")
         if "datasets_memory" in r:
-            extra.append(f"datasets in memory {cpu_ratio(r['datasets_memory']):.1f}x")
+            extra.append(f"datasets in memory {_cpu_ratio(r['datasets_memory']):.1f}x")
         met = all(v >= 5 for _, v in per_cpu)
         out.append(f"* One worker, {mix} rows, per CPU-second: "
                    + ", ".join(f"{name} {v:.1f}x" for name, v in per_cpu)
