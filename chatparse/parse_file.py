@@ -274,7 +274,7 @@ def _jsonl_table(objs: list, numbers: list, bad: dict, opts: dict):
 
 
 # ------------------------------------------------------------------------------------------------ the driver
-BATCH_BYTES = 2 << 20  # a JSONL batch also ends after this many bytes (long rows: memory stays flat)
+BATCH_BYTES = 2 << 20  # a batch also ends at about this many bytes (long rows: memory stays flat)
 
 
 def _jsonl_batches(path, batch_size: int):
@@ -290,10 +290,9 @@ def _jsonl_batches(path, batch_size: int):
         held_lines = held_bytes = 0  # its line ends, its bytes
         while True:
             block = f.read(BATCH_BYTES)
-            if not block:  # the end of the file: the last line may lack its line end
+            if not block:  # the end of the file: what is held is the last batch (its last line may lack its end)
                 if pending:
-                    chunk = b"".join(pending)
-                    yield "jsonl", chunk, line_no
+                    yield "jsonl", b"".join(pending), line_no
                 return
             pos = 0
             while pos < len(block):
