@@ -296,8 +296,9 @@ def _jsonl_batches(path, batch_size: int):
                 return
             pos = 0
             while pos < len(block):
-                end, lines = _batch_end(block, pos, batch_size - held_lines, pos + BATCH_BYTES - held_bytes)
-                if held_lines + lines < batch_size and not (lines and end - pos + held_bytes >= BATCH_BYTES):
+                need, cap = batch_size - held_lines, pos + BATCH_BYTES - held_bytes
+                end, lines = _batch_end(block, pos, need, cap)
+                if lines < need and not (lines and end >= cap):
                     pending.append(block[pos:] if pos else block)  # the batch goes on in the next block
                     held_lines += lines
                     held_bytes += len(block) - pos
