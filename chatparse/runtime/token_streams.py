@@ -25,9 +25,10 @@ Cost per step: when every row stays (quiet streams, inert tokens) a step is a fi
 operations on arrays of B (a copy of the ids, the range check, one gather, one comparison of bytes) and one
 `StepEvents`; row changes the tables know add two or three; only streams the tables do not know cost Python
 work each (a dict lookup for a cached pending-to-pending transition, else the parser). When the ring buffer
-wraps, and at `finalize_all`, the deferred tokens of all streams become text in one gather (at a wrap, each
-stream's texts are joined at once and join its parser's deferred text); when one stream's parser needs its
-deferred tokens earlier, they too are joined at once, while fresh in the cache.
+wraps, and at `finalize_all`, the deferred tokens of all streams become text in one call (`stream_kernels`: native
+where a C compiler was at install time, else numpy and joins; at a wrap, each stream's texts are joined at once
+and join its parser's deferred text); when one stream's parser needs its deferred tokens earlier, they too are
+joined at once.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ import numpy as np
 from .collector import collector_paused
 from .token_binding import TokenBinding
 from .token_decode import _out_of_range
+from . import stream_kernels
+from .stream_kernels import TokenTexts, join_columns
 from .token_parser import TokenParser
 from .token_tables import ROW_FRESH, ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET
 
@@ -122,23 +125,17 @@ class _Rows:
         self.fresh_events: dict = {}  # (F row, token) -> the events of a learned F -> Q or P transition
         cmap = tt.compiled.tables.cmap
         self.first_cls = np.array([cmap[ord(t[0])] if t else 0 for t in tt.vocab.tok_text], dtype=np.int64)
-        # Every token's text in an object array, plus "" at index V (and so at -1, the id of an inactive
-        # stream's step): one gather turns a block of deferred ids into their texts. Tokens without text of
-        # their own are never deferred (no row transition is learned for them); they map to "" here.
-        texts = np.empty(V + 1, dtype=object)
-        texts[:V] = [t if t is not None else "" for t in tt.vocab.tok_text]
-        texts[V] = ""
-        self.texts = texts
-        # Byte-level vocabularies: every token's bytes the same way (b"" for -1). Deferred tokens become text
-        # through their bytes, as the parser's decoder would decode them, so tokens without text of their own
-        # (a character split across tokens, H rows) can be deferred too.
+        # Every token's text, plus "" at index V (and so at -1, the id of an inactive stream's step): what
+        # `stream_kernels.join_columns` turns a run of deferred ids into. Byte-level vocabularies: their bytes (b""
+        # at V): deferred tokens become text through their bytes, as the parser's decoder would decode them,
+        # so tokens without text of their own (a character split across tokens, H rows) can be deferred too.
+        # Other vocabularies: tokens without text of their own are never deferred (no row transition is
+        # learned for them); they map to "".
         self.bytes_kind = tt.vocab.kind == "bytes"
         if self.bytes_kind:
-            tbytes = np.empty(V + 1, dtype=object)
-            tbytes[:V] = tt.vocab.tok_bytes
-            tbytes[V] = b""
-            self.tbytes = tbytes
-            self.tb_list = tbytes.tolist()
+            self.texts = TokenTexts(list(tt.vocab.tok_bytes) + [b""])
+        else:
+            self.texts = TokenTexts([t if t is not None else "" for t in tt.vocab.tok_text] + [""])
         self.lock = threading.Lock()
 
     def pending_row(self, mode: int, S: tuple, held: str) -> int:
@@ -357,6 +354,7 @@ class TokenStreams:
         # gather returns, and the intp offsets numpy gathers fastest with), `_rowb` its bytes.
         self._set_rows(np.array(rows, dtype=self._R.dtype) * V)
         self._idx = np.empty(n, dtype=np.int64)  # scratch: the gather's indexes
+        self._spare = np.empty(n, dtype=self._R.dtype)  # scratch: the native step's next rows
         self._neg = np.empty(n, dtype=bool)  # scratch: the streams the row tables do not know
         self._zero = np.array(0, dtype=self._R.dtype)
         self._minus_one = minus_one_needle(V, self._R.dtype)
@@ -408,8 +406,30 @@ class TokenStreams:
         # a wrap starts a fresh buffer). Until the step is taken (`_r`), the row is scratch.
         r = self._r
         ids = self._buf[r]
-        ids[...] = a if a.ndim == 1 else a.reshape(n)
         rowoff = self._rowoff
+        advance = stream_kernels.advance
+        if active is None and advance is not None:  # the native kernel: the same rows, in one pass
+            nxt = self._spare
+            if a.dtype != np.int64 or a.ndim != 1:
+                ids[...] = a if a.ndim == 1 else a.reshape(n)
+                a = ids
+            code = advance(a, ids, rowoff, self._R.next, nxt, self._size)
+            if code < 0:
+                raise _out_of_range(int(a[-1 - code]), self._size, f" (stream {-1 - code})")
+            self._r = r + 1
+            if code == 0:
+                out = StepEvents(self, ids, rowoff, None, None, None)
+            else:
+                self._spare = np.empty(n, dtype=self._R.dtype)  # (`nxt` becomes the rows: never mutated)
+                if code == 1:
+                    self._set_rows(nxt)
+                    out = StepEvents(self, ids, rowoff, nxt, None, None)
+                else:
+                    out = self._changes(ids, nxt, r)
+            if self._r == self._cap:
+                self._wrap()
+            return out
+        ids[...] = a if a.ndim == 1 else a.reshape(n)
         if active is None:
             u = self._ubuf[r]  # the same ids as uint64: negative ones are huge
             if u.item(u.argmax()) >= self._size:  # (argmax: the cheapest whole-array check numpy has for B ~ 256)
@@ -638,9 +658,9 @@ class TokenStreams:
 
     def _catch_up(self, b: int, upto: int | None = None, row: int | None = None) -> None:
         """Hand stream b's parser the tokens its rows handled since its last own step: their texts, joined
-        here while the gathered texts are fresh in the cache (joining them later, when the parser next needs its
-        core, costs about twice as much), join the parser's deferred text (the core sees it on the parser's next
-        engine step) and the parser's token state becomes the row's (`row`, default the stream's current row)."""
+        here (`stream_kernels.join_columns`; joining them later, when the parser next needs its core, costs about
+        twice as much), join the parser's deferred text (the core sees it on the parser's next engine step) and
+        the parser's token state becomes the row's (`row`, default the stream's current row)."""
         r = self._r if upto is None else upto
         s0 = self._since[b]
         self._since[b] = r
@@ -650,14 +670,7 @@ class TokenStreams:
             s0 = self._replay_fresh(b, s0, r)
         if s0 >= r:
             return
-        col = self._buf[s0:r, b]
-        R = self._R
-        if R.bytes_kind:
-            table, items, join = R.tbytes, R.tb_list, b"".join
-        else:
-            table, items, join = R.texts, R.texts, "".join
-        # long runs: one gather of the tokens' texts (bytes); short ones: item by item
-        data = join(table[col].tolist() if r - s0 >= 64 else map(items.__getitem__, col.tolist()))
+        data = join_columns(self._R.texts, self._buf, [b], [s0], r)[0]
         self._deferred(self.parsers[b], data, self._row_now(b) if row is None else row)
 
     def _row_now(self, b: int) -> int:
@@ -694,9 +707,8 @@ class TokenStreams:
         p.adopt(p.decode_deferred(data) if self._R.bytes_kind else data, self._R.info[row])
 
     def _catch_up_all(self, r: int) -> None:
-        """`_catch_up` for every open stream at once (one gather of the texts of the whole buffer). Each stream's
-        texts are joined here, while the gathered list is fresh in the cache, and reach its parser as one
-        string: joining them later, when the parser next needs its core, costs about twice as much."""
+        """`_catch_up` for every open stream at once (one `stream_kernels.join_columns` over the whole buffer). Each
+        stream's texts reach its parser as one string."""
         since = self._since
         todo = [b for b in range(self.n) if not self.done[b] and since[b] < r]
         if not todo:
@@ -706,33 +718,12 @@ class TokenStreams:
         fresh = [b for b in todo if self._frow[b] is not None]
         if fresh:
             self._replay_all_fresh(fresh, r)
-        R = self._R
-        texts, join = (R.tbytes, b"".join) if R.bytes_kind else (R.texts, "".join)
-        buf = self._buf[:r]
         rows = (self._rowoff // self._size).tolist()
         parsers = self.parsers
         deferred = self._deferred
-        k = self._CHUNK
-        # A block of streams at a time (the gathered lists stay in the cache), streams whose parsers last ran
-        # at about the same step together: each block's gather starts at the earliest step one of its streams
-        # still needs, not at the buffer's start (most of the tokens before a region change were joined when
-        # the change ran the stream's parser; gathering them again cost as much as joining them).
-        if any(since[b] for b in todo):
-            todo.sort(key=since.__getitem__)
-        for c in range(0, len(todo), k):
-            part = todo[c:c + k]
-            lo = since[part[0]]
-            part.sort()
-            b0, b1 = part[0], part[-1] + 1
-            block = buf[lo:, b0:b1] if b1 - b0 == len(part) else buf[lo:, part]
-            cols = texts[block].T.tolist()
-            for j, b in enumerate(part):
-                s0 = since[b] - lo
-                since[b] = r
-                col = cols[j]
-                deferred(parsers[b], join(col[s0:] if s0 else col), rows[b])
-
-    _CHUNK = 32  # streams per gather in `_catch_up_all`
+        for b, data in zip(todo, join_columns(self._R.texts, self._buf, todo, [since[b] for b in todo], r)):
+            since[b] = r
+            deferred(parsers[b], data, rows[b])
 
     def _replay_all_fresh(self, streams: list, r: int) -> None:
         """`_replay_fresh` for `streams` before a wrap (or the end): a stream still in an F row has its parser
