@@ -5,7 +5,9 @@
 Each cell: 256 streams of 2,048 tokens (``--quick``: 64 x 512), each a different generation, stepped with
 `TokenStreams.step` once per position (events not read), then `finalize_all`; creation and finalize are timed
 too. Reported: M tokens/s (all streams' tokens / wall time, median of 3 runs), the same with every
-stream's events read (`StepEvents.tolist()`), and where a run's time goes (`breakdown`). Before timing, every stream's message is asserted equal to
+stream's events read (`StepEvents.tolist()`), where a run's time goes (`breakdown`), and, where TokenStreams'
+native kernels are built, M tokens/s with their Python spellings (`python_kernels`), each run right after one
+with the native kernels. Before timing, every stream's message is asserted equal to
 `parse_tokens` of its ids.
 
 Vocabularies: tekken (131k, from the mistral-common wheel, where installed), a byte-level BPE of 8,000
@@ -192,9 +194,26 @@ def breakdown(binding, mat) -> dict:
     return {k: v * 1e3 if k != "n_python" else v for k, v in out.items()}
 
 
-def cell(binding, tok, template: str, content: str, B: int, steps: int, reps: int) -> tuple:
+class python_kernels:
+    """Within: TokenStreams runs the Python spellings of its kernels (`chatparse.runtime.stream_kernels`), as
+    where the C module is not built."""
+
+    def __enter__(self):
+        from chatparse.runtime import stream_kernels as sk
+
+        self.saved = sk.advance, sk._native_join
+        sk.advance = sk._native_join = None
+
+    def __exit__(self, *exc):
+        from chatparse.runtime import stream_kernels as sk
+
+        sk.advance, sk._native_join = self.saved
+
+
+def cell(binding, tok, template: str, content: str, B: int, steps: int, reps: int, compare: bool) -> tuple:
     """(M tokens/s events not read, M tokens/s events read, Python stream-steps per 1,000 tokens, the median
-    `breakdown` of `reps` runs) for B streams of `steps` tokens."""
+    `breakdown` of `reps` runs, and with `compare` the M tokens/s events not read with the Python kernels, each
+    of its runs right after one with the native kernels) for B streams of `steps` tokens."""
     words = steps  # about one token per word or more: cut to `steps` below
     seqs = []
     for k in range(B):
@@ -209,19 +228,29 @@ def cell(binding, tok, template: str, content: str, B: int, steps: int, reps: in
     def run(read: bool):
         return step_streams(binding, mat, read)
 
+    def timed(read: bool) -> float:
+        t0 = time.perf_counter()
+        run(read)
+        return time.perf_counter() - t0
+
     messages, slow = python_steps(binding, mat)
     assert messages == want and run(False) == want and run(True) == want, \
         f"{template}/{content}: TokenStreams != parse_tokens"
-    out = []
+    if compare:
+        with python_kernels():
+            assert run(False) == want, f"{template}/{content}: TokenStreams (Python kernels) != parse_tokens"
+    out, py = [], []
     for read in (False, True):
         times = []
         for _ in range(reps):
-            t0 = time.perf_counter()
-            run(read)
-            times.append(time.perf_counter() - t0)
+            times.append(timed(read))
+            if compare and not read:
+                with python_kernels():
+                    py.append(timed(False))
         out.append(B * steps / statistics.median(times) / 1e6)
     parts = [breakdown(binding, mat) for _ in range(reps)]
-    return (*out, slow, {k: statistics.median(p[k] for p in parts) for k in parts[0]})
+    return (*out, slow, {k: statistics.median(p[k] for p in parts) for k in parts[0]},
+            B * steps / statistics.median(py) / 1e6 if py else None)
 
 
 def _parts(p: dict) -> str:
@@ -236,6 +265,12 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=None, help="timed runs per cell (default 3; --quick 1)")
     ap.add_argument("--only-vocab", default=None, help="run only the vocabularies whose name contains this")
     args = ap.parse_args(argv)
+    from chatparse.runtime import stream_kernels
+
+    compare = stream_kernels.NATIVE
+    kernels = ("native (chatparse.runtime._stream_kernels); each timed run of a cell with events not read is "
+               "followed by one with the Python spellings (numpy and joins, as where the C module is not built)"
+               if compare else "Python spellings (numpy and joins: the C module is not built)")
     B, steps, reps = (64, 512, 1) if args.quick else (256, 2048, 3)
     reps = args.reps or reps
     t_start = time.perf_counter()
@@ -250,16 +285,18 @@ def main(argv=None) -> None:
         for tname in TEMPLATES:
             binding = chatparse.bind(templates.get(tname), hf)
             for content in CONTENTS:
-                fast, read, slow, parts = cell(binding, tok, tname, content, B, steps, reps)
-                rows.append((vname, tname, content, fast, read, slow, parts))
-                print(f"  {vname} / {tname} / {content}: {fast:.1f}M ({read:.1f}M with events), "
+                fast, read, slow, parts, py = cell(binding, tok, tname, content, B, steps, reps, compare)
+                rows.append((vname, tname, content, fast, read, slow, parts, py))
+                print(f"  {vname} / {tname} / {content}: {fast:.1f}M ({read:.1f}M with events"
+                      f"{f'; Python kernels {py:.1f}M' if py else ''}), "
                       f"{slow:.2f} Python stream-steps per 1k tokens, {_parts(parts)}, "
                       f"load {os.getloadavg()[0]:.2f}", flush=True)
     lines = ["# Many streams over vocabularies, contents and templates", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `python -m bench.streams_matrix"
              f"{''.join(' ' + a for a in (sys.argv[1:] if argv is None else argv))}`, {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} CPUs, CPython {platform.python_version()}; load average at start {load:.2f}; "
-             f"{B} streams x {steps} tokens, median of {reps}; took {time.perf_counter() - t_start:.0f} s. "
+             f"{B} streams x {steps} tokens, median of {reps}; took {time.perf_counter() - t_start:.0f} s; "
+             f"TokenStreams' kernels: {kernels}. "
              "Target (issue #21): >= 20M tokens/s with events not read in every row.", "",
              "Python stream-steps: per 1,000 tokens, the stream-steps taken in Python (the stream's parser, "
              "or a transition worked out without it) rather than by the row tables, counted on the cell's "
@@ -272,14 +309,20 @@ def main(argv=None) -> None:
              f"20M tokens/s the whole run has {B * steps / 20e3:.1f} ms.", "",
              "| vocabulary | template | content | M tokens/s (events not read) | M tokens/s (every stream's "
              "events read) | Python stream-steps per 1k tokens | ms: create / table steps / Python steps "
-             "(us per stream-step) / finalize | target |",
-             "|---|---|---|---|---|---|---|---|"]
-    for vname, tname, content, fast, read, slow, parts in rows:
+             "(us per stream-step) / finalize | target |" + (" M tokens/s, Python kernels | native / Python |"
+                                                             if compare else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|---|" if compare else "")]
+    for vname, tname, content, fast, read, slow, parts, py in rows:
         lines.append(f"| {vname} | {tname} | {content} | {fast:.1f} | {read:.1f} | {slow:.2f} | {_parts(parts)} | "
-                     f"{'PASS' if fast >= 20 else 'FAIL'} |")
+                     f"{'PASS' if fast >= 20 else 'FAIL'} |" + (f" {py:.1f} | {fast / py:.2f}x |" if py else ""))
     lines += ["", f"{sum(r[3] >= 20 for r in rows)} of {len(rows)} cells at >= 20M tokens/s; load average at the "
               f"end {os.getloadavg()[0]:.2f} (on this 2-CPU host the CPU time of a run grows with the load as its "
               "wall time does: other processes share the caches, so the figures move with the load)."]
+    if compare:
+        ratios = sorted(r[3] / r[7] for r in rows)
+        lines += ["", f"Native kernels over the Python spellings, per cell (events not read, medians of runs taken "
+                  f"in turns): median {statistics.median(ratios):.2f}x, range {ratios[0]:.2f}-{ratios[-1]:.2f}x; "
+                  f"with the Python spellings {sum(r[7] >= 20 for r in rows)} of {len(rows)} cells reach 20M."]
     lines.append("")
     text = "\n".join(lines)
     print(text)

@@ -65,29 +65,34 @@ def test_join_columns_is_the_plain_join(case):
 
 @native
 def test_join_columns_refuses_what_the_python_spelling_refuses():
-    from chatparse.runtime._stream_kernels import join_columns
+    from chatparse.runtime._stream_kernels import join_bytes_columns, join_str_columns
 
     buf = np.array([[0, 5], [1, -1]], dtype=np.int64)
-    items = [b"a", b"bc", b""]
+    texts = TokenTexts([b"a", b"bc", b""])
+    blob, off = texts.blob, texts.offsets
     with pytest.raises(IndexError, match="token id 5"):
-        join_columns(items, buf, [1], [0], 2)
+        join_bytes_columns(blob, off, buf, [1], [0], 2)
     with pytest.raises(IndexError):
-        python_join_columns(TokenTexts(items), buf, [1], [0], 2)
-    assert join_columns(items, buf, [0, 1], [0, 1], 2) == [b"abc", b""]
+        python_join_columns(texts, buf, [1], [0], 2)
+    assert join_bytes_columns(blob, off, buf, [0, 1], [0, 1], 2) == [b"abc", b""]
     with pytest.raises(TypeError, match="2-D int64"):
-        join_columns(items, buf.astype(np.int32), [0], [0], 2)
+        join_bytes_columns(blob, off, buf.astype(np.int32), [0], [0], 2)
     with pytest.raises(TypeError, match="2-D int64"):
-        join_columns(items, buf[0], [0], [0], 1)
+        join_str_columns(["a", "b", ""], buf[0], [0], [0], 1)
     with pytest.raises(IndexError, match="column 2"):
-        join_columns(items, buf, [2], [0], 2)
+        join_bytes_columns(blob, off, buf, [2], [0], 2)
     with pytest.raises(ValueError, match="start 3"):
-        join_columns(items, buf, [0], [3], 2)
+        join_str_columns(["a", "b", ""], buf, [0], [3], 2)
     with pytest.raises(ValueError, match="stop 3"):
-        join_columns(items, buf, [0], [0], 3)
-    with pytest.raises(TypeError, match="not bytes"):
-        join_columns([b"a", "b", b""], buf, [0], [0], 2)
+        join_bytes_columns(blob, off, buf, [0], [0], 3)
+    with pytest.raises(ValueError, match="outside the blob"):  # offsets past the blob's end are never read
+        join_bytes_columns(b"ab", off, buf, [0], [0], 2)
+    with pytest.raises(ValueError, match="outside the blob"):  # nor decreasing ones
+        join_bytes_columns(blob, np.array([0, 2, 1, 3], dtype=np.int64), buf, [0], [0], 2)
+    with pytest.raises(TypeError, match="offsets"):
+        join_bytes_columns(blob, off.astype(np.int32), buf, [0], [0], 2)
     with pytest.raises(TypeError, match="not str"):
-        join_columns(["a", b"b", ""], buf, [0], [0], 2)
+        join_str_columns(["a", b"b", ""], buf, [0], [0], 2)
 
 
 def numpy_advance(src, rowoff, table, V):

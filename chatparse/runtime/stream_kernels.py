@@ -7,8 +7,8 @@
 * `join_columns(texts, buf, cols, starts, stop)`: for each column ``cols[k]`` of the 2-D int64 id buffer
   `buf` (steps x streams), the texts (`TokenTexts`) of the ids ``buf[starts[k]:stop, cols[k]]`` joined, in
   the order of `cols`; an id of -1 (an inactive stream's step) picks the last text, which is empty. Exactly
-  ``b"".join`` / ``"".join`` of those texts, natively (bytes copied straight from the texts, reading the ids
-  row by row) or in Python (`python_join_columns`: a numpy gather of a block's texts, a list, a join).
+  ``b"".join`` / ``"".join`` of those texts, natively (bytes copied straight from one blob of every token's
+  bytes, reading the ids row by row) or in Python (`python_join_columns`: a numpy gather of a block's texts, a list, a join).
 
 Why: a step the row tables take whole is a handful of numpy operations on arrays of B (about 6 us, each call's
 overhead rather than work), and every token's text is joined once (about 18 ns a token in Python). Together
@@ -27,9 +27,10 @@ __all__ = ["NATIVE", "TokenTexts", "advance", "join_columns", "python_join_colum
 class TokenTexts:
     """A vocabulary's token texts for joining: `items`, a list (all bytes, or all str) whose last entry is
     empty (the text of id -1); `table`, the same as a numpy object array (one gather turns a block of ids into
-    texts); `join`, ``b"".join`` or ``"".join``."""
+    texts); `join`, ``b"".join`` or ``"".join``; for bytes, `blob` and `offsets` too (every text in one bytes
+    object, text i at ``blob[offsets[i]:offsets[i + 1]]``: what the native join reads)."""
 
-    __slots__ = ("items", "table", "join")
+    __slots__ = ("items", "table", "join", "blob", "offsets")
 
     def __init__(self, items: list):
         if not items or items[-1]:
@@ -37,7 +38,14 @@ class TokenTexts:
         self.items = items
         self.table = np.empty(len(items), dtype=object)
         self.table[:] = items
-        self.join = b"".join if isinstance(items[-1], bytes) else "".join
+        self.blob = self.offsets = None
+        if isinstance(items[-1], bytes):
+            self.join = b"".join
+            self.blob = b"".join(items)
+            self.offsets = np.zeros(len(items) + 1, dtype=np.int64)
+            np.cumsum([len(t) for t in items], out=self.offsets[1:])
+        else:
+            self.join = "".join
 
 
 _BLOCK = 32  # streams per gather in `python_join_columns` (their texts stay in the cache until joined)
@@ -68,17 +76,19 @@ def python_join_columns(texts: TokenTexts, buf, cols: list, starts: list, stop: 
 
 
 try:
-    from ._stream_kernels import advance
-    from ._stream_kernels import join_columns as _native_join
+    from ._stream_kernels import advance, join_bytes_columns, join_str_columns
 except ImportError:  # built without a C compiler: the Python spellings, the same results
-    advance = _native_join = None
+    advance = join_bytes_columns = join_str_columns = None
 
 NATIVE = advance is not None
+_native_join = NATIVE  # (False: `join_columns` takes the Python spelling; tests and the bench switch it)
 
 
 def join_columns(texts: TokenTexts, buf, cols: list, starts: list, stop: int) -> list:
     """Per column ``cols[k]`` of `buf`, the texts of its ids from step ``starts[k]`` to `stop`, joined (module
     docstring)."""
-    if _native_join is not None:
-        return _native_join(texts.items, buf, cols, starts, stop)
-    return python_join_columns(texts, buf, cols, starts, stop)
+    if not _native_join:
+        return python_join_columns(texts, buf, cols, starts, stop)
+    if texts.blob is not None:
+        return join_bytes_columns(texts.blob, texts.offsets, buf, cols, starts, stop)
+    return join_str_columns(texts.items, buf, cols, starts, stop)
