@@ -50,6 +50,8 @@ from .token_tables import ROW_FRESH, ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING,
 
 __all__ = ["TokenStreams", "StepEvents"]
 
+_INT64 = np.dtype(np.int64)
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Many streams
@@ -397,7 +399,8 @@ class TokenStreams:
         arrays of B: the range check, one gather of the next rows, one comparison of their bytes.
         """
         a = np.asarray(ids)
-        if a.dtype.kind not in "iu":
+        plain = a.dtype is _INT64 and a.ndim == 1  # (what the native kernel reads as it is)
+        if not plain and a.dtype.kind not in "iu":
             raise TypeError(f"token ids must be integers, got dtype {a.dtype}")
         n = self.n
         if a.size != n:
@@ -410,7 +413,7 @@ class TokenStreams:
         advance = stream_kernels.advance
         if active is None and advance is not None:  # the native kernel: the same rows, in one pass
             nxt = self._spare
-            if a.dtype != np.int64 or a.ndim != 1:
+            if not plain:
                 ids[...] = a if a.ndim == 1 else a.reshape(n)
                 a = ids
             code = advance(a, ids, rowoff, self._R.next, nxt, self._size)
