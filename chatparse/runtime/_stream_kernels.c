@@ -24,15 +24,15 @@
  *   empty run), exactly what b"".join / "".join of those texts gives.
  *
  * Why they exist: in a many-stream run (bench/streams_matrix.py) a step that the row tables take whole is a
- * handful of numpy operations on arrays of 256 (about 6 us: each call's overhead, not the work), and every
- * token's text is joined once, which in Python (a numpy gather, a list, a join) costs about 18 ns a token.
- * Together they were half of a run. Here a step is one pass over the streams, and bytes are copied straight
+ * handful of numpy operations on arrays of 256 (about 4 us: each call's overhead, not the work), and every
+ * token's text is joined once, which in Python (a numpy gather, a list, a join) costs about 30 ns a token.
+ * Together they were half of a run (bench/PERF_NOTES.md#native-kernels). Here a step is one pass over the streams, and bytes are copied straight
  * from one blob of every token's bytes (str texts are gathered into lists that PyUnicode_Join joins).
  *
  * Errors: TypeError for a buffer of another shape or type, or an item that is not str; IndexError for an id
  * or a column outside its range; ValueError for a start outside 0..stop, a stop past the buffer's rows, or
  * offsets outside the blob.
- * tests/test_stream_kernels.py checks both functions against their Python spellings. */
+ * tests/test_stream_kernels.py checks each function against its Python spelling. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

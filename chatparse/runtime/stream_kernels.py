@@ -8,13 +8,15 @@
   `buf` (steps x streams), the texts (`TokenTexts`) of the ids ``buf[starts[k]:stop, cols[k]]`` joined, in
   the order of `cols`; an id of -1 (an inactive stream's step) picks the last text, which is empty. Exactly
   ``b"".join`` / ``"".join`` of those texts, natively (bytes copied straight from one blob of every token's
-  bytes, reading the ids row by row) or in Python (`python_join_columns`: a numpy gather of a block's texts, a list, a join).
+  bytes, reading the ids row by row) or in Python (`python_join_columns`: a numpy gather of a block's texts,
+  a list, a join).
 
-Why: a step the row tables take whole is a handful of numpy operations on arrays of B (about 6 us, each call's
-overhead rather than work), and every token's text is joined once (about 18 ns a token in Python). Together
-they were about half of a many-stream run (bench/PERF_NOTES.md#native-kernels). The native module is
+Why: a step the row tables take whole is a handful of numpy operations on arrays of B (about 4 us for 256,
+each call's overhead rather than work; natively 1.4-1.6 us), and every token's text is joined once (about 30
+ns a token in Python on tekken's bytes; natively about 7). Both are per token of every stream: together they
+were about half of a many-stream run (bench/PERF_NOTES.md#native-kernels). The native module is
 `chatparse.runtime._stream_kernels` (its C source says what each function guarantees); ``NATIVE`` says whether
-it is built. tests/test_stream_kernels.py checks both against their Python spellings.
+it is built. tests/test_stream_kernels.py checks each against its Python spelling.
 """
 
 from __future__ import annotations
