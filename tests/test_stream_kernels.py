@@ -188,3 +188,40 @@ def test_out_of_range_ids_with_either_kernels(toks, monkeypatch, kernels):  # no
                 s.step(bad)
         assert s.step(np.array([i] * 3, dtype=np.int32)).tolist() == ref.step([i] * 3).tolist(), k
     assert s.finalize_all() == ref.finalize_all()
+
+
+@pytest.mark.parametrize("kernels", ["python", "native"])
+@pytest.mark.parametrize("tokname", ["bl-plain", "sp-plain"])
+def test_streams_reaching_a_close_in_one_step_catch_up_together(toks, monkeypatch, kernels, tokname):  # noqa: F811
+    """Streams started together reach a region's close in the same step: their deferred texts are joined in
+    one call (`TokenStreams._catch_up_many`, from `_changes`), some of them fresh (their parsers never ran),
+    and each stream's events and message are still exactly its own TokenParser's."""
+    if kernels == "python":
+        monkeypatch.setattr(stream_kernels, "advance", None)
+        monkeypatch.setattr(stream_kernels, "_native_join", None)
+    elif not stream_kernels.NATIVE:
+        pytest.skip("chatparse.runtime._stream_kernels is not built")
+    from chatparse.runtime.token_streams import TokenStreams
+
+    tok = toks[tokname]
+    b = streams_tests.bind(streams_tests.templates.get("qwen3"), tok)
+    words = ["alpha", "beta", "gamma", "delta", "café", "中文"]
+    seqs = []
+    for k in range(6):  # the same length of reasoning in tokens: the closes fall in one step
+        body = tok.encode(" ".join(words[(k + j) % len(words)] for j in range(40))).ids[:60]
+        seqs.append(tok.encode("<think>\n").ids + body + tok.encode("\n</think>\n\nDone.<|im_end|>").ids)
+    n = min(map(len, seqs))
+    seqs = [q[:n] for q in seqs]
+    together = []
+    real = TokenStreams._catch_up_many
+
+    def spy(self, streams, r, rows):
+        together.append(len(streams))
+        return real(self, streams, r, rows)
+
+    monkeypatch.setattr(TokenStreams, "_catch_up_many", spy)
+    s = b.streams(len(seqs), prefix="", capacity=4096)
+    singles = [b.parser(prefix="") for _ in seqs]
+    streams_tests.step_like_single_parsers(s, singles, seqs)
+    assert together and max(together) > 1, together  # (before finalize_all: from `_changes`)
+    assert s.finalize_all() == [p.finalize() for p in singles]

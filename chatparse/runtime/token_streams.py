@@ -490,9 +490,11 @@ class TokenStreams:
         # had its deferred text handed over earlier.
         catch = [b for b in todo if since[b] < r and info[int(old[b]) // V][0] != ROW_FRESH]
         if len(catch) > 1:
-            for b in catch:
-                if self._frow[b] is not None:  # (its parser is fed its first tokens first, as `_catch_up` does)
+            for b in catch:  # (as `_catch_up` does first: its parser is fed the tokens of its fresh rows)
+                self._fseen[b] = None
+                if self._frow[b] is not None:
                     since[b] = self._replay_fresh(b, since[b], r)
+            catch = [b for b in catch if since[b] < r]
             self._catch_up_many(catch, r, [int(old[b]) // V for b in catch])
         for b, fresh in zip(todo, seen):
             i = int(ids[b])
