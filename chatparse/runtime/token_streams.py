@@ -387,10 +387,11 @@ class TokenStreams:
             return key
         return self._R._row(key)
 
-    def _set_rows(self, rows) -> None:
-        """The streams' rows from here on: `rows`, row offsets in the table's dtype (not mutated afterwards)."""
+    def _set_rows(self, rows, rows_bytes: bytes | None = None) -> None:
+        """The streams' rows from here on: `rows`, row offsets in the table's dtype (not mutated afterwards);
+        `rows_bytes`, their bytes where the caller has them."""
         self._rowoff = rows
-        self._rowb = rows.tobytes()
+        self._rowb = rows.tobytes() if rows_bytes is None else rows_bytes
 
     def step(self, ids, active=None) -> StepEvents:
         """Advance every stream (every active one) by one token; returns the step's `StepEvents`.
@@ -411,6 +412,7 @@ class TokenStreams:
         ids = self._buf[r]
         rowoff = self._rowoff
         advance = stream_kernels.advance
+        nb = None  # the next rows' bytes, where the numpy spelling made them
         if active is None and advance is not None:  # the native kernel: the same rows, in one pass
             nxt = self._spare
             if not plain:
@@ -419,46 +421,38 @@ class TokenStreams:
             code = advance(a, ids, rowoff, self._R.next, nxt, self._size)
             if code < 0:
                 raise _out_of_range(int(a[-1 - code]), self._size, f" (stream {-1 - code})")
-            self._r = r + 1
-            if code == 0:
-                out = StepEvents(self, ids, rowoff, None, None, None)
-            else:
+            if code:
                 self._spare = np.empty(n, dtype=self._R.dtype)  # (`nxt` becomes the rows: never mutated)
-                if code == 1:
-                    self._set_rows(nxt)
-                    out = StepEvents(self, ids, rowoff, nxt, None, None)
-                else:
-                    out = self._changes(ids, nxt, r)
-            if self._r == self._cap:
-                self._wrap()
-            return out
-        ids[...] = a if a.ndim == 1 else a.reshape(n)
-        if active is None:
-            u = self._ubuf[r]  # the same ids as uint64: negative ones are huge
-            if u.item(u.argmax()) >= self._size:  # (argmax: the cheapest whole-array check numpy has for B ~ 256)
-                b = int(np.flatnonzero(u >= self._size)[0])
-                raise _out_of_range(int(ids[b]), self._size, f" (stream {b})")
-            nxt = self._R.next[np.add(rowoff, ids, out=self._idx)]
         else:
-            R = self._R
-            u = self._ubuf[r]
-            act = np.asarray(active, dtype=bool).reshape(-1)
-            if act.shape != (n,):
-                raise ValueError(f"`active` must have one flag per stream ({n})")
-            badm = act & (u >= self._size)
-            if badm.any():
-                b = int(np.flatnonzero(badm)[0])
-                raise _out_of_range(int(ids[b]), self._size, f" (stream {b})")
-            ids[~act] = -1
-            nxt = R.next[rowoff + np.where(act, ids, 0)]
-            nxt[~act] = rowoff[~act]
+            ids[...] = a if a.ndim == 1 else a.reshape(n)
+            if active is None:
+                u = self._ubuf[r]  # the same ids as uint64: negative ones are huge
+                if u.item(u.argmax()) >= self._size:  # (argmax: the cheapest whole-array check numpy has for B ~ 256)
+                    b = int(np.flatnonzero(u >= self._size)[0])
+                    raise _out_of_range(int(ids[b]), self._size, f" (stream {b})")
+                nxt = self._R.next[np.add(rowoff, ids, out=self._idx)]
+            else:
+                R = self._R
+                u = self._ubuf[r]
+                act = np.asarray(active, dtype=bool).reshape(-1)
+                if act.shape != (n,):
+                    raise ValueError(f"`active` must have one flag per stream ({n})")
+                badm = act & (u >= self._size)
+                if badm.any():
+                    b = int(np.flatnonzero(badm)[0])
+                    raise _out_of_range(int(ids[b]), self._size, f" (stream {b})")
+                ids[~act] = -1
+                nxt = R.next[rowoff + np.where(act, ids, 0)]
+                nxt[~act] = rowoff[~act]
+            nb = nxt.tobytes()
+            # as `advance` returns: every row unchanged (quiet streams, inert tokens), rows changed all by the
+            # tables (see `_minus_one`), or some the tables do not know
+            code = 0 if nb == self._rowb else 1 if self._minus_one not in nb else 2
         self._r = r + 1
-        nb = nxt.tobytes()
-        if nb == self._rowb:  # every row unchanged: quiet streams, inert tokens
+        if code == 0:
             out = StepEvents(self, ids, rowoff, None, None, None)
-        elif self._minus_one not in nb:  # rows change, all by the tables (see `_minus_one`)
-            self._rowoff = nxt
-            self._rowb = nb
+        elif code == 1:
+            self._set_rows(nxt, nb)
             out = StepEvents(self, ids, rowoff, nxt, None, None)
         else:
             out = self._changes(ids, nxt, r)
