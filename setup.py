@@ -1,8 +1,14 @@
-"""The one native module, built where a C compiler is: `chatparse.runtime._stream_kernels` (see its source).
+"""The native modules, built where a C compiler is (see each one's source):
 
-It is optional (``optional=True``): without a compiler the install still succeeds and
-`chatparse.runtime.stream_kernels` uses its Python spellings, which gives the same results."""
+* `chatparse.runtime._stream_kernels`: the loops of `TokenStreams` over every stream;
+* `chatparse._message_columns`: the Arrow buffers of a batch of parsed messages (`chatparse.arrow`).
+
+They are optional (``optional=True``): without a compiler the install still succeeds and
+`chatparse.runtime.stream_kernels` and `chatparse.arrow` use their Python spellings, which give the same results."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("chatparse.runtime._stream_kernels", ["chatparse/runtime/_stream_kernels.c"], optional=True)])
+setup(ext_modules=[
+    Extension("chatparse.runtime._stream_kernels", ["chatparse/runtime/_stream_kernels.c"], optional=True),
+    Extension("chatparse._message_columns", ["chatparse/_message_columns.c"], optional=True),
+])

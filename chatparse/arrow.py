@@ -86,6 +86,13 @@ def _args_encoder():
 
 _ARGS_JSON, _ARGS_CHUNKS = _args_encoder()
 
+try:  # the native spelling of `_typed_arrays` (chatparse/_message_columns.c), built by pip where a compiler is
+    from ._message_columns import typed_columns as _native_columns
+except ImportError:  # pragma: no cover - the Python spelling gives the same arrays
+    _native_columns = None
+NATIVE = _native_columns is not None
+_use_native = NATIVE  # (False: `_typed_arrays` takes the Python spelling; tests and the bench switch it)
+
 
 def error_of(exc: BaseException) -> str:
     """The ``error`` column's text for an exception: ``"ClassName: message"``."""
@@ -452,12 +459,17 @@ def _typed_arrays(messages: list, errors: list):
     """The arrays `_Columns` gives, or None where it might not give these (then the caller goes row by
     row): every message a dict of string role / reasoning_content / content and a list of
     ``{"type"?: str, "id"?: str, "function": {"name": str, "arguments": JSON data}}``, no other key, no
-    None value; every string UTF-8 encodable. Checked and built column by column with C-level iteration
-    (map, sets, counts) instead of Python steps per row; only the arguments' JSON text is made per call.
-    A row whose calls do not all have that shape (a generated key inside a malformed call, about one row in
-    2,000 of bench/datasets_gen.py's mix, in half the chunks) has its whole list in ``extra``, as `_Columns`
-    puts it, without leaving this way: the per-call flags (`_call_fit_flags`) find it, and the other rows'
-    calls are kept from the columns already made."""
+    None value; every string UTF-8 encodable. The native module builds the usual batch's buffers in one
+    pass (`_native_arrays`); otherwise, and where it declines, they are checked and built column by column
+    with C-level iteration (map, sets, counts) instead of Python steps per row; only the arguments' JSON
+    text is made per call. A row whose calls do not all have that shape (a generated key inside a malformed
+    call, about one row in 2,000 of bench/datasets_gen.py's mix, in half the chunks) has its whole list in
+    ``extra``, as `_Columns` puts it, without leaving this way: the per-call flags (`_call_fit_flags`) find
+    it, and the other rows' calls are kept from the columns already made."""
+    if _use_native:
+        arrays = _native_arrays(messages, errors)
+        if arrays is not None:
+            return arrays
     if _ARGS_CHUNKS is None or not _DICT.issuperset(map(type, messages)):
         return None
     get, n = dict.get, len(messages)
@@ -503,6 +515,34 @@ def _typed_arrays(messages: list, errors: list):
                 pa.nulls(n, s) if extra is None else pa.array(extra, s), pa.array(errors, s)]
     except (TypeError, ValueError, RecursionError, UnicodeEncodeError):  # arguments `_Columns` keeps in
         return None  # ``extra``, a lone surrogate somewhere: row by row
+
+
+_TOOL_CALLS_TYPE = pa.list_(TOOL_CALL_TYPE)
+
+
+def _string_array(rows: int, parts: tuple):
+    valid, offsets, data, nulls = parts
+    return pa.Array.from_buffers(pa.string(), rows, [None if valid is None else pa.py_buffer(valid),
+                                                     pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
+
+
+def _native_arrays(messages: list, errors: list):
+    """`_typed_arrays`' arrays from the buffers the native module builds (`_message_columns.typed_columns`,
+    whose source says what it takes), or None where it declines the batch: any message, call or value
+    outside the usual shape, which the Python spelling then takes as before. The same arrays, about
+    five times sooner on short rows (bench/PERF_NOTES.md#message-columns)."""
+    got = _native_columns(messages, errors, _ARGS_JSON)
+    if got is None:
+        return None
+    role, reasoning, content, error, (valid, offsets, nulls), name, arguments, types, ids = got
+    n, calls = len(messages), len(name[1]) // 4 - 1
+    structs = pa.StructArray.from_arrays([_string_array(calls, c) for c in (name, arguments, types, ids)],
+                                         fields=list(TOOL_CALL_TYPE))
+    tool_calls = pa.Array.from_buffers(_TOOL_CALLS_TYPE, n, [None if valid is None else pa.py_buffer(valid),
+                                                             pa.py_buffer(offsets)], null_count=nulls,
+                                       children=[structs])
+    return [_string_array(n, role), _string_array(n, reasoning), _string_array(n, content), tool_calls,
+            pa.nulls(n, pa.string()), _string_array(n, error)]
 
 
 _CHUNK = 1024  # rows whose messages are held at once (then made columns and dropped)
