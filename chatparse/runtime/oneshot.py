@@ -39,6 +39,7 @@ from time import perf_counter
 
 from .backtrack import stops_within
 from .literals import SHAPE_AHEAD, SHAPE_TRAIL
+from . import lean_regions
 from .oneshot_plan import _WS_CHARS, WindowTwin, plan_for
 from .parser import StreamParser, final_output, fresh_output, warn_loop, warn_stall
 from .scanner import Scanner, pick_winner, record_ends, skip_within
@@ -47,6 +48,7 @@ MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the auto
 BOUNDED_SPAN = 1024  # a quadratic pattern's call on at most this many characters needs no timeout
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
 LEAN = True  # False: skip the lean path (tests force each path this way)
+_native_regions = lean_regions._lean_regions.regions if lean_regions.NATIVE else None
 CLOCK_EVERY = 64  # candidates between two looks at the clock
 SCAN_SECONDS = 0.002  # time the candidate paths may take before the automaton redoes the parse ...
 SCAN_SECONDS_PER_CHAR = 1e-6  # ... plus this per character (about what the automaton itself costs)
@@ -137,6 +139,17 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     output = dict(defaults) if flat else fresh_output(tables)
     current, opened, captures = implicit, False, {}
     budget, deadline = n // 4 + 64, perf_counter() + SCAN_SECONDS + n * SCAN_SECONDS_PER_CHAR
+    if plan.native is not None and lean_regions._use_native:  # every mode decided by string tests: in C
+        found, status, at, end = _native_regions(plan.native, text, budget, deadline, perf_counter)
+        for field, body, open_pi in found:
+            stores[field](output, body, {} if open_pi < 0 else read_captures[open_pi](None), tool_params)
+        if status == 1 and end < n:  # (statuses: 0 the end, 1 a stall, 2 a loop, 3 the budget or the deadline)
+            warn_stall(at)
+        elif status == 2:
+            warn_loop(at, tables.fields[end]["name"])
+        elif status == 3:
+            raise _Fallback(automaton=True)
+        return final_output(tables, output)
     modes = plan.ascii_mode_tuples if text.isascii() else plan.mode_tuples  # (`ModePlan`s, as plain tuples)
     first_re, start0, wide, single, watched, keyed, shaped = modes[0]
     mi = pos = scan = 0

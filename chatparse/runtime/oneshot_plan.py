@@ -18,6 +18,7 @@ import regex
 
 from .backtrack import backtracking_risk, match_bound, span_test
 from .json_end import json_end_fields
+from .lean_regions import native_spec
 from .recovery import on_error_modes
 from .literals import literal_pieces, literal_prefixes, literal_shapes, literals_after_whitespace, top_alternatives
 from .parser import capture_reader, flat_defaults, stores_for
@@ -83,13 +84,13 @@ class Plan:
     """What the lean path needs of a template, computed once per loaded tables (`plan_for`).
 
     ``modes[m]``: the `ModePlan` of mode m; ``ascii_modes``: the same with `_keyed`'s table for ASCII text.
-    ``lean``: the `LeanPlan`. ``captures``: per pattern, its capture reader (match -> named groups).
+    ``lean``: the `LeanPlan`; ``native``: its `lean_regions` spec, or None. ``captures``: per pattern, its capture reader (match -> named groups).
 
     ``mode_tuples`` / ``ascii_mode_tuples``: the same `ModePlan`s as plain tuples, which `oneshot._parse_lean`
     unpacks at every delimiter (an exact tuple unpacks faster than a NamedTuple; see `Watched`).
     `Watched` and `Keyed` records are plain tuples for the same reason."""
 
-    __slots__ = ("usable", "modes", "ascii_modes", "mode_tuples", "ascii_mode_tuples", "captures", "lean")
+    __slots__ = ("usable", "modes", "ascii_modes", "mode_tuples", "ascii_mode_tuples", "captures", "lean", "native")
 
     def __init__(self, tables):
         risky = [backtracking_risk(p.source) and _bounded(p.source) for p in tables.patterns]
@@ -142,6 +143,7 @@ class Plan:
         self.lean = LeanPlan(lean_ok, stores_for(tables), tables.implicit,
                              [p.kind == "open" for p in tables.patterns], [p.field for p in tables.patterns],
                              self.captures, tables.template["defaults"], flat_defaults(tables))
+        self.native = native_spec(self, _WS_CHARS, _NOWHERE)  # (`lean_regions`: None for most templates)
 
 
 class _Nowhere:

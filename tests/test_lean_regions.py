@@ -1,0 +1,222 @@
+"""The lean path's native regions (`chatparse.runtime._lean_regions`, issue #20) against its Python loop.
+
+For a template whose every mode is decided by string tests (one literal, literals with whitespace around
+them, or no delimiter at all), `oneshot._parse_lean` hands the whole delimiter loop to the C module and only
+stores the regions it returns. The message, the exception, the logged stall / loop and the fallback to the
+automaton must be those of the Python loop (``lean_regions._use_native = False``) for every text, and the
+reference's (tests/test_oneshot.py's shaped-template test runs through the module too). Without the module
+(an install with no C compiler) these tests skip, saying so; ``CHATPARSE_REQUIRE_NATIVE=1`` (set by .ci/run)
+makes its absence a failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import chatparse
+from chatparse import templates
+from chatparse.runtime import lean_regions, oneshot
+from chatparse.runtime.oneshot_plan import plan_for
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+native = pytest.mark.skipif(not lean_regions.NATIVE, reason="chatparse.runtime._lean_regions is not built (no C "
+                            "compiler when chatparse was installed); the Python loop is tested by tests/test_oneshot.py")
+
+# the bundled templates the module takes (every mode one literal, shaped literals, or nothing)
+NATIVE_TEMPLATES = ["ernie45", "granite3", "granite4", "granite_20b_fc", "hermes", "hunyuan_a13b", "jamba",
+                    "kimi_vl_think", "lfm2", "longcat", "mistral_pre_v11", "nemotron_json", "qwen3", "smollm3"]
+
+
+def test_native_module_is_built_where_required():
+    if os.environ.get("CHATPARSE_REQUIRE_NATIVE") != "1":
+        pytest.skip("CHATPARSE_REQUIRE_NATIVE is not set (.ci/run sets it)")
+    assert lean_regions.NATIVE, "pip install did not build chatparse.runtime._lean_regions"
+
+
+@native
+def test_which_bundled_templates_go_native():
+    """The module takes exactly the bundled templates whose modes are all string tests (the list above), and
+    refuses the others (a mode that needs `regex`: a capture, a class, a keyed literal table)."""
+    taken = [name for name in templates.names()
+             if plan_for(chatparse.compile_template(templates.get(name)).tables).native is not None]
+    assert taken == NATIVE_TEMPLATES
+
+
+def outcome(tables, text, *, enabled, caplog=None):
+    """`_parse_lean`'s message, or its exception's class and message, or "fallback"; with the records logged."""
+    if caplog is not None:
+        caplog.clear()
+    saved = lean_regions._use_native
+    lean_regions._use_native = enabled
+    try:
+        got = ("ok", oneshot._parse_lean(tables, {}, text))
+    except oneshot._Fallback as f:
+        got = ("fallback", f.automaton)
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        got = ("error", type(e).__name__, str(e))
+    finally:
+        lean_regions._use_native = saved
+    logged = [] if caplog is None else [r.getMessage() for r in caplog.records]
+    return got, logged
+
+
+def same_both_ways(tables, text, caplog=None):
+    native_got = outcome(tables, text, enabled=True, caplog=caplog)
+    python_got = outcome(tables, text, enabled=False, caplog=caplog)
+    assert native_got == python_got, text
+    return native_got[0]
+
+
+@native
+@pytest.mark.parametrize("name", NATIVE_TEMPLATES)
+def test_bundled_generations_parse_as_the_python_loop(name):
+    """bench/datasets_gen.py's generations of each family (about one in twenty malformed), and the same texts
+    cut at every 7th offset: the same messages and errors either way."""
+    from bench.datasets_gen import FAMILIES, generations
+
+    tables = chatparse.compile_template(templates.get(name)).tables
+    family = name if name in FAMILIES else "qwen3"
+    prefixes, texts = generations(family, 60, seed=11)
+    for text in texts:
+        same_both_ways(tables, text)
+        for cut in range(0, len(text), 7):
+            same_both_ways(tables, text[:cut])
+
+
+SHAPED_OPENS = [r"\s*<a>", "<a>", r"\s*<b>", r"\s+<bc>", r"\s*(?:<c>|<cc>)", r"\s*(?=<c>)"]
+SHAPED_CLOSES = [r"\s*</a>", r"</a>\s*", r"\s*</a>\s*|\s*(?=<b>)", r"\s+(?:</b>|</bc>)", "</c>", r"\s*(?=<a>)",
+                 r"\s*</a>\s*", "</b>", r"\s*(?=<c>)"]
+PIECES = ["<a>", "</a>", "<b>", "<bc>", "</b>", "</bc>", "<c>", "<cc>", "</c>", "<", "</", " ", "\n", "\t", "\u3000",
+          "\x1c", "\x85", "x", "é", "😀", " <c>", "\n<a>", " </a> ", "\u3000<b>", "  </bc>", " </c>\n", "{}", "[1]"]
+
+
+@st.composite
+def shaped_templates(draw):
+    fields = {}
+    for name in draw(st.lists(st.sampled_from(["a", "b", "tool"]), min_size=1, max_size=3, unique=True)):
+        f = {"open_pattern": draw(st.sampled_from(SHAPED_OPENS))}
+        if draw(st.integers(0, 4)):
+            f["close_pattern"] = draw(st.sampled_from(SHAPED_CLOSES))
+        if draw(st.booleans()):
+            f["repeats"] = True
+        if draw(st.integers(0, 3)) == 0:
+            f["content"] = "json"  # (a body that is not JSON raises, as it should, the same way both ways)
+        elif draw(st.booleans()):
+            f["content_args"] = {"strip": False}
+        fields[name] = f
+    if draw(st.booleans()):
+        fields["content"] = {"close_pattern": draw(st.sampled_from(SHAPED_CLOSES))} if draw(st.booleans()) else {}
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
+
+
+@native
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@example(template={"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # a zero-width open, then its close
+          "fields": {"a": {"open_pattern": r"\s*(?=<c>)", "close_pattern": r"\s*(?=<a>)"}}}, text="x<c><a>y")
+@example(template={"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # ... and at its offset: a loop
+          "fields": {"a": {"open_pattern": r"\s*(?=<c>)", "close_pattern": r"\s*(?=<c>)"}}}, text="x<c>y")
+@example(template={"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # a zero-width close of an empty region
+          "fields": {"content": {"close_pattern": r"\s*(?=<a>)"}}}, text="<a>x")
+@given(template=shaped_templates(), text=st.lists(st.sampled_from(PIECES), max_size=24).map("".join))
+def test_shaped_templates_parse_as_the_python_loop(template, text, caplog):
+    """Random templates of shaped, literal and closeless modes, texts of their literals, whitespace of every
+    kind (\\u3000, \\x1c, \\x85), non-ASCII text: the same message, error, logged stall or loop, either way."""
+    from strategies import compiles
+
+    if not compiles(template):
+        return
+    tables = chatparse.compile_template(template).tables
+    if plan_for(tables).native is None:
+        return
+    with caplog.at_level(logging.INFO, logger="chatparse"):
+        same_both_ways(tables, text, caplog)
+
+
+@native
+def test_the_random_templates_mostly_go_native():
+    """The strategy above is not vacuous: most of its templates are taken by the module."""
+    from strategies import compiles
+
+    taken = total = 0
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(shaped_templates())
+    def count(template):
+        nonlocal taken, total
+        if compiles(template):
+            total += 1
+            taken += plan_for(chatparse.compile_template(template).tables).native is not None
+
+    count()
+    assert total and taken / total > 0.5, (taken, total)
+
+
+@native
+def test_stall_and_loop_are_logged_as_by_the_python_loop(caplog):
+    stall = {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",
+             "fields": {"content": {"close_pattern": r"\s*(?=<a>)"}, "a": {"open_pattern": "<b>"}}}
+    tables = chatparse.compile_template(stall).tables
+    assert plan_for(tables).native is not None
+    with caplog.at_level(logging.INFO, logger="chatparse"):
+        got, logged = outcome(tables, "<a>rest", enabled=True, caplog=caplog)
+        assert got == ("ok", {"role": "assistant"}) and logged
+        assert (got, logged) == outcome(tables, "<a>rest", enabled=False, caplog=caplog)
+
+
+@native
+def test_out_of_candidates_or_time_goes_to_the_automaton(monkeypatch):
+    """When the candidate budget runs out, or the deadline has passed at a clock check (every 64 candidates),
+    the module says so and the parse goes to the automaton, after the regions found before are stored, as in
+    the Python loop; the message is the automaton's."""
+    template = {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",
+                "fields": {"a": {"open_pattern": r"\s+<b>"}, "content": {}}}
+    tables = chatparse.compile_template(template).tables
+    spec = plan_for(tables).native
+    assert spec is not None
+    text = "<b>" * 1000  # (every '<b>' a candidate, none led by whitespace: 1000 candidates, budget 814)
+    found, status, _, _ = lean_regions._lean_regions.regions(spec, text, 10_000, -1.0, lambda: 0.0)
+    assert status == 3 and found == []  # (the clock, at the 16th candidate: 10,000 - 16 = 156 * 64)
+    found, status, _, _ = lean_regions._lean_regions.regions(spec, text, 10_000, 1e30, lambda: 0.0)
+    assert status == 0 and found == [(1, text, -1)]
+    assert same_both_ways(tables, text) == ("fallback", True)  # (the budget)
+    monkeypatch.setattr(oneshot, "SCAN_SECONDS", -1.0)
+    assert same_both_ways(tables, "<b>" * 100 + "x <b>") == ("fallback", True)  # (the deadline: 12th candidate)
+    assert oneshot.parse_whole(tables, {}, text) == oneshot._parse_by_automaton(tables, {}, text)
+
+
+@native
+@pytest.mark.parametrize("args, error", [
+    (("", 0, (True,), (0,), (("nowhere",),)), ValueError),  # implicit field 0 needs a mode 1
+    (("", -1, (True,), (0, 1), (("nowhere",), ("nowhere",))), ValueError),  # opens / pat_field lengths
+    (("", -1, (True,), (5,), (("nowhere",), ("nowhere",))), ValueError),  # a field out of range
+    (("", -1, (True,), (0,), (("single", "", 0, 1), ("nowhere",))), TypeError),  # an empty literal
+    (("", -1, (True,), (0,), (("single", "<a>", 3, 3), ("nowhere",))), ValueError),  # a pattern out of range
+    (("", -1, (True,), (0,), (("other",), ("nowhere",))), ValueError),  # an unknown kind
+    (("", -1, (True,), (0,), (("shaped", False, ("<a>",), (None,), (((0, 0, ((0, 0, 3, 7),)),),)),
+                              ("nowhere",))), ValueError),  # an `after` out of range
+    (("", -1, (True,), (0,), (("shaped", False, ("<a>",), (None, None), ((),)), ("nowhere",))), TypeError),
+    (("\u3001", -1, (True,), (0,), (("nowhere",), ("nowhere",))), ValueError),  # whitespace past U+3000
+    (("", -1, [True], (0,), (("nowhere",), ("nowhere",))), TypeError),  # a list for a tuple
+])
+def test_bad_specs_are_refused(args, error):
+    with pytest.raises(error, match="lean_regions spec|must be"):
+        lean_regions._lean_regions.compile(*args)
+
+
+@native
+def test_a_good_spec_by_hand():
+    spec = lean_regions._lean_regions.compile(" ", 1, (True, False, False), (0, 0, 1), (
+        ("shaped", True, ("<a>",), ((0, 0, 1 << 62, 3, 0),), (((0, 0, ((0, 1 << 62, 3, 0),)),),)),
+        ("single", "</a>", 1, 4), ("nowhere",)))
+    found, status, _, _ = lean_regions._lean_regions.regions(spec, "x  <a>y</a>z", 100, 1e30, lambda: 0.0)
+    assert (found, status) == ([(1, "x", -1), (0, "y", 0), (1, "z", -1)], 0)
