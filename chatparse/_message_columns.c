@@ -9,13 +9,15 @@
  *             ensure_ascii=False, allow_nan=False), called only for a value this module does not encode itself.
  *
  *   Returns None unless every message has the shape the typed columns hold exactly: a dict whose keys are among
- *   role, reasoning_content, content (each a str) and tool_calls (a list of dicts {"type"?: str, "id"?: str,
- *   "function": {"name": str, "arguments": JSON data}}), no key holding None, every string UTF-8 encodable,
- *   every error a str or None, every call's arguments encodable as strict JSON. Then the Python spelling decides
- *   (it keeps odd messages exactly, in `extra` or row by row); this function only ever takes the usual batch.
- *   Else a tuple of the buffers of `arrow.MESSAGE_SCHEMA`'s columns but `extra`:
+ *   role, reasoning_content, content (each a str) and tool_calls (a list), no key holding None, every string
+ *   UTF-8 encodable, every error a str or None, every call's arguments encodable as strict JSON. Then the Python
+ *   spelling decides (it keeps odd messages exactly, in `extra` or row by row); this function only takes the
+ *   usual batch. A row whose list holds a call that is not {"type"?: str, "id"?: str, "function": {"name": str,
+ *   "arguments": JSON data}} is usual too (about one generation in 2,000 of bench/datasets_gen.py's mix): its
+ *   tool_calls are null and its index is listed, for the caller to put the list in `extra` as the Python
+ *   spelling does. Else a tuple of the buffers of `arrow.MESSAGE_SCHEMA`'s columns but `extra`, and those rows:
  *
- *     (role, reasoning_content, content, error, tool_calls, name, arguments, type, id)
+ *     (role, reasoning_content, content, error, tool_calls, name, arguments, type, id, odd rows)
  *
  *   each string column a tuple (validity, offsets, data, null_count): validity a bytes bitmap (LSB first, bit set
  *   = value) or None when no value is null, offsets int32 bytes (one more than the rows), data the UTF-8 bytes;
@@ -373,36 +375,46 @@ get(PyObject *d, PyObject *key, int *err)
 
 enum { ROLE, REASONING, CONTENT, ERROR, NAME, ARGUMENTS, TYPE, ID, NCOLS };
 
-/* The calls of one row, appended to the struct's columns (`ncalls` counts them). */
+/* Whether call `c` has the struct's shape (arrow._call_fits): {"type"?: str, "id"?: str, "function": {"name": str,
+ * "arguments": anything}}, exact types, no other key. 1 or 0; ERR when a lookup raised. */
+static int
+call_fits(PyObject *c)
+{
+    if (!PyDict_CheckExact(c))
+        return 0;
+    int err = 0;
+    PyObject *type = get(c, K_TYPE, &err), *id = get(c, K_ID, &err), *f = get(c, K_FUNCTION, &err);
+    if (err)
+        return ERR;
+    if (f == NULL || PyDict_GET_SIZE(c) != 1 + (type != NULL) + (id != NULL)
+            || (type != NULL && !PyUnicode_CheckExact(type)) || (id != NULL && !PyUnicode_CheckExact(id))
+            || !PyDict_CheckExact(f) || PyDict_GET_SIZE(f) != 2)
+        return 0;
+    PyObject *name = get(f, K_NAME, &err), *arguments = get(f, K_ARGUMENTS, &err);
+    if (err)
+        return ERR;
+    return name != NULL && arguments != NULL && PyUnicode_CheckExact(name);
+}
+
+/* The calls of one row (a list whose every call_fits), appended to the struct's columns (`ncalls` counts them). */
 static int
 add_calls(Col *cols, Py_ssize_t *ncalls, PyObject *calls, PyObject *encode)
 {
-    if (!PyList_CheckExact(calls))
-        return GIVE_UP;
     for (Py_ssize_t j = 0; j < PyList_GET_SIZE(calls); j++) {
         PyObject *call = PyList_GET_ITEM(calls, j);
-        if (!PyDict_CheckExact(call))
-            return GIVE_UP;
-        int err = 0, r;
-        PyObject *type = get(call, K_TYPE, &err), *id = get(call, K_ID, &err), *f = get(call, K_FUNCTION, &err);
-        if (err)
-            return ERR;
-        if (f == NULL || !PyDict_CheckExact(f) || PyDict_GET_SIZE(f) != 2
-                || PyDict_GET_SIZE(call) != 1 + (type != NULL) + (id != NULL))
-            return GIVE_UP;  /* (a type or id holding None is refused by col_add below) */
-        PyObject *name = get(f, K_NAME, &err), *arguments = get(f, K_ARGUMENTS, &err);
-        if (err)
-            return ERR;
-        if (name == NULL || arguments == NULL)
-            return GIVE_UP;
         Py_INCREF(call);  /* (the encoder may run Python code for an odd value) */
-        r = col_add(&cols[NAME], name);
+        PyObject *f = PyDict_GetItemWithError(call, K_FUNCTION);
+        int r = f == NULL ? ERR : col_add(&cols[NAME], PyDict_GetItemWithError(f, K_NAME));
         if (r == OK)
-            r = col_add(&cols[TYPE], type);
+            r = col_add(&cols[TYPE], PyDict_GetItemWithError(call, K_TYPE));
         if (r == OK)
-            r = col_add(&cols[ID], id);
-        if (r == OK)
-            r = add_arguments(&cols[ARGUMENTS], arguments, encode);
+            r = col_add(&cols[ID], PyDict_GetItemWithError(call, K_ID));
+        if (r == OK && PyErr_Occurred())
+            r = ERR;
+        if (r == OK) {
+            PyObject *arguments = PyDict_GetItemWithError(f, K_ARGUMENTS);
+            r = arguments == NULL ? ERR : add_arguments(&cols[ARGUMENTS], arguments, encode);
+        }
         Py_DECREF(call);
         if (r != OK)
             return r;
@@ -411,9 +423,11 @@ add_calls(Col *cols, Py_ssize_t *ncalls, PyObject *calls, PyObject *encode)
     return OK;
 }
 
-/* One message (and its error) as a row of every column. */
+/* One message (and its error) as a row of every column. A row whose tool_calls list holds a call of another
+ * shape gets a null there, and its index in `odd` (its list goes to `extra`, made by the caller). */
 static int
-add_row(Col *cols, Col *calls_col, Py_ssize_t *ncalls, PyObject *m, PyObject *error, PyObject *encode)
+add_row(Col *cols, Col *calls_col, Py_ssize_t *ncalls, PyObject *m, PyObject *error, PyObject *encode,
+        Py_ssize_t row, PyObject *odd)
 {
     if (!PyDict_CheckExact(m))
         return GIVE_UP;
@@ -429,20 +443,30 @@ add_row(Col *cols, Col *calls_col, Py_ssize_t *ncalls, PyObject *m, PyObject *er
             || (r = col_add(&cols[CONTENT], content)) != OK
             || (r = col_add(&cols[ERROR], error == Py_None ? NULL : error)) != OK)
         return r;
-    if (calls != NULL) {
-        Py_INCREF(calls);
+    if (calls == NULL)
+        return list_end_row(calls_col, 0, *ncalls);
+    if (!PyList_CheckExact(calls))
+        return GIVE_UP;
+    Py_INCREF(calls);
+    int fit = 1;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(calls) && fit == 1; j++)
+        fit = call_fits(PyList_GET_ITEM(calls, j));
+    if (fit == 1)
         r = add_calls(cols, ncalls, calls, encode);
-        Py_DECREF(calls);
-        if (r != OK)
-            return r;
-    }
-    return list_end_row(calls_col, calls != NULL, *ncalls);
+    else if (fit == 0) {
+        PyObject *i = PyLong_FromSsize_t(row);
+        r = i == NULL || PyList_Append(odd, i) < 0 ? ERR : OK;
+        Py_XDECREF(i);
+    } else
+        r = ERR;
+    Py_DECREF(calls);
+    return r != OK ? r : list_end_row(calls_col, fit == 1, *ncalls);
 }
 
 static PyObject *
 typed_columns(PyObject *self, PyObject *args)
 {
-    PyObject *messages, *errors, *encode, *result = NULL;
+    PyObject *messages, *errors, *encode, *result = NULL, *odd = NULL;
     if (!PyArg_ParseTuple(args, "O!O!O:typed_columns", &PyList_Type, &messages, &PyList_Type, &errors, &encode))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(messages), ncalls = 0, i;
@@ -458,11 +482,13 @@ typed_columns(PyObject *self, PyObject *args)
         r = col_init(&cols[k], k < NAME ? n : n + 8);
     if (r == OK)
         r = col_init(&calls_col, n);
+    if (r == OK && (odd = PyList_New(0)) == NULL)
+        r = ERR;
     for (i = 0; i < n && r == OK; i++) {
         PyObject *m = PyList_GET_ITEM(messages, i), *e = PyList_GET_ITEM(errors, i);
         Py_INCREF(m);
         Py_INCREF(e);
-        r = add_row(cols, &calls_col, &ncalls, m, e, encode);
+        r = add_row(cols, &calls_col, &ncalls, m, e, encode, i, odd);
         Py_DECREF(m);
         Py_DECREF(e);
     }
@@ -481,8 +507,8 @@ typed_columns(PyObject *self, PyObject *args)
             }
         }
         if (list != NULL)
-            result = Py_BuildValue("(OOOOOOOOO)", parts[ROLE], parts[REASONING], parts[CONTENT], parts[ERROR],
-                                   list, parts[NAME], parts[ARGUMENTS], parts[TYPE], parts[ID]);
+            result = Py_BuildValue("(OOOOOOOOOO)", parts[ROLE], parts[REASONING], parts[CONTENT], parts[ERROR],
+                                   list, parts[NAME], parts[ARGUMENTS], parts[TYPE], parts[ID], odd);
         Py_XDECREF(list);
         for (k = 0; k < NCOLS; k++)
             Py_XDECREF(parts[k]);
@@ -492,6 +518,7 @@ typed_columns(PyObject *self, PyObject *args)
     for (k = 0; k < NCOLS; k++)
         col_free(&cols[k]);
     col_free(&calls_col);
+    Py_XDECREF(odd);
     return result;
 }
 

@@ -528,21 +528,30 @@ def _string_array(rows: int, parts: tuple):
 
 def _native_arrays(messages: list, errors: list):
     """`_typed_arrays`' arrays from the buffers the native module builds (`_message_columns.typed_columns`,
-    whose source says what it takes), or None where it declines the batch: any message, call or value
-    outside the usual shape, which the Python spelling then takes as before. The same arrays, about
+    whose source says what it takes), or None where it declines the batch: any message or value outside the
+    usual shape but a call of another shape, which the Python spelling then takes as before. The same arrays, about
     five times sooner on short rows (bench/PERF_NOTES.md#message-columns)."""
     got = _native_columns(messages, errors, _ARGS_JSON)
     if got is None:
         return None
-    role, reasoning, content, error, (valid, offsets, nulls), name, arguments, types, ids = got
+    role, reasoning, content, error, (valid, offsets, nulls), name, arguments, types, ids, odd = got
     n, calls = len(messages), len(name[1]) // 4 - 1
+    extra = pa.nulls(n, pa.string())
+    if odd:  # rows with a call of another shape: the whole list in ``extra``, as `_Columns` puts it
+        texts = [None] * n
+        for i in odd:
+            texts[i] = _EXTRA_JSON({"tool_calls": messages[i]["tool_calls"]})
+        try:
+            extra = pa.array(texts, pa.string())
+        except UnicodeEncodeError:  # (a lone surrogate: the Python spelling takes the batch, and goes row by row)
+            return None
     structs = pa.StructArray.from_arrays([_string_array(calls, c) for c in (name, arguments, types, ids)],
                                          fields=list(TOOL_CALL_TYPE))
     tool_calls = pa.Array.from_buffers(_TOOL_CALLS_TYPE, n, [None if valid is None else pa.py_buffer(valid),
                                                              pa.py_buffer(offsets)], null_count=nulls,
                                        children=[structs])
-    return [_string_array(n, role), _string_array(n, reasoning), _string_array(n, content), tool_calls,
-            pa.nulls(n, pa.string()), _string_array(n, error)]
+    return [_string_array(n, role), _string_array(n, reasoning), _string_array(n, content), tool_calls, extra,
+            _string_array(n, error)]
 
 
 _CHUNK = 1024  # rows whose messages are held at once (then made columns and dropped)

@@ -142,19 +142,35 @@ _usual = st.fixed_dictionaries({"role": st.just("assistant")}, optional={
     "reasoning_content": _usual_text, "content": _usual_text, "tool_calls": st.lists(_usual_call, max_size=3)})
 
 
+_MISFITS = [  # calls the struct cannot hold: their row's whole list goes to `extra`
+    "x", None, [], {}, {"function": "f"}, {"type": "function"}, {"function": {"name": "f"}},
+    {"function": {"name": 1, "arguments": {}}}, {"function": {"name": "f", "arguments": {}, "x": 1}},
+    {"function": {"name": "f", "argu<x>ments": {}}}, {"type": None, "function": {"name": "f", "arguments": 1}},
+    {"id": 3, "function": {"name": "f", "arguments": 1}}, {"index": 0, "function": {"name": "f", "arguments": 1}},
+    {"function": {"name": "f", "arguments": float("nan")}, "extra": 1}]
+
+
+def _with_misfit(message, misfit, at):
+    calls = list(message.get("tool_calls", []))
+    calls.insert(min(at, len(calls)), misfit)
+    return {**message, "tool_calls": calls}
+
+
 @native
 @settings(max_examples=400, deadline=None)
-@given(rows=st.lists(st.tuples(st.sampled_from(["usual", "usual", "any", "error"]), _usual, _message),
-                     max_size=60))
+@given(rows=st.lists(st.tuples(st.sampled_from(["usual", "usual", "any", "error", "misfit"]), _usual, _message,
+                               st.sampled_from(_MISFITS), st.integers(0, 3)), max_size=60))
 def test_native_arrays_are_the_python_spellings(rows):
     """For any batch the native module takes, its arrays equal the Python spelling's (types, values, nulls);
-    it takes every batch of usual messages (string texts, well-formed calls, JSON arguments) and failed rows;
-    what it declines, the Python spelling builds as before."""
-    messages = [{} if kind == "error" else usual if kind == "usual" else odd for kind, usual, odd in rows]
-    errors = ["ValueError: bad row" if kind == "error" else None for kind, _, _ in rows]
+    it takes every batch of usual messages (string texts, well-formed calls, JSON arguments), failed rows,
+    and rows whose list holds a call of another shape (that list in ``extra``); what it declines, the Python
+    spelling builds as before."""
+    messages = [{} if kind == "error" else usual if kind == "usual" else odd if kind == "any"
+                else _with_misfit(usual, misfit, at) for kind, usual, odd, misfit, at in rows]
+    errors = ["ValueError: bad row" if row[0] == "error" else None for row in rows]
     got = arrow._native_arrays(messages, errors)
     want = python_arrays(messages, errors)
-    if all(kind != "any" for kind, _, _ in rows):
+    if all(row[0] != "any" for row in rows):
         assert got is not None
     if got is None:
         return
