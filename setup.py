@@ -5,7 +5,8 @@
 * `chatparse._message_columns`: the Arrow buffers of a batch of parsed messages (`chatparse.arrow`).
 
 They are optional (``optional=True``): without a compiler the install still succeeds and
-`chatparse.runtime.stream_kernels`, the one-shot path and `chatparse.arrow` use their Python spellings, which give the same results."""
+`chatparse.runtime.stream_kernels`, the one-shot path and `chatparse.arrow` use their Python spellings, which
+give the same results."""
 
 from setuptools import Extension, setup
 

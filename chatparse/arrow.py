@@ -26,8 +26,10 @@ table-format bytes that worker processes load (parse-file's workers, `chatparse.
 Tables give a table, record batches give a record batch. ``keep_columns=True`` returns the input's columns
 followed by the message columns (``column_prefix`` renames the latter, for inputs that already have a
 ``content`` column). Python objects per row are only the row's text (the parser takes a `str`) and its
-message; the columns are built from the messages of 1024 rows at a time, column by column with C-level
-iteration (one JSON encoding per tool call), with a row-by-row builder for messages of other shapes.
+message; the columns are built from the messages of 1024 rows at a time: by the native module
+(`chatparse._message_columns`, built by pip where a C compiler is) in one pass for the usual messages, else
+column by column with C-level iteration (one JSON encoding per tool call), with a row-by-row builder for
+messages of other shapes. ``NATIVE`` says whether the module is built; the arrays are the same either way.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ except ImportError as e:  # pragma: no cover - the error says what to install
 from .compiled import CompiledTemplate, compile_template
 from .runtime.collector import collector_paused
 
-__all__ = ["MESSAGE_SCHEMA", "TOOL_CALL_TYPE", "compiled_of", "error_of", "parse_arrow", "parse_arrow_tokens",
+__all__ = ["MESSAGE_SCHEMA", "NATIVE", "TOOL_CALL_TYPE", "compiled_of", "error_of", "parse_arrow", "parse_arrow_tokens",
            "table_bytes", "to_messages"]
 
 TOOL_CALL_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.string()), ("type", pa.string()),

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-native = pytest.mark.skipif(not lean_regions.NATIVE, reason="chatparse.runtime._lean_regions is not built (no C "
-                            "compiler when chatparse was installed); the Python loop is tested by tests/test_oneshot.py")
+native = pytest.mark.skipif(not lean_regions.NATIVE, reason="chatparse.runtime._lean_regions is not built (no "
+                            "C compiler when chatparse was installed); the Python loop is tested by test_oneshot.py")
 
 # the bundled templates the module takes (every mode one literal, shaped literals, or nothing)
 NATIVE_TEMPLATES = ["ernie45", "granite3", "granite4", "granite_20b_fc", "hermes", "hunyuan_a13b", "jamba",

@@ -134,10 +134,11 @@ _message = st.fixed_dictionaries({}, optional={
     "role": _text, "reasoning_content": _text, "content": _text,
     "tool_calls": st.lists(_call, max_size=3) | _leaf, "model": st.just("m")})
 _usual_text = st.text(_chars, max_size=6)
-_usual_call = st.fixed_dictionaries({"function": st.fixed_dictionaries({"name": _usual_text, "arguments": st.dictionaries(
-    st.text(_chars, max_size=3), st.integers() | st.text(_chars, max_size=3) | st.floats(allow_nan=False,
-                                                                                       allow_infinity=False),
-    max_size=3)})}, optional={"type": st.just("function"), "id": _usual_text})
+_usual_arguments = st.dictionaries(st.text(_chars, max_size=3), st.integers() | st.text(_chars, max_size=3)
+                                   | st.floats(allow_nan=False, allow_infinity=False), max_size=3)
+_usual_call = st.fixed_dictionaries(
+    {"function": st.fixed_dictionaries({"name": _usual_text, "arguments": _usual_arguments})},
+    optional={"type": st.just("function"), "id": _usual_text})
 _usual = st.fixed_dictionaries({"role": st.just("assistant")}, optional={
     "reasoning_content": _usual_text, "content": _usual_text, "tool_calls": st.lists(_usual_call, max_size=3)})
 

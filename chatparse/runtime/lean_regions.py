@@ -8,7 +8,8 @@ are all of these kinds (qwen3, hermes, smollm3, granite and ten more of the 36 b
 regions to store; `_parse_lean` stores them, in order, with the same store functions. The answer is the
 Python loop's, step for step: the same delimiters, the same stall and loop stops, the same candidate budget
 and deadline (whose end sends the parse to the automaton after the regions found before it are stored, as
-the Python loop would have stored them). Templates with any other mode keep the Python loop.
+the Python loop would have stored them). Templates with any other mode keep the Python loop. Why: that loop
+was about three quarters of a short row's lean parse (bench/PERF_NOTES.md#lean-regions).
 
 `native_spec(plan, ...)` builds the module's spec from a `oneshot_plan.Plan` (None where a mode is of
 another kind, or without the module: an install with no C compiler). ``NATIVE`` says whether the module is

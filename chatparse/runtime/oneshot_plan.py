@@ -84,7 +84,8 @@ class Plan:
     """What the lean path needs of a template, computed once per loaded tables (`plan_for`).
 
     ``modes[m]``: the `ModePlan` of mode m; ``ascii_modes``: the same with `_keyed`'s table for ASCII text.
-    ``lean``: the `LeanPlan`; ``native``: its `lean_regions` spec, or None. ``captures``: per pattern, its capture reader (match -> named groups).
+    ``lean``: the `LeanPlan`; ``native``: its `lean_regions` spec, or None. ``captures``: per pattern, its
+    capture reader (match -> named groups).
 
     ``mode_tuples`` / ``ascii_mode_tuples``: the same `ModePlan`s as plain tuples, which `oneshot._parse_lean`
     unpacks at every delimiter (an exact tuple unpacks faster than a NamedTuple; see `Watched`).
