@@ -482,7 +482,7 @@ regions(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OUndO:regions", &capsule, &text, &budget, &deadline, &clock))
         return NULL;
     const Spec *s = PyCapsule_GetPointer(capsule, "chatparse.lean_regions");
-    if (s == NULL)
+    if (s == NULL || PyUnicode_READY(text) < 0)
         return NULL;
     Py_ssize_t small[32], *next = s->nslots <= 32 ? small : PyMem_Calloc((size_t)s->nslots, sizeof(Py_ssize_t));
     if (next == NULL)
