@@ -160,20 +160,29 @@ list_end_row(Col *c, int valid, Py_ssize_t ncalls)
     return buf_put(&c->offsets, (const char *)&end, 4) < 0 ? ERR : OK;
 }
 
+/* `s`'s UTF-8 (an exact str's, cached by CPython) in *u, *n: OK, or GIVE_UP when it has none (a lone surrogate:
+ * the Python spelling decides what to do with it), ERR on another error. */
+static int
+utf8_of(PyObject *s, const char **u, Py_ssize_t *n)
+{
+    *u = PyUnicode_AsUTF8AndSize(s, n);
+    if (*u != NULL)
+        return OK;
+    if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        PyErr_Clear();
+        return GIVE_UP;
+    }
+    return ERR;
+}
+
 /* The UTF-8 of `s` (an exact str) appended to `b`; GIVE_UP when it has none (a lone surrogate). */
 static int
 put_utf8(Buf *b, PyObject *s)
 {
     Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (u == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
-            PyErr_Clear();
-            return GIVE_UP;
-        }
-        return ERR;
-    }
-    return buf_put(b, u, n) < 0 ? ERR : OK;
+    const char *u;
+    int r = utf8_of(s, &u, &n);
+    return r != OK ? r : buf_put(b, u, n) < 0 ? ERR : OK;
 }
 
 /* A row of column `c`: `value` an exact str, or NULL for null; anything else gives up. */
@@ -207,14 +216,10 @@ static int
 put_json_str(Buf *b, PyObject *s)
 {
     Py_ssize_t n, i, run = 0;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (u == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
-            PyErr_Clear();
-            return GIVE_UP;
-        }
-        return ERR;
-    }
+    const char *u;
+    int got = utf8_of(s, &u, &n);
+    if (got != OK)
+        return got;
     /* (UTF-8 bytes of non-ASCII characters are all >= 0x80, so escaping byte by byte is escaping by character) */
     if (buf_reserve(b, n + 2) < 0 || BUF_LIT(b, "\"") < 0)
         return ERR;

@@ -150,6 +150,31 @@ def texts_for(draw, template, extra: tuple = ()):
     return "".join(pieces)
 
 
+@st.composite
+def shaped_templates(draw, opens: list, closes: list, json_bodies: bool = False):
+    """Templates of up to three fields (and maybe content) whose delimiters are drawn from `opens` and `closes`
+    (the callers' lists: mostly `literal_shapes` patterns, with a few that are not), with or without a close,
+    repeating or not, keeping whitespace or not (else a whitespace run's end would not show in the message);
+    with `json_bodies`, a quarter of the fields parse their body as JSON (a body that is not JSON raises)."""
+    fields = {}
+    for name in draw(st.lists(st.sampled_from(["a", "b", "tool"]), min_size=1, max_size=3, unique=True)):
+        f = {"open_pattern": draw(st.sampled_from(opens))}
+        if draw(st.integers(0, 4)):
+            f["close_pattern"] = draw(st.sampled_from(closes))
+        if draw(st.booleans()):
+            f["repeats"] = True
+        if json_bodies and draw(st.integers(0, 3)) == 0:
+            f["content"] = "json"
+        elif draw(st.booleans()):
+            f["content_args"] = {"strip": False}
+        fields[name] = f
+    if draw(st.booleans()):
+        fields["content"] = {"close_pattern": draw(st.sampled_from(closes))} if draw(st.booleans()) else {}
+        if draw(st.booleans()):
+            fields["content"]["content_args"] = {"strip": False}
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
+
+
 def compiles(template) -> bool:
     """chatparse refuses only templates the reference cannot run (zero-width open+close loops)."""
     try:

@@ -24,6 +24,7 @@ import chatparse
 from chatparse import templates
 from chatparse.runtime import lean_regions, oneshot
 from chatparse.runtime.oneshot_plan import plan_for
+from strategies import shaped_templates
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -100,25 +101,6 @@ PIECES = ["<a>", "</a>", "<b>", "<bc>", "</b>", "</bc>", "<c>", "<cc>", "</c>", 
           "\x1c", "\x85", "x", "é", "😀", " <c>", "\n<a>", " </a> ", "\u3000<b>", "  </bc>", " </c>\n", "{}", "[1]"]
 
 
-@st.composite
-def shaped_templates(draw):
-    fields = {}
-    for name in draw(st.lists(st.sampled_from(["a", "b", "tool"]), min_size=1, max_size=3, unique=True)):
-        f = {"open_pattern": draw(st.sampled_from(SHAPED_OPENS))}
-        if draw(st.integers(0, 4)):
-            f["close_pattern"] = draw(st.sampled_from(SHAPED_CLOSES))
-        if draw(st.booleans()):
-            f["repeats"] = True
-        if draw(st.integers(0, 3)) == 0:
-            f["content"] = "json"  # (a body that is not JSON raises, as it should, the same way both ways)
-        elif draw(st.booleans()):
-            f["content_args"] = {"strip": False}
-        fields[name] = f
-    if draw(st.booleans()):
-        fields["content"] = {"close_pattern": draw(st.sampled_from(SHAPED_CLOSES))} if draw(st.booleans()) else {}
-    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
-
-
 @native
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @example(template={"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # a zero-width open, then its close
@@ -127,7 +109,8 @@ def shaped_templates(draw):
           "fields": {"a": {"open_pattern": r"\s*(?=<c>)", "close_pattern": r"\s*(?=<c>)"}}}, text="x<c>y")
 @example(template={"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # a zero-width close of an empty region
           "fields": {"content": {"close_pattern": r"\s*(?=<a>)"}}}, text="<a>x")
-@given(template=shaped_templates(), text=st.lists(st.sampled_from(PIECES), max_size=24).map("".join))
+@given(template=shaped_templates(SHAPED_OPENS, SHAPED_CLOSES, json_bodies=True),
+       text=st.lists(st.sampled_from(PIECES), max_size=24).map("".join))
 def test_shaped_templates_parse_as_the_python_loop(template, text, caplog):
     """Random templates of shaped, literal and closeless modes, texts of their literals, whitespace of every
     kind (\\u3000, \\x1c, \\x85), non-ASCII text: the same message, error, logged stall or loop, either way."""
@@ -150,7 +133,7 @@ def test_the_random_templates_mostly_go_native():
     taken = total = 0
 
     @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-    @given(shaped_templates())
+    @given(shaped_templates(SHAPED_OPENS, SHAPED_CLOSES, json_bodies=True))
     def count(template):
         nonlocal taken, total
         if compiles(template):

@@ -19,6 +19,7 @@ import chatparse
 from chatparse.runtime import oneshot
 from chatparse.runtime.backtrack import backtracking_risk
 from chatparse.runtime.literals import literal_pieces, literal_prefixes
+from strategies import shaped_templates
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -664,25 +665,6 @@ SHAPED_TEXT_PIECES = ["<a>", "</a>", "<b>", "<bc>", "</b>", "</bc>", "<c>", "</c
                       "\u3000", "\x1c", "x", "é", " <c>", "\n<a>", " </a> ", "\u3000<b>", "  </bc>", " </c>\n"]
 
 
-@st.composite
-def _shaped_template(draw):
-    fields = {}
-    for name in draw(st.lists(st.sampled_from(["a", "b", "tool"]), min_size=1, max_size=3, unique=True)):
-        f = {"open_pattern": draw(st.sampled_from(SHAPED_OPENS))}
-        if draw(st.integers(0, 4)):
-            f["close_pattern"] = draw(st.sampled_from(SHAPED_CLOSES))
-        if draw(st.booleans()):
-            f["repeats"] = True
-        if draw(st.booleans()):
-            f["content_args"] = {"strip": False}  # (else a whitespace run's end would not show in the message)
-        fields[name] = f
-    if draw(st.booleans()):
-        fields["content"] = {"close_pattern": draw(st.sampled_from(SHAPED_CLOSES))} if draw(st.booleans()) else {}
-        if draw(st.booleans()):
-            fields["content"]["content_args"] = {"strip": False}
-    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
-
-
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 @example({"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # a pattern without a lead, in a led mode
           "fields": {"a": {"open_pattern": r"\s*<a>"}, "b": {"open_pattern": "<c>"},
@@ -692,7 +674,8 @@ def _shaped_template(draw):
 @example({"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # a trailing run, kept out of the body
           "fields": {"a": {"open_pattern": "<a>", "close_pattern": r"</a>\s*"},
                      "content": {"content_args": {"strip": False}}}}, "<a>x</a> \n y")
-@given(_shaped_template(), st.lists(st.sampled_from(SHAPED_TEXT_PIECES), max_size=16).map("".join))
+@given(shaped_templates(SHAPED_OPENS, SHAPED_CLOSES),
+       st.lists(st.sampled_from(SHAPED_TEXT_PIECES), max_size=16).map("".join))
 def test_shaped_delimiters_parse_like_the_reference(template, text):
     """Templates whose modes watch `literal_shapes` patterns (decided by `oneshot._decide_shaped` after one
     literal search per candidate, the lean path's cheapest way) give the reference's message or exception

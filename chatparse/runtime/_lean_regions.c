@@ -329,6 +329,20 @@ find_lit(Run *r, const Lit *l, Py_ssize_t i)
     return *memo;
 }
 
+/* Where a delimiter alternative `al` whose literal starts at q ends: at q for a lookahead, else after the
+ * literal and, for a trailing \s*, the whitespace after it. */
+static inline Py_ssize_t
+alt_end(const Run *r, const Alt *al, Py_ssize_t q)
+{
+    if (al->after == AFTER_AHEAD)
+        return q;
+    Py_ssize_t e = q + al->length;
+    if (al->after == AFTER_TRAIL)
+        while (e < r->n && is_ws(r, e))
+            e++;
+    return e;
+}
+
 /* oneshot._decide_shaped: the best match at p (the whitespace run p..q ends at q) among `l`'s entries. */
 static int
 decide_shaped(const Run *r, const Lit *l, Py_ssize_t p, Py_ssize_t q, Py_ssize_t *pe, Py_ssize_t *ppi)
@@ -341,15 +355,7 @@ decide_shaped(const Run *r, const Lit *l, Py_ssize_t p, Py_ssize_t q, Py_ssize_t
             const Alt *al = &en->alts[a];
             if (run < al->run_min || run > al->run_max)
                 continue;
-            Py_ssize_t e;
-            if (al->after == AFTER_AHEAD) {
-                e = q;
-            } else {
-                e = q + al->length;
-                if (al->after == AFTER_TRAIL)
-                    while (e < r->n && is_ws(r, e))
-                        e++;
-            }
+            Py_ssize_t e = alt_end(r, al, q);
             /* key (p - e, rank): the longest, then the smallest rank */
             if (!found || e - p > best_len || (e - p == best_len && en->rank < best_rank)) {
                 found = 1;
@@ -430,17 +436,8 @@ next_delimiter(Run *r, const Mode *md, Py_ssize_t scan, Py_ssize_t *ps, Py_ssize
             if (q - p > al->run_max)
                 p = q;
             if (q - p >= al->run_min) {
-                Py_ssize_t e;
-                if (al->after == AFTER_AHEAD) {
-                    e = q;
-                } else {
-                    e = q + al->length;
-                    if (al->after == AFTER_TRAIL)
-                        while (e < r->n && is_ws(r, e))
-                            e++;
-                }
                 *ps = p;
-                *pe = e;
+                *pe = alt_end(r, al, q);
                 *ppi = hit->solo_pi;
                 return FOUND;
             }
