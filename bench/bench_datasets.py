@@ -553,9 +553,9 @@ def report(res: dict, when, args) -> str:
         "# Datasets of generations: throughput and memory",
         "",
         f"Run: {when:%Y-%m-%d %H:%M} UTC, `{cmd}`, {os.cpu_count()}-core {platform.machine()} "
-        f"(`{_cpu_name()}`), CPython {platform.python_version()}, {versions()}. The machine was shared with other "
-        f"engineers' test runs: 1-minute load average {res['load'][0]:.1f} at the start, {res['load'][1]:.1f} at "
-        "the end (2 cores), and at the end of each measurement in the table's last column. Wall-clock figures, "
+        f"(`{_cpu_name()}`), CPython {platform.python_version()}, {versions()}. The 1-minute load average was "
+        f"{res['load'][0]:.1f} at the start, {res['load'][1]:.1f} at the end ({os.cpu_count()} cores), and at the "
+        "end of each measurement in the table's last column. Wall-clock figures, "
         "above all the 2-worker ones, depend on that load; rows per CPU-second (of every process doing the "
         "work) much less, so the verdicts below are read off them, with the wall-clock ones stated beside. One "
         "run's figures: of each chatparse path, the median of its runs (three for one worker) by the ratio to the "
