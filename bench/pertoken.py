@@ -548,11 +548,17 @@ def whole(sides: Sides, lengths, reps: int, min_s: float, budget_s: float = 30.0
 
 # -- many streams ----------------------------------------------------------------------------------------------
 
-def step_streams(binding, mat, read_events: bool, dialect=None) -> list:
+def step_streams(binding, mat, read_events: bool | None, dialect=None) -> list:
     """`TokenStreams` over the columns of `mat` (steps x streams), one `step` per row (reading every
-    stream's events with `read_events`), then `finalize_all`; the messages. What the streams rows time."""
+    stream's events with `read_events`; with None, stepped with ``events=False`` and ended with
+    ``finalize_all(events=False)``: no events made), then `finalize_all`; the messages. What the streams rows
+    time."""
     s = binding.streams(mat.shape[1], prefix="", dialect=dialect)
     step = s.step
+    if read_events is None:
+        for row in mat:
+            step(row, events=False)
+        return s.finalize_all(events=False)
     if read_events:
         for row in mat:
             step(row).tolist()

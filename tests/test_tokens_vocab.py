@@ -106,6 +106,37 @@ def test_metaspace_and_cleanup_tokenizers():
         assert msg == m2 and normalize(events + fin) == normalize(ev2 + f2)
 
 
+def test_decode_array_is_decode():
+    """`VocabBase.decode_array` (numpy, for many whole generations at once) gives `decode`'s text, which is
+    the tokenizer's: byte-level, ByteFallback (byte tokens, special tokens skipped or kept), Metaspace (the
+    first token's ▁), clean-up; random ids, so skipped tokens, byte runs and invalid UTF-8 come up."""
+    import numpy as np
+
+    from token_support import trained_tokenizers
+
+    pytest.importorskip("transformers")
+    from transformers import PreTrainedTokenizerFast
+
+    toks = trained_tokenizers()
+    meta = metaspace_tokenizer(200)
+    cases = [(name, tok, vocab_for(tok)) for name, tok in toks.items()]
+    cases.append(("metaspace", meta, vocab_for(meta)))
+    cases.append(("metaspace+cleanup", meta, vocab_for(PreTrainedTokenizerFast(tokenizer_object=meta,
+                                                                                clean_up_tokenization_spaces=True))))
+    assert any(v.first_text for _, _, v in cases) and any(v.cleanup for _, _, v in cases)
+    assert any(v.has_bytes_tokens for _, _, v in cases) and any(v.kind == "bytes" for _, _, v in cases)
+    rng = random.Random(7)
+    for name, tok, v in cases:
+        texts = [c[3] for c in CASES] + ["中文😀 café <think>\n</think>", "  a  b", ""]
+        seqs = [tok.encode(t).ids for t in texts]
+        seqs += [[rng.randrange(v.size) for _ in range(rng.randint(0, 30))] for _ in range(150)]
+        for ids in seqs:
+            want = v.decode(ids)
+            assert v.decode_array(np.array(ids, dtype=np.int64)) == want, (name, ids)
+            if name != "metaspace+cleanup":
+                assert want == decode(tok, ids), (name, ids)
+
+
 def test_tekken_real_vocabulary():
     tok = tekken_tokenizer()
     v = vocab_for(tok)

@@ -29,6 +29,14 @@ wraps, and at `finalize_all`, the deferred tokens of all streams become text in 
 where a C compiler was at install time, else numpy and joins; at a wrap, each stream's texts are joined at once
 and join its parser's deferred text); when one stream's parser needs its deferred tokens earlier, they too are
 joined at once.
+
+A caller that will not read a step's events says so (``step(ids, events=False)``): a stream whose token the
+tables do not know then stops its parser instead of running it (a region's close would need it: its event
+carries the region's value), and its row becomes D, which keeps every token. Its tokens stay in the ring
+buffers (kept past a wrap while needed); its parser takes them in one call when next needed (a step with
+events, `parser(b)`, an end with events), or never: ended with ``events=False``, its message is the one-shot
+parse of its whole generation, which costs a fraction of running its parser at every region change
+(bench/PERF_NOTES.md#events-off). What a caller can read is the same either way.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from .token_decode import _out_of_range
 from . import stream_kernels
 from .stream_kernels import TokenTexts, join_columns
 from .token_parser import TokenParser
-from .token_tables import ROW_FRESH, ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET
+from .token_tables import ROW_DETACHED, ROW_FRESH, ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET
 
 __all__ = ["TokenStreams", "StepEvents"]
 
@@ -71,7 +79,8 @@ class _Rows:
       brought there when the stream's parser next runs (`TokenParser.adopt`); F(m, prefix, held): a
       stream whose parser has been fed nothing yet (created after `prefix`, the prefix's text as the parser
       keeps it) and whose tokens so far hand out no event and decode to `held` (qwen3's ``"<th"``,
-      ``"<think"``): its parser takes those tokens when it next runs (`TokenStreams._replay_fresh`).
+      ``"<think"``): its parser takes those tokens when it next runs (`TokenStreams._replay_fresh`); D
+      (`detached_row`): a stream whose parser stopped at a step without events, every token back to D.
 
     ``info[row]`` is ``(kind, mode, S or records or prefix, held, hb)``. ``next[row * V + token]`` is (the offset
     ``row * V`` of) the row a token leads to when that is known without the engine, -1 otherwise: Q(m)->Q(m)
@@ -84,7 +93,8 @@ class _Rows:
     so are the events of a transition: the old row's held text plus the token's text (after the old row's held
     bytes), less the new row's held text (`StepEvents`); from an F row, none to another F row, else the events
     the parser that learned the transition handed out (`fresh_events`, none of them a region close). Only a Q
-    row leads to itself by the tables (an unchanged row is Q->Q: its events are the token's text).
+    row leads to itself by the tables (an unchanged row is Q->Q: its events are the token's text), besides D,
+    which no step with events holds (detached streams take their parsers back before it).
     """
 
     MAX_ROWS = 128  # rows at least; a smaller vocabulary gets more, within ROW_MEMORY (`max_rows`)
@@ -138,7 +148,17 @@ class _Rows:
             self.texts = TokenTexts(list(tt.vocab.tok_bytes) + [b""])
         else:
             self.texts = TokenTexts([t if t is not None else "" for t in tt.vocab.tok_text] + [""])
+        self._piece_bytes = None
         self.lock = threading.Lock()
+
+    def piece_bytes(self) -> TokenTexts:
+        """For a ``pieces`` vocabulary: every token's bytes (b"" for a skipped token), as `TokenTexts`, built
+        on first use (`TokenStreams._texts_of` joins whole generations with them)."""
+        if self._piece_bytes is None:
+            v = self.tt.vocab
+            self._piece_bytes = TokenTexts([b"" if skip else data for data, skip in zip(v.tok_bytes, v.skip.tolist())]
+                                           + [b""])
+        return self._piece_bytes
 
     def pending_row(self, mode: int, S: tuple, held: str) -> int:
         """The row of P(mode, S, held), created on first use (NONE when there are too many)."""
@@ -152,6 +172,13 @@ class _Rows:
     def fresh_row(self, mode: int, prefix: str, held: str) -> int:
         """The row of F(mode, prefix, held), created on first use (NONE when there are too many)."""
         return self._row((ROW_FRESH, mode, prefix, held, b""))
+
+    def detached_row(self) -> int:
+        """The row D, created on first use (NONE when there are too many rows): every token leads back to it,
+        so the row tables keep a detached stream (`TokenStreams.step` with ``events=False``) without Python
+        work; its tokens wait in the ring buffer (and the buffers kept since) for its parser or its one-shot
+        end."""
+        return self._row((ROW_DETACHED, 0, (), "", b""))
 
     def match_row(self, mode: int, held: str, records: tuple) -> int:
         """The row of M(mode, held, records), created on first use (NONE when there are too many): the parser's
@@ -188,6 +215,8 @@ class _Rows:
                 kill = np.array(self.tt.kill_flags(mode, frozenset(st for _, st in S)), dtype=bool)
                 inert = self.tt.flat[mode * V:(mode + 1) * V].astype(bool)
                 row[:] = np.where(inert & kill[self.first_cls], mode * V, -1)
+            elif kind == ROW_DETACHED:
+                row[:] = r * V
             else:
                 row[:] = -1
             self.next = self._store[:(r + 1) * V]  # (a reader's older view sees the same memory, minus this row)
@@ -309,9 +338,10 @@ class StepEvents(Sequence):
 class TokenStreams:
     """B independent generations advanced together: ``step(ids)`` takes one token id per stream.
 
-    ``step(ids, active=None)``: `ids` has shape (B,); `active` (optional bool array) marks the streams that
-    take a token in this step (the others are left alone). Returns `StepEvents`. ``finalize(b)`` ends one
-    stream (``(message, final_events)``); ``finalize_all()`` ends every stream still open.
+    ``step(ids, active=None, events=True)``: `ids` has shape (B,); `active` (optional bool array) marks the
+    streams that take a token in this step (the others are left alone). Returns `StepEvents` (with
+    ``events=False``, None: see `step`). ``finalize(b)`` ends one stream (``(message, final_events)``);
+    ``finalize_all()`` ends every stream still open; with ``events=False`` both give messages alone.
 
     Each stream has a row (see `_Rows`); one numpy gather finds every stream's next row, and the known
     transitions (inert tokens, tokens ending in whitespace before a ``\\s*`` delimiter and the tokens after
@@ -365,6 +395,19 @@ class TokenStreams:
         self._since = [0] * n
         self._r = 0
         self.done = [False] * n
+        # Steps taken with ``events=False`` (see `step`): streams whose parser stopped there, by the global step
+        # of the first token it has not taken (`_detached`); the ring buffers of earlier wraps that hold such
+        # tokens (`_hist`, from wrap `_hist0`; `_wraps` wraps so far); `_whole`: every buffer since the first
+        # step is kept (no step has asked for events yet), so a detached stream's whole generation can be
+        # parsed in one shot at its end (`_oneshot`: where that gives its parser's message: no tools, spans,
+        # offsets, dialect or malformed setting, which the one-shot path does not take from the parser)
+        self._prefixes = prefixes
+        self._detached: dict = {}
+        self._hist: list = []
+        self._hist0 = 0
+        self._wraps = 0
+        self._whole = True
+        self._oneshot = tools is None and not spans and not offsets and dialect is None and malformed is None
 
     @property
     def initial_events(self) -> list:
@@ -393,12 +436,27 @@ class TokenStreams:
         self._rowoff = rows
         self._rowb = rows.tobytes() if rows_bytes is None else rows_bytes
 
-    def step(self, ids, active=None) -> StepEvents:
+    def step(self, ids, active=None, *, events: bool = True) -> StepEvents | None:
         """Advance every stream (every active one) by one token; returns the step's `StepEvents`.
 
         The all-quiet path (every stream quiet and its token inert) is a handful of numpy operations on
         arrays of B: the range check, one gather of the next rows, one comparison of their bytes.
+
+        With ``events=False`` the caller will not read this step's events (None is returned): a stream whose
+        token the row tables do not know then does not run its parser but stops it there ("detaches": its
+        row becomes D, which keeps every token, so that its later steps cost no Python work either). A
+        detached stream's parser takes its tokens in one `TokenParser.feed_tokens` call when it is needed
+        again: at the next step with events (before it), at `parser(b)`, or at its end with events; ended
+        with ``events=False`` (`finalize`, `finalize_all`) it is not needed at all where its whole generation
+        is still kept (no step asked for events) and the one-shot path gives its parser's message
+        (`_oneshot`): the message is then ``CompiledTemplate.parse`` of its decoded ids. Either way every
+        event, message and exception a caller can read is its own parser's, as with events; an exception
+        the parser raises on a token of a step without events is not seen there (nobody reads that step), but
+        the parser is failed from then on: its later steps and its end raise as they would have.
         """
+        if events and (self._whole or self._detached):
+            self._whole = False
+            self._attach(sorted(self._detached))  # (and the kept buffers go)
         a = np.asarray(ids)
         plain = a.dtype is _INT64 and a.ndim == 1  # (what the native kernel reads as it is)
         if not plain and a.dtype.kind not in "iu":
@@ -450,21 +508,21 @@ class TokenStreams:
             code = 0 if nb == self._rowb else 1 if self._minus_one not in nb else 2
         self._r = r + 1
         if code == 0:
-            out = StepEvents(self, ids, rowoff, None, None, None)
+            out = StepEvents(self, ids, rowoff, None, None, None) if events else None
         elif code == 1:
             self._set_rows(nxt, nb)
-            out = StepEvents(self, ids, rowoff, nxt, None, None)
+            out = StepEvents(self, ids, rowoff, nxt, None, None) if events else None
         else:
-            out = self._changes(ids, nxt, r)
+            out = self._changes(ids, nxt, r, events)
         if self._r == self._cap:
             self._wrap()
         return out
 
-    def _changes(self, ids, nxt, r) -> StepEvents:
+    def _changes(self, ids, nxt, r, events: bool = True) -> StepEvents | None:
         """Rows change, some the tables do not know. `nxt` (a fresh array) is every stream's next row offset,
         -1 where the row tables do not know it: those streams take a transition an earlier stream of this step
         taught the tables, or a known transition without their parser (`_without_parser`), or run their
-        parser; the others just move to their next row."""
+        parser (without `events`: detach, see `step`); the others just move to their next row."""
         V = self._size
         old = self._rowoff
         neg = np.less(nxt, self._zero, out=self._neg)
@@ -477,6 +535,11 @@ class TokenStreams:
         todo = np.flatnonzero(neg).tolist()
         since = self._since
         seen = [self._fseen[b] if since[b] == r else None for b in todo]  # (else tables took steps since)
+        detached = None if events else R.detached_row()
+        if detached == self._none:
+            detached = None  # (no room for the row: the parsers run)
+        elif detached is not None:
+            detached *= V
         # Streams with deferred tokens, out of F rows: caught up together, their texts joined in one pass over
         # the buffer's rows rather than a column each (streams that started together reach a region's close
         # within a few steps of each other: 156 of 256 in one step, at 17 us a column read alone). Catching up
@@ -508,6 +571,12 @@ class TokenStreams:
                     nxt[b] = nr * V
                     continue
             p = parsers[b]
+            if not events and detached is not None and not self.done[b]:
+                self._catch_up(b, r, prev)  # (the tokens before this one, as below)
+                self._fseen[b] = None
+                self._detached[b] = self._wraps * self._cap + r
+                nxt[b] = detached
+                continue
             try:
                 self._catch_up(b, r, prev)
                 slow[b] = p.feed_tokens(i)
@@ -524,7 +593,7 @@ class TokenStreams:
             p.hold_pure = False
             nxt[b] = nr * V
         self._set_rows(nxt)
-        return StepEvents(self, ids, old, nxt, slow, errors or None)
+        return StepEvents(self, ids, old, nxt, slow, errors or None) if events else None
 
     def _without_parser(self, row: int, i: int):
         """Token `i` from P or H row `row`, without the stream's parser where the outcome is known: ``(next
@@ -721,8 +790,8 @@ class TokenStreams:
     def _catch_up_all(self, r: int) -> None:
         """`_catch_up` for every open stream at once (one `stream_kernels.join_columns` over the whole buffer). Each
         stream's texts reach its parser as one string."""
-        since = self._since
-        todo = [b for b in range(self.n) if not self.done[b] and since[b] < r]
+        since, done, detached = self._since, self.done, self._detached
+        todo = [b for b in range(self.n) if not done[b] and since[b] < r and b not in detached]
         if not todo:
             return
         fresh = [b for b in todo if self._frow[b] is not None]
@@ -756,9 +825,110 @@ class TokenStreams:
 
     def _wrap(self) -> None:
         self._catch_up_all(self._r)
+        if self._whole or self._detached:  # (their tokens in this buffer are still to be read)
+            if not self._hist:
+                self._hist0 = self._wraps
+            self._hist.append(self._buf)
+        self._wraps += 1
         self._since = [0] * self.n
         self._r = 0
         self._new_buffer()  # (earlier steps' events keep views of the old one)
+
+    # -- detached streams (steps taken with ``events=False``) ---------------------------------------------------
+    def _ids_since(self, b: int, g: int) -> np.ndarray:
+        """Stream b's ids from global step `g` to now (the kept buffers, then the ring buffer), inactive steps
+        left out."""
+        cap = self._cap
+        k0 = g // cap
+        parts = [self._hist[k - self._hist0][:, b] for k in range(k0, self._wraps)]
+        parts.append(self._buf[:self._r, b])
+        col = np.concatenate(parts)[g - k0 * cap:] if len(parts) > 1 else parts[0][g - k0 * cap:]
+        return col[col >= 0]
+
+    def _attach(self, streams: list) -> None:
+        """Detached `streams` (see `step`) run their parsers again: each parser takes the stream's tokens since
+        it stopped in one `feed_tokens` call (their events dropped: they belong to steps taken without events;
+        an exception leaves the parser failed, and its later calls say so, as they would have), and the stream
+        takes the row of its parser's state. The kept buffers go once nothing needs them."""
+        rows = self._rowoff.copy()
+        V, r = self._size, self._r
+        for b in streams:
+            g = self._detached.pop(b)
+            p = self.parsers[b]
+            ids = self._ids_since(b, g)
+            if ids.size:
+                try:
+                    p.feed_tokens(ids)
+                except Exception:  # noqa: BLE001 (see above: the parser keeps it)
+                    pass
+            p.hold_pure = False
+            self._since[b] = r
+            rows[b] = self._row_of(p) * V
+        self._set_rows(rows)
+        if not self._detached and not self._whole:
+            self._hist = []
+
+    def _texts_of(self, streams: list) -> list:
+        """The decoded text of each of `streams`' whole generations (every buffer kept: `_whole`), as
+        `TokenBinding.decode` gives it (`VocabBase.decode`): the tokens' bytes joined in one pass over each
+        buffer (`join_columns`; a skipped token's are none), decoded, then what `decode` does to the whole
+        (the first token's Metaspace text, the leading strip and clean-up: `VocabBase.finish_decoded`).
+        ``pieces`` vocabularies: a token's bytes are its text's UTF-8, or a ByteFallback token's byte; `decode`
+        decodes each run of byte tokens on its own, strictly (else U+FFFD per byte), and a token's text is
+        complete UTF-8, so the joined bytes decode strictly exactly where every run does, to the same text;
+        a stream where they do not takes `VocabBase.decode_array`."""
+        v, R = self.binding.vocab, self._R
+        bufs = self._hist + [self._buf]
+        stops = [self._cap] * len(self._hist) + [self._r]
+        zeros = [0] * len(streams)
+        texts = R.texts if R.bytes_kind else R.piece_bytes()
+        pieces = [join_columns(texts, buf, streams, zeros, stop) for buf, stop in zip(bufs, stops) if stop]
+        out = []
+        first_text, tok_text = v.first_text, v.tok_text
+        for b, ps in zip(streams, zip(*pieces) if pieces else [()] * len(streams)):
+            data = b"".join(ps)
+            if R.bytes_kind:
+                text = data.decode("utf-8", "replace")
+            else:
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:  # (some run of byte tokens is not UTF-8 on its own)
+                    out.append(v.decode_array(self._ids_since(b, 0)))
+                    continue
+            if first_text:
+                i = self._first_id(b, bufs, stops)
+                first = first_text.get(i) if i is not None else None
+                if first is not None:  # (the tokens before it are skipped ones: their text is empty)
+                    text = first + text[len(tok_text[i]):]
+            out.append(v.finish_decoded(text))
+        return out
+
+    def _first_id(self, b: int, bufs: list, stops: list) -> int | None:
+        """Stream b's first id that `VocabBase.decode` keeps (active, not skipped), or None."""
+        skip = self.binding.vocab.skip
+        for buf, stop in zip(bufs, stops):
+            col = buf[:stop, b]
+            col = col[col >= 0]
+            col = col[~skip[col]]
+            if col.size:
+                return int(col[0])
+        return None
+
+    def _end_detached(self, streams: list) -> dict:
+        """The messages of detached `streams`, ended without events: ``CompiledTemplate.parse`` of each one's
+        decoded generation where the one-shot path gives its parser's message (`_oneshot`, `_whole`); where
+        it raises, or does not apply, the stream's parser takes its tokens (`_attach`) and ends (raising
+        what it raises). Returns {stream: message}."""
+        out = {}
+        if self._oneshot and self._whole:
+            parse = self.binding.compiled.parse
+            with collector_paused():  # (the messages: new containers, not garbage)
+                for b, text in zip(streams, self._texts_of(streams)):
+                    try:
+                        out[b] = parse(text, prefix=self._prefixes[b])
+                    except Exception:  # noqa: BLE001 (its parser says what, below)
+                        pass
+        return out
 
     def _new_buffer(self) -> None:
         self._buf = np.empty((self._cap, self.n), dtype=np.int64)
@@ -770,20 +940,41 @@ class TokenStreams:
         return (f"<TokenStreams {self.n} streams ({self.n - sum(self.done)} open) fields={names} "
                 f"vocab={self.binding.vocab.size} ids dialect={d.name if d.name != 'custom' else d!r}>")
 
-    def finalize(self, b: int) -> tuple[dict, list[dict]]:
-        """End stream `b`; returns its `(message, final_events)`. Later steps must mark it inactive."""
-        self._catch_up(b)
+    def finalize(self, b: int, *, events: bool = True):
+        """End stream `b`; returns its `(message, final_events)`, or with ``events=False`` its message alone
+        (a detached stream may then not run its parser: see `step`). Later steps must mark it inactive."""
+        ended = self._end_detached([b]) if not events and b in self._detached else {}
+        if b in ended:
+            self._detached.pop(b)
+        else:
+            if b in self._detached:
+                self._attach([b])
+            self._catch_up(b)
         self.done[b] = True
         rows = self._rowoff.copy()
         rows[b] = self._none * self._size
         self._set_rows(rows)
-        return self.parsers[b].finalize()
+        if b in ended:
+            if not self._detached and not self._whole:
+                self._hist = []
+            return ended[b]
+        out = self.parsers[b].finalize()
+        return out if events else out[0]
 
-    def finalize_all(self) -> list:
-        """End every stream not yet finalized; returns their `(message, final_events)` (None for ended ones)."""
+    def finalize_all(self, *, events: bool = True) -> list:
+        """End every stream not yet finalized; returns their `(message, final_events)` (None for ended ones),
+        or with ``events=False`` their messages (detached streams may then not run their parsers: see
+        `step`). Raises the first failing stream's exception."""
+        ended = {}
+        if self._detached:
+            if not events:
+                ended = self._end_detached(sorted(self._detached))
+            self._attach([b for b in sorted(self._detached) if b not in ended])
         self._catch_up_all(self._r)
         # every parser is up to date: NONE (the parser decides) is right for every stream from here on
         self._set_rows(np.full(self.n, self._none * self._size, dtype=self._R.dtype))
+        self._detached.clear()
+        self._hist = []
         out = []
         with collector_paused():  # (every stream's message and events: new containers, not garbage)
             for b in range(self.n):
@@ -791,11 +982,17 @@ class TokenStreams:
                     out.append(None)
                     continue
                 self.done[b] = True
-                out.append(self.parsers[b].finalize())
+                if b in ended:
+                    out.append(ended[b])
+                else:
+                    r = self.parsers[b].finalize()
+                    out.append(r if events else r[0])
         return out
 
     def parser(self, b: int) -> TokenParser:
         """Stream b's TokenParser, brought up to date (e.g. to read `_output`)."""
+        if b in self._detached:
+            self._attach([b])
         if self._frow[b] is not None:
             self._replay_all_fresh([b], self._r)
         self._catch_up(b)
