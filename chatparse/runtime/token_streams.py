@@ -395,9 +395,10 @@ class TokenStreams:
         self._since = [0] * n
         self._r = 0
         self.done = [False] * n
-        # Steps taken with ``events=False`` (see `step`): streams whose parser stopped there, by the global step
-        # of the first token it has not taken (`_detached`); the ring buffers of earlier wraps that hold such
-        # tokens (`_hist`, from wrap `_hist0`; `_wraps` wraps so far); `_whole`: every buffer since the first
+        # Steps taken with ``events=False`` (see `step`): streams whose parser stopped there (`_detached`: the
+        # wrap, the step of the buffer its parser is behind since, the step of the first token the tables did not
+        # know, the row before it); the ring buffers of earlier wraps that hold such tokens (`_hist`, from wrap
+        # `_hist0`; `_wraps` wraps so far); `_whole`: every buffer since the first
         # step is kept (no step has asked for events yet), so a detached stream's whole generation can be
         # parsed in one shot at its end (`_oneshot`: where that gives its parser's message: no tools, spans,
         # offsets, dialect or malformed setting, which the one-shot path does not take from the parser)
@@ -545,7 +546,7 @@ class TokenStreams:
         # within a few steps of each other: 156 of 256 in one step, at 17 us a column read alone). Catching up
         # is always allowed (a wrap does it); a stream that then takes a transition taught in this step only
         # had its deferred text handed over earlier.
-        catch = [b for b in todo if since[b] < r and info[int(old[b]) // V][0] != ROW_FRESH]
+        catch = [b for b in todo if since[b] < r and info[int(old[b]) // V][0] != ROW_FRESH] if events else ()
         if len(catch) > 1:
             for b in catch:  # (as `_catch_up` does first: its parser is fed the tokens of its fresh rows)
                 self._fseen[b] = None
@@ -572,9 +573,9 @@ class TokenStreams:
                     continue
             p = parsers[b]
             if not events and detached is not None and not self.done[b]:
-                self._catch_up(b, r, prev)  # (the tokens before this one, as below)
+                # (its parser is not caught up: where it ends in one shot, it never is)
                 self._fseen[b] = None
-                self._detached[b] = self._wraps * self._cap + r
+                self._detached[b] = (self._wraps, since[b], r, prev)
                 nxt[b] = detached
                 continue
             try:
@@ -757,12 +758,13 @@ class TokenStreams:
     def _row_now(self, b: int) -> int:
         return int(self._rowoff[b]) // self._size
 
-    def _replay_fresh(self, b: int, s0: int, r: int) -> int:
+    def _replay_fresh(self, b: int, s0: int, r: int, buf=None) -> int:
         """Stream b's parser has been fed nothing; its deferred tokens (steps `s0`..`r`) began in F row
         ``_frow[b]``. Feed it the text of the tokens up to and including the one that took the stream out of F
         rows (all of them if none did), discarding the events: the tables handed out the same (`_learn_fresh`).
         Returns the step after those tokens; the later ones are deferred text as usual, from the state the
-        parser is in now, which is the row those tokens led to."""
+        parser is in now, which is the row those tokens led to. `buf`: the ring buffer holding those steps
+        (default the current one)."""
         R = self._R
         info, nxt, V = R.info, R.next, self._size
         row = self._frow[b]
@@ -770,7 +772,7 @@ class TokenStreams:
         text = info[row][3]
         at = s0
         while at < r and info[row][0] == ROW_FRESH:
-            for i in self._buf[at:min(r, at + 16), b].tolist():  # (F rows hold a few tokens: read a few ids)
+            for i in (self._buf if buf is None else buf)[at:min(r, at + 16), b].tolist():  # (F rows hold a few tokens)
                 at += 1
                 if i >= 0:
                     text = info[row][3] + self._tok_text[i]  # (F transitions are learned for such tokens only)
@@ -846,16 +848,26 @@ class TokenStreams:
         return col[col >= 0]
 
     def _attach(self, streams: list) -> None:
-        """Detached `streams` (see `step`) run their parsers again: each parser takes the stream's tokens since
-        it stopped in one `feed_tokens` call (their events dropped: they belong to steps taken without events;
-        an exception leaves the parser failed, and its later calls say so, as they would have), and the stream
-        takes the row of its parser's state. The kept buffers go once nothing needs them."""
+        """Detached `streams` (see `step`) run their parsers again: each parser takes the text of the tokens
+        the row tables took before it stopped (as `_catch_up` would have handed it over there), then the
+        stream's tokens since in one `feed_tokens` call (their events dropped: they belong to steps taken
+        without events; an exception leaves the parser failed, and its later calls say so, as they would
+        have), and the stream takes the row of its parser's state. The kept buffers go once nothing needs
+        them."""
         rows = self._rowoff.copy()
-        V, r = self._size, self._r
+        V, r, cap = self._size, self._r, self._cap
         for b in streams:
-            g = self._detached.pop(b)
+            # detached in wrap w at step rd of its buffer, from row prev, its parser behind since step s0 (the
+            # tokens the tables took, as `_catch_up` hands them over), then one token at a time
+            w, s0, rd, prev = self._detached.pop(b)
             p = self.parsers[b]
-            ids = self._ids_since(b, g)
+            buf = self._buf if w == self._wraps else self._hist[w - self._hist0]
+            if self._frow[b] is not None:
+                s0 = self._replay_fresh(b, s0, rd, buf)
+            if s0 < rd:
+                self._deferred(p, join_columns(self._R.texts, buf, [b], [s0], rd)[0], prev)
+            self._fseen[b] = None
+            ids = self._ids_since(b, w * cap + rd)
             if ids.size:
                 try:
                     p.feed_tokens(ids)
