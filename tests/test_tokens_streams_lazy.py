@@ -589,3 +589,27 @@ def test_vocabularies_whose_decode_is_more_than_a_join_end_without_events(decodi
                     if not run.ended[j] and run.pos[j] == len(seqs[j]) and rng.random() < 0.5:
                         run.end(j, seed >= 2 and rng.random() < 0.5)
             run.end_all(seed >= 2 and rng.random() < 0.5)
+
+
+def test_parser_of_a_stream_ended_in_one_shot_is_refused(toks):
+    """A stream ended without events whose message came from the one-shot parse never ran its parser on its
+    tokens: `parser(b)` says so (ValueError naming the stream) instead of handing out a parser that is behind;
+    a stream ended with its parser (events wanted) hands out its finalized parser as before."""
+    tok = toks["bl-special"]
+    b = bind(templates.get("qwen3"), tok)
+    seqs = [tok.encode("<think>\nhm\n</think>\n\nHello world<|im_end|>").ids] * 3
+    s = TokenStreams(b, 3, prefix="")
+    for k in range(len(seqs[0])):
+        assert s.step(np.array([q[k] for q in seqs]), events=False) is None
+    assert s._detached, "the streams detached (else this test checks nothing)"
+    want = chatparse.parse_tokens(seqs[0], b, prefix="")
+    assert s.finalize(0, events=False) == want
+    single = b.parser(prefix="")
+    single.feed_tokens(seqs[1])
+    assert s.finalize(1) == single.finalize()
+    assert s.parser(1) is s.parsers[1]
+    with pytest.raises(ValueError, match="stream 0 ended without events"):
+        s.parser(0)
+    assert s.finalize_all(events=False) == [None, None, want]
+    with pytest.raises(ValueError, match="stream 2 ended without events"):
+        s.parser(2)

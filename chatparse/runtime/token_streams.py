@@ -404,6 +404,7 @@ class TokenStreams:
         # offsets, dialect or malformed setting, which the one-shot path does not take from the parser)
         self._prefixes = prefixes
         self._detached: dict = {}
+        self._one_shot_ended: set = set()  # streams ended by `_end_detached`: their parsers never caught up
         self._hist: list = []
         self._hist0 = 0
         self._wraps = 0
@@ -958,6 +959,7 @@ class TokenStreams:
         ended = self._end_detached([b]) if not events and b in self._detached else {}
         if b in ended:
             self._detached.pop(b)
+            self._one_shot_ended.add(b)
         else:
             if b in self._detached:
                 self._attach([b])
@@ -995,6 +997,7 @@ class TokenStreams:
                     continue
                 self.done[b] = True
                 if b in ended:
+                    self._one_shot_ended.add(b)
                     out.append(ended[b])
                 else:
                     r = self.parsers[b].finalize()
@@ -1002,7 +1005,11 @@ class TokenStreams:
         return out
 
     def parser(self, b: int) -> TokenParser:
-        """Stream b's TokenParser, brought up to date (e.g. to read `_output`)."""
+        """Stream b's TokenParser, brought up to date (e.g. to read `_output`). A stream ended without events
+        whose message came from the one-shot parse has none: ValueError."""
+        if b in self._one_shot_ended:
+            raise ValueError(f"stream {b} ended without events and its message came from the one-shot parse of "
+                             "its generation: its parser never took its tokens")
         if b in self._detached:
             self._attach([b])
         if self._frow[b] is not None:
