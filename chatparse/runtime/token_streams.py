@@ -335,6 +335,30 @@ class StepEvents(Sequence):
         return [{"type": "region_chunk", "field": o._names[f], "text": text, "dirty": o._dirty[f]}]
 
 
+class _Parsers(list):
+    """The streams' `TokenParser`s where every stream has the same prefix, each made on first use (by `make`):
+    a stream whose message comes from the one-shot parse (`TokenStreams.step` without events) never needs
+    one, and making 256 costs about 2 ms. Indexing and iterating make them; `len` is the number of streams."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, first: TokenParser, n: int, make):
+        super().__init__([first] + [None] * (n - 1))
+        self._make = make
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self[k] for k in range(*b.indices(len(self)))]
+        p = list.__getitem__(self, b)
+        if p is None:
+            p = self._make()
+            list.__setitem__(self, b, p)
+        return p
+
+    def __iter__(self):
+        return (self[b] for b in range(len(self)))
+
+
 class TokenStreams:
     """B independent generations advanced together: ``step(ids)`` takes one token id per stream.
 
@@ -361,9 +385,14 @@ class TokenStreams:
         prefixes = binding._batch_prefixes(n, prefix, prefix_ids)
         self.binding = binding
         self.n = n
+        def make(p):
+            return TokenParser(binding, prefix=p, tools=tools, spans=spans, dialect=dialect, offsets=offsets,
+                               malformed=malformed)
+
+        same = all(p == prefixes[0] for p in prefixes)
         with collector_paused():
-            self.parsers = [TokenParser(binding, prefix=p, tools=tools, spans=spans, dialect=dialect,
-                                        offsets=offsets, malformed=malformed) for p in prefixes]
+            self.parsers = (_Parsers(make(prefixes[0]), n, lambda: make(prefixes[0])) if same
+                            else [make(p) for p in prefixes])
         tt = binding.tables
         self._tt = tt
         self._R = tt.batch_rows(_Rows, self.parsers[0].dialect)
@@ -375,7 +404,8 @@ class TokenStreams:
         self._dirty = binding.compiled.tables.dirty
         self._tok_text = binding.vocab.tok_text
         self._tok_bytes = binding.vocab.tok_bytes
-        rows = [self._start_row(p) for p in self.parsers]
+        # (streams with the same prefix start in the same state: the first one's row is every one's)
+        rows = [self._start_row(self.parsers[0])] * n if same else [self._start_row(p) for p in self.parsers]
         # Streams whose parser has been fed nothing: their F row when the parser's deferred tokens begin (at
         # `_since`), replayed by `_replay_fresh`; None once the parser has run.
         self._frow = [r if self._R.info[r][0] == ROW_FRESH else None for r in rows]
