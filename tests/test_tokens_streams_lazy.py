@@ -539,6 +539,24 @@ def decoding_vocabs(toks):
             "bl-special-skip": (toks["bl-special"], toks["bl-special"], {"skip_special_tokens": True})}
 
 
+def encodable(tok, text: str) -> list:
+    """The ids of `text`, less the characters `tok` cannot encode: the Metaspace tokenizer (a Unigram of 300
+    pieces, no unknown token) is trained anew each run and may leave out a rare character (é, 😀) one run and
+    keep it the next."""
+    try:
+        return tok.encode(text).ids
+    except Exception:  # noqa: BLE001 (tokenizers raises a plain Exception for an unknown character)
+        pass
+    known = {}
+    for c in set(text):
+        try:
+            tok.encode(c)
+            known[c] = True
+        except Exception:  # noqa: BLE001
+            known[c] = False
+    return tok.encode("".join(c for c in text if known[c])).ids
+
+
 @pytest.mark.parametrize("vocab", ["metaspace", "metaspace-cleanup", "sp-special", "sp-special-skip",
                                    "bl-special-skip"])
 def test_vocabularies_whose_decode_is_more_than_a_join_end_without_events(decoding_vocabs, vocab):
@@ -558,7 +576,7 @@ def test_vocabularies_whose_decode_is_more_than_a_join_end_without_events(decodi
             B = 12
             seqs = []
             for j in range(B):
-                ids = tok.encode(generation(rng, name, bad=0.1)).ids
+                ids = encodable(tok, generation(rng, name, bad=0.1))
                 kind = j % 4
                 if kind == 1:
                     ids = mutate(tok, ids, rng, 6)
@@ -568,7 +586,7 @@ def test_vocabularies_whose_decode_is_more_than_a_join_end_without_events(decodi
                     ids = [rng.randrange(size) for _ in range(rng.randint(1, 30))]
                 seqs.append(ids)
             if seed % 2:
-                pids = [tok.encode(rng.choice(PREFIXES[name])).ids for _ in range(B)]
+                pids = [encodable(tok, rng.choice(PREFIXES[name])) for _ in range(B)]
                 s = b.streams(B, prefix_ids=pids, capacity=rng.choice([3, 7, 1024]))
                 singles = [b.parser(prefix_ids=q) for q in pids]
                 one_shot = (lambda j, ids: chatparse.parse_tokens(ids, b, prefix_ids=pids[j]))
