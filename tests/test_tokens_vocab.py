@@ -106,10 +106,12 @@ def test_metaspace_and_cleanup_tokenizers():
         assert msg == m2 and normalize(events + fin) == normalize(ev2 + f2)
 
 
-def test_decode_array_is_decode():
-    """`VocabBase.decode_array` (numpy, for many whole generations at once) gives `decode`'s text, which is
-    the tokenizer's: byte-level, ByteFallback (byte tokens, special tokens skipped or kept), Metaspace (the
-    first token's ▁), clean-up; random ids, so skipped tokens, byte runs and invalid UTF-8 come up."""
+def test_whole_generations_decode_as_decode():
+    """`TokenStreams` decodes whole generations at once for its one-shot ends (`_texts_of`: every stream's tokens
+    joined over the kept ring buffers, strict UTF-8 for ByteFallback runs, the Metaspace first token, the strip
+    and clean-up): `VocabBase.decode`'s text, which is the tokenizer's: byte-level, ByteFallback (byte tokens,
+    special tokens skipped or kept), Metaspace (the first token's ▁), clean-up; random ids, so skipped tokens,
+    byte runs and invalid UTF-8 come up; streams that start late, and a small buffer that wraps."""
     import numpy as np
 
     from token_support import trained_tokenizers
@@ -117,23 +119,39 @@ def test_decode_array_is_decode():
     pytest.importorskip("transformers")
     from transformers import PreTrainedTokenizerFast
 
+    from chatparse.runtime.tokens import TokenStreams
+
     toks = trained_tokenizers()
     meta = metaspace_tokenizer(200)
-    cases = [(name, tok, vocab_for(tok)) for name, tok in toks.items()]
-    cases.append(("metaspace", meta, vocab_for(meta)))
-    cases.append(("metaspace+cleanup", meta, vocab_for(PreTrainedTokenizerFast(tokenizer_object=meta,
-                                                                                clean_up_tokenization_spaces=True))))
-    assert any(v.first_text for _, _, v in cases) and any(v.cleanup for _, _, v in cases)
-    assert any(v.has_bytes_tokens for _, _, v in cases) and any(v.kind == "bytes" for _, _, v in cases)
+    cases = [(name, tok, tok, {}) for name, tok in toks.items()]
+    cases.append(("sp-special-skip", toks["sp-special"], toks["sp-special"], {"skip_special_tokens": True}))
+    cases.append(("metaspace", meta, meta, {}))
+    cases.append(("metaspace+cleanup", meta, PreTrainedTokenizerFast(tokenizer_object=meta,
+                                                                     clean_up_tokenization_spaces=True), {}))
+    vocabs = [bind(templates.get("qwen3"), bindable, **opts).vocab for _, _, bindable, opts in cases]
+    assert any(v.first_text for v in vocabs) and any(v.cleanup for v in vocabs)
+    assert any(v.has_bytes_tokens for v in vocabs) and any(v.kind == "bytes" for v in vocabs)
+    assert any(v.skip.any() for v in vocabs)
     rng = random.Random(7)
-    for name, tok, v in cases:
+    for (name, tok, bindable, opts), v in zip(cases, vocabs):
+        b = bind(templates.get("qwen3"), bindable, **opts)
         texts = [c[3] for c in CASES] + ["中文😀 café <think>\n</think>", "  a  b", ""]
         seqs = [tok.encode(t).ids for t in texts]
-        seqs += [[rng.randrange(v.size) for _ in range(rng.randint(0, 30))] for _ in range(150)]
-        for ids in seqs:
+        seqs += [[rng.randrange(v.size) for _ in range(rng.randint(0, 30))] for _ in range(60)]
+        seqs += [[rng.randrange(3)] + q for q in seqs[-20:]]  # (ids 0-2: the trained tokenizers' first specials)
+        start = [rng.randint(0, 5) for _ in seqs]
+        s = TokenStreams(b, len(seqs), prefix="", capacity=7)
+        for k in range(max(st + len(q) for st, q in zip(start, seqs))):
+            act = np.array([0 <= k - st < len(q) for st, q in zip(start, seqs)])
+            ids = np.array([q[k - st] if a else 0 for st, q, a in zip(start, seqs, act)])
+            s.step(ids, active=act, events=False)
+        got = s._texts_of(list(range(len(seqs))))
+        for ids, text in zip(seqs, got):
             want = v.decode(ids)
-            assert v.decode_array(np.array(ids, dtype=np.int64)) == want, (name, ids)
-            if name != "metaspace+cleanup":
+            assert text == want, (name, ids)
+            if name.endswith("-skip"):
+                assert want == tok.decode(ids, skip_special_tokens=True), (name, ids)
+            elif name != "metaspace+cleanup":
                 assert want == decode(tok, ids), (name, ids)
 
 

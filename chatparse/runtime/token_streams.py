@@ -769,21 +769,22 @@ class TokenStreams:
               and self._tt.transition(m, tuple([st for _, st in S]), text) == ()):
             self._R.learn(row, i, nr)
 
-    def _catch_up(self, b: int, upto: int | None = None, row: int | None = None) -> None:
+    def _catch_up(self, b: int, upto: int | None = None, row: int | None = None, buf=None) -> None:
         """Hand stream b's parser the tokens its rows handled since its last own step: their texts, joined
         here (`stream_kernels.join_columns`; joining them later, when the parser next needs its core, costs about
         twice as much), join the parser's deferred text (the core sees it on the parser's next engine step) and
-        the parser's token state becomes the row's (`row`, default the stream's current row)."""
+        the parser's token state becomes the row's (`row`, default the stream's current row). `buf`: the ring
+        buffer holding those steps (default the current one; a detached stream's may be a kept one)."""
         r = self._r if upto is None else upto
         s0 = self._since[b]
         self._since[b] = r
         if s0 < r:  # (the tables took steps since the parser's last one: its F row, if any, is not current)
             self._fseen[b] = None
         if self._frow[b] is not None:  # (the parser runs next: from here on it is not fresh)
-            s0 = self._replay_fresh(b, s0, r)
+            s0 = self._replay_fresh(b, s0, r, buf)
         if s0 >= r:
             return
-        data = join_columns(self._R.texts, self._buf, [b], [s0], r)[0]
+        data = join_columns(self._R.texts, self._buf if buf is None else buf, [b], [s0], r)[0]
         self._deferred(self.parsers[b], data, self._row_now(b) if row is None else row)
 
     def _row_now(self, b: int) -> int:
@@ -892,11 +893,8 @@ class TokenStreams:
             # tokens the tables took, as `_catch_up` hands them over), then one token at a time
             w, s0, rd, prev = self._detached.pop(b)
             p = self.parsers[b]
-            buf = self._buf if w == self._wraps else self._hist[w - self._hist0]
-            if self._frow[b] is not None:
-                s0 = self._replay_fresh(b, s0, rd, buf)
-            if s0 < rd:
-                self._deferred(p, join_columns(self._R.texts, buf, [b], [s0], rd)[0], prev)
+            self._since[b] = s0
+            self._catch_up(b, rd, prev, self._buf if w == self._wraps else self._hist[w - self._hist0])
             self._fseen[b] = None
             ids = self._ids_since(b, w * cap + rd)
             if ids.size:
@@ -908,6 +906,10 @@ class TokenStreams:
             self._since[b] = r
             rows[b] = self._row_of(p) * V
         self._set_rows(rows)
+        self._release_buffers()
+
+    def _release_buffers(self) -> None:
+        """The kept ring buffers go once no detached stream and no one-shot end can need them."""
         if not self._detached and not self._whole:
             self._hist = []
 
@@ -919,7 +921,7 @@ class TokenStreams:
         ``pieces`` vocabularies: a token's bytes are its text's UTF-8, or a ByteFallback token's byte; `decode`
         decodes each run of byte tokens on its own, strictly (else U+FFFD per byte), and a token's text is
         complete UTF-8, so the joined bytes decode strictly exactly where every run does, to the same text;
-        a stream where they do not takes `VocabBase.decode_array`."""
+        a stream where they do not (it holds byte tokens) takes `VocabBase.decode`'s loop."""
         v, R = self.binding.vocab, self._R
         bufs = self._hist + [self._buf]
         stops = [self._cap] * len(self._hist) + [self._r]
@@ -936,7 +938,7 @@ class TokenStreams:
                 try:
                     text = data.decode("utf-8")
                 except UnicodeDecodeError:  # (some run of byte tokens is not UTF-8 on its own)
-                    out.append(v.decode_array(self._ids_since(b, 0)))
+                    out.append(v.decode(self._ids_since(b, 0).tolist()))
                     continue
             if first_text:
                 i = self._first_id(b, bufs, stops)
@@ -988,8 +990,9 @@ class TokenStreams:
         (a detached stream may then not run its parser: see `step`). Later steps must mark it inactive."""
         ended = self._end_detached([b]) if not events and b in self._detached else {}
         if b in ended:
-            self._detached.pop(b)
+            del self._detached[b]
             self._one_shot_ended.add(b)
+            self._release_buffers()
         else:
             if b in self._detached:
                 self._attach([b])
@@ -999,8 +1002,6 @@ class TokenStreams:
         rows[b] = self._none * self._size
         self._set_rows(rows)
         if b in ended:
-            if not self._detached and not self._whole:
-                self._hist = []
             return ended[b]
         out = self.parsers[b].finalize()
         return out if events else out[0]

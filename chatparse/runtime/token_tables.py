@@ -88,28 +88,6 @@ class VocabBase:
             text = "".join(out)
         return self.finish_decoded(text)
 
-    def decode_array(self, ids: np.ndarray) -> str:
-        """`decode` of a 1-D int array of in-range ids: the same text, the tokens' texts (or bytes) gathered
-        with numpy and joined, where no ByteFallback byte token or token without a text of its own needs
-        `decode`'s loop (then `decode` itself). For many whole generations at once (`TokenStreams`' ends
-        without events), where `decode`'s loop costs about 0.1 us a token."""
-        ids = ids[~self.skip[ids]]
-        table = self.__dict__.get("_array_table")
-        if table is None:
-            items = self.tok_bytes if self.kind == "bytes" else self.tok_text
-            table = self._array_table = np.empty(len(items), dtype=object)
-            table[:] = items
-        parts = table[ids].tolist()
-        if self.kind == "bytes":
-            return self.finish_decoded(b"".join(parts).decode("utf-8", "replace"))
-        if None in parts:  # (a byte token's run, or a token without text)
-            return self.decode(ids.tolist())
-        if parts and self.first_text:
-            first = self.first_text.get(int(ids[0]))
-            if first is not None:
-                parts[0] = first
-        return self.finish_decoded("".join(parts))
-
     def finish_decoded(self, text: str) -> str:
         """The decoded tokens' text as the tokenizer hands it out: up to `strip_start` leading `strip_char`
         removed, then transformers' clean-up where the tokenizer does it."""
