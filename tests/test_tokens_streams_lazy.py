@@ -38,7 +38,8 @@ import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
 from chatparse.compiler.tokens import bind  # noqa: E402
 from chatparse.runtime.tokens import TokenStreams  # noqa: E402
-from token_support import CASES, fragment_ids, outcome, split_into_bytes, toks  # noqa: E402,F401
+from token_support import (CASES, draw_steps, fragment_ids, outcome, same_failure, split_into_bytes,  # noqa: E402,F401
+                           step_all, toks)
 
 NAMES = ["qwen3", "gpt_oss", "hermes"]
 TOKNAMES = ["bl-special", "bl-plain", "sp-plain"]
@@ -631,3 +632,29 @@ def test_parser_of_a_stream_ended_in_one_shot_is_refused(toks):
     assert s.finalize_all(events=False) == [None, None, want]
     with pytest.raises(ValueError, match="stream 2 ended without events"):
         s.parser(2)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_generated_templates_without_events_match_the_reference(toks, data):
+    """The differential claim for steps without events: templates and texts drawn as the differential suite
+    draws them (tests/strategies.py), stepped as byte-level token ids with or without events and ended without
+    events, give each stream transformers' reference's message for its decoded text, or its failure."""
+    from harness import RefTimeout, run_reference
+    from hypothesis import assume
+    from strategies import compiles, templates as drawn_templates, texts_for
+
+    template = data.draw(drawn_templates())
+    assume(compiles(template))
+    tok = toks["bl-plain"]  # (byte-level: any text is ids)
+    b = bind(template, tok)
+    seqs, flags = draw_steps(data, tok, template, texts_for)
+    s = TokenStreams(b, len(seqs), prefix="", capacity=data.draw(st.sampled_from([3, 1024])))
+    step_all(s, seqs, flags)
+    for j, ids in enumerate(seqs):
+        try:
+            ref = run_reference(template, b.decode(ids), prefix="")
+        except RefTimeout:
+            assume(False)
+        got = outcome(lambda: s.finalize(j, events=False))
+        assert got == ("ok", ref[1]) if ref[0] == "ok" else same_failure(got, ref[1]), (j, got, ref[:2])

@@ -13,6 +13,7 @@ it lives in an environment of its own: `.ci/run` makes it and runs this file the
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -330,3 +331,35 @@ def test_zero_width_loop_after_a_malformed_value_stops_where_vllm_hangs():
     assert [e["type"] for e in want[2]] == ["region_open", "region_malformed"]
     for cuts in ([2], [1, 2, 3, 5, 8], list(range(1, len(text)))):
         assert run_ours(t, split(text, cuts), "<|A|>") == want
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_level():
+    from token_support import byte_level_tokenizer
+
+    return byte_level_tokenizer([])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_generated_templates_stepped_without_events_match_vllm(data):
+    """`TokenStreams` in the serving dialect, stepped as byte-level token ids with or without events
+    (``step(ids, events=False)``) and ended without events: each stream's message is vLLM's parser fed its
+    decoded text in one piece, or its failure."""
+    pytest.importorskip("tokenizers")
+    from token_support import draw_steps, outcome, same_failure, step_all
+
+    template = data.draw(templates())
+    assume(compiles(template))
+    tok = _byte_level()
+    b = chatparse.bind(template, tok)
+    seqs, flags = draw_steps(data, tok, template, texts_for)
+    s = b.streams(len(seqs), prefix="", dialect="vllm", capacity=data.draw(st.sampled_from([3, 1024])))
+    step_all(s, seqs, flags)
+    for j, ids in enumerate(seqs):
+        try:
+            ref = run_vllm(template, b.decode(ids), "")
+        except RefTimeout:
+            assume(False)
+        got = outcome(lambda: s.finalize(j, events=False))
+        assert got == ("ok", ref[1]) if ref[0] == "ok" else same_failure(got, ref[1]), (j, got, ref[:2])

@@ -317,6 +317,34 @@ def outcome(fn):
         return type(e), str(e)
 
 
+# ------------------------------------------------------------------------------------ steps without events
+
+def same_failure(got: tuple, ref_class: str) -> bool:
+    """`got` (`outcome` of an end) is the reference's failure `ref_class`: that class, or the RuntimeError a
+    parser that failed on a token raises at its end, naming that class ("... failed earlier (ValueError: ...")."""
+    return got[0] != "ok" and (got[0].__name__ == ref_class
+                               or got[0] is RuntimeError and f"failed earlier ({ref_class}:" in got[1])
+
+
+def draw_steps(data, tok, template, texts_for) -> tuple:
+    """1-3 generations of `template` (tests/strategies.py's texts), their ids, and each step's `events` flag:
+    none with events (every stream ends in one shot where it can), or a random mix."""
+    texts = [data.draw(texts_for(template)) for _ in range(data.draw(st.integers(1, 3)))]
+    seqs = [tok.encode(t).ids for t in texts]
+    steps = max(map(len, seqs), default=0)
+    if data.draw(st.booleans()):
+        flags = [False] * steps
+    else:
+        flags = data.draw(st.lists(st.booleans(), min_size=steps, max_size=steps))
+    return seqs, flags
+
+
+def step_all(s, seqs, flags) -> None:
+    for k, events in enumerate(flags):
+        act = np.array([k < len(q) for q in seqs])
+        s.step(np.array([q[k] if a else 0 for q, a in zip(seqs, act)]), active=act, events=events)
+
+
 # ------------------------------------------------------------------------------------------------ a real vocab
 def tekken_tokenizer():
     """Mistral's tekken.json (131k byte-level tokens) from the mistral-common wheel, converted offline by
