@@ -521,6 +521,25 @@ def test_finalize_without_events_of_streams_detached_or_not(toks):
             chatparse.parse_tokens(ids[:2], b, prefix=""), b.parser(prefix="Note:").finalize()[0]]
 
 
+def test_streams_that_detach_and_end_in_one_shot_never_make_a_parser(toks):
+    """Streams with one prefix make their `TokenParser`s on first use (`_Parsers`); a stream that detaches
+    (fresh row tables: at its first region change) and ends in one shot never uses one, so none is made for
+    it, and its message is still its parser's. (Making 256 parsers costs about 2 ms of a 25 ms run.)"""
+    tok = toks["bl-plain"]
+    b = bind(templates.get("qwen3"), tok)
+    text = "<think>\nLet me think.\n</think>\n\nThe answer is 42.\n" + GOOD_CALL + "<|im_end|>"
+    ids = tok.encode(text).ids
+    b.tables._rows = None
+    s = b.streams(4, prefix="")
+    for i in ids:
+        s.step(np.array([i] * 4), events=False)
+    assert s._detached, "no stream detached: the test would not test anything"
+    made = [list.__getitem__(s.parsers, j) is not None for j in range(4)]
+    assert made == [True, False, False, False]  # (the first is made at creation: its state starts the rows)
+    assert s.finalize_all(events=False) == [chatparse.parse_tokens(ids, b, prefix="")] * 4
+    assert [list.__getitem__(s.parsers, j) is not None for j in range(4)] == made
+
+
 @pytest.fixture(scope="module")
 def decoding_vocabs(toks):
     """Tokenizers whose decode is more than the tokens' texts joined, as (name, tokenizer to encode with, what

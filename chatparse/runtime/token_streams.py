@@ -602,13 +602,13 @@ class TokenStreams:
                     nr, slow[b] = known
                     nxt[b] = nr * V
                     continue
-            p = parsers[b]
             if not events and detached is not None and not self.done[b]:
-                # (its parser is not caught up: where it ends in one shot, it never is)
+                # (its parser is not caught up, nor made (`_Parsers`): where it ends in one shot, it never is)
                 self._fseen[b] = None
                 self._detached[b] = (self._wraps, since[b], r, prev)
                 nxt[b] = detached
                 continue
+            p = parsers[b]
             try:
                 self._catch_up(b, r, prev)
                 slow[b] = p.feed_tokens(i)
