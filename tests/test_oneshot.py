@@ -12,7 +12,7 @@ import copy
 
 import pytest
 import regex
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import chatparse
@@ -653,6 +653,68 @@ def test_patterns_asked_by_the_literal_after_whitespace_give_streamings_message(
     want = streamed.finalize()[0]
     assert compiled.parse(text, prefix="") == want
     assert run_reference(template, text)[:2] == ("ok", want)
+
+
+# After a whitespace lead: a literal, then what string tests cannot decide (a named group, a class, a lazy run and
+# a lookahead: glm-4.5's tool-call open), or a plain literal / lookahead, so that modes mixing them are drawn
+LIT_TAILS = ["<a>", "<a>(?P<g>[ab]+)", r"<b>\s*(?P<g>[^\n<]+?)\s*(?=<c>|\n)", r"(?:<x>|<y>)\s*", "<c>[^<]*",
+             "(?=<d>)", "<ab>"]
+LIT_TEXT_PIECES = ["<a>", "ab", "b", "<b>", " name", "\n", "<c>", "<x>", "<y>", "<d>", "</e>", "<ab>", " ", "  \n ",
+                   "\t", "x", "<", "é"]
+
+
+@st.composite
+def literal_led_templates(draw):
+    """Templates whose mode outside regions watches patterns that are each a whitespace lead and a literal,
+    some followed by what only `regex` decides (`WideFinder.lits`)."""
+    tails = draw(st.lists(st.sampled_from(LIT_TAILS), min_size=2, max_size=3, unique=True))
+    assume("(?P<g>" in "".join(tails) or "[^<]" in "".join(tails))  # (else the mode is `_shaped`'s)
+    fields = {}
+    closed = "(?P<g>" not in tails[-1] and draw(st.booleans())  # (the implicit field's close: no capture)
+    for k, tail in enumerate(tails[:-1] if closed else tails):
+        field = {"open_pattern": draw(st.sampled_from([r"\s*", r"\s+"])) + tail,
+                 "close_pattern": draw(st.sampled_from([r"\s*</e>\s*", "</e>", r"\s*(?=<a>)|\s*</e>"])),
+                 "content_args": {"strip": False}}
+        if "(?P<g>" in tail:
+            field["transform"] = {"g": "{g}", "c": "{content}"}
+        fields[f"f{k}"] = field
+    if len(fields) < len(tails):
+        fields["content"] = {"close_pattern": r"\s*" + tails[-1], "repeats": True}
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(literal_led_templates(), st.lists(st.sampled_from(LIT_TEXT_PIECES), max_size=20).map("".join),
+       st.integers(0, 3))
+def test_modes_of_literal_led_patterns_find_candidates_by_their_literals(template, text, repeat):
+    """Where every pattern a mode watches is a whitespace lead and literals (`WideFinder.lits`), the lean path
+    takes the literals' next occurrence as the next candidate and `regex` (or string tests) decides there:
+    the reference's message or exception class, and the streaming parser's (repeated, so that texts past
+    `SCAN_PRONE_LIMIT`, where the automaton decided before, are drawn too)."""
+    from harness import RefTimeout, run_chatparse, run_reference
+    from strategies import compiles
+
+    from chatparse.runtime.oneshot_plan import plan_for
+
+    if not compiles(template):
+        return
+    ct = chatparse.compile_template(template)
+    wide = plan_for(ct.tables).modes[0].wide
+    assert wide is not None and wide.lits is not None
+    text = text * (1 + repeat * 1500 // max(1, len(text)))
+    try:
+        ref = run_reference(template, text) if len(text) < 2000 else None
+    except RefTimeout:
+        ref = None
+    try:
+        got = ("ok", oneshot._parse_lean(ct.tables, {}, text))
+    except oneshot._Fallback:
+        return
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        got = ("error", type(e).__name__)
+    if ref is not None:
+        assert got == ref[:2], (template, text)
+    assert run_chatparse(template, [text])[:2] == got
 
 
 # Delimiters that are all `literal_shapes` (whitespace leads, literal groups, lookaheads, trailing runs), with a

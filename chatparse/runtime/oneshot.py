@@ -16,7 +16,10 @@ Three paths give the same answer; `parse_whole` takes the first that applies:
    twin where the text it may read is ASCII (runtime/re_compat.py). Where every pattern of a mode is a
    whitespace lead, literals and a whitespace tail (`literals.literal_shapes`: qwen3's ``\\s*</think>\\s*``),
    one `re` search finds the next literal and string tests decide (`_decide_shaped`): no `regex` call at all.
-   Other whitespace-led modes (``\\s*</think>|\\s*$``) are decided by one attempt of the automaton per
+   Where every pattern is a whitespace lead and a literal but some go on in ways only `regex` decides
+   (glm-4.5's ``\\s*<tool_call>\\s*(?P<name>[^\\n<]+?)...``), the same search finds the candidates and
+   `_decide_at` asks there only the patterns whose literal it found (`WideFinder.lits`), so a `regex` call
+   never looks for an absent literal. Other whitespace-led modes (``\\s*</think>|\\s*$``) are decided by one attempt of the automaton per
    candidate (`_dfa_decide`) while more than `SCAN_PRONE_LIMIT` characters are left: a `regex` call on
    such a pattern first scans the whole rest of the text for its literal, which would make many candidates
    quadratic; closer to the end, `regex` decides, as in `WholeTextScanner`.
@@ -246,6 +249,29 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 i = p + 1
             if hit is None:
                 break
+        elif wide is not None and wide.lits is not None:
+            # every pattern is a whitespace lead and literals (`WideFinder.lits`): the next occurrence of one
+            # of them is the next candidate, where the whitespace run before it starts (a match starting
+            # inside that run, or at the literal, would also match at the run's start, longer)
+            lits = wide.lits
+            i = scan
+            while True:
+                hit = lits.search(text, i)
+                if hit is None:
+                    break
+                p = q = hit.start()
+                while p > i and text[p - 1] in _WS_CHARS:
+                    p -= 1
+                budget -= 1
+                if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
+                    raise _Fallback(automaton=True)
+                found = _decide_at(watched, text, p, wide)
+                if found is not None:
+                    break
+                i = q + 1
+            if hit is None:
+                break
+            s, e, pi, m = found
         else:
             if dead is None:
                 dead = set()  # offset * states + state: where attempts without any match went (`_dfa_decide`)

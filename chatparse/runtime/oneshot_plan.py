@@ -357,7 +357,7 @@ class WideFinder:
     an anchor with no whitespace before it; the candidate is the start of the whitespace run before the
     anchor, as in `skip_to`. Both filters look LEAN_PREFILTER_DEPTH characters ahead."""
 
-    __slots__ = ("mode", "wchars", "after", "at", "run", "at_run_end", "by_lit", "rest")
+    __slots__ = ("mode", "wchars", "after", "at", "run", "at_run_end", "by_lit", "rest", "lits")
 
     def __init__(self, tables, mode, watched: list):
         self.mode = mode
@@ -383,14 +383,20 @@ class WideFinder:
         its match is the longest literal there and the others there are its prefixes; `by_lit`: per such
         literal, the watched patterns that can match with it (those with a literal it starts with, and the
         others); `rest`: those that can match where none starts. None where the mode watches fewer than two
-        such patterns: one is asked anyway (the prefilter has looked past the whitespace already)."""
-        self.run, self.at_run_end = _WS_CHARS, None
+        such patterns: one is asked anyway (the prefilter has looked past the whitespace already).
+
+        `lits`: `at_run_end` where `rest` is empty (every pattern is led by whitespace and one of the
+        literals), else None. Then a match needs one of them, so the literals' next occurrence, with the
+        whitespace run before it, is the next candidate (`oneshot._parse_lean`): no prefilter, no automaton."""
+        self.run, self.at_run_end, self.lits = _WS_CHARS, None, None
         lits = {w[0]: got for w in watched if (got := literals_after_whitespace(patterns[w[0]].source))}
         if len(lits) < 2:
             return
         every = sorted({lit for got in lits.values() for lit in got}, key=len, reverse=True)
         self.at_run_end = re.compile("|".join(map(re.escape, every)), re.DOTALL)
         self.rest = [w for w in watched if w[0] not in lits]
+        if not self.rest:
+            self.lits = self.at_run_end
         self.by_lit = {m: [w for w in watched if w[0] not in lits or any(m.startswith(lit) for lit in lits[w[0]])]
                        for m in every}
 
