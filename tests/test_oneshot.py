@@ -295,11 +295,14 @@ def test_backtracking_risk_on_known_sources(source, risky):
     (r"x[^<]*<", "x", 256_000),  # linear per call, but a call at each of the first 64,000 candidates
     (r"x[^<]*[^<]*<", "x", 64_000),  # quadratic per call
     (r"(\w+)\w*:", "ab", 64_000),
+    # glm-4.5's tool-call open (cubic), each call within its bound's span: about 1 ms per call without a timeout
+    (r"\s*<tool_call>\s*([^\n<]+?)\s*(?=<arg_key>|</tool_call>|\n)", "<tool_call>" + " " * 85 + "<<", 64_000),
 ])
 def test_adversarial_runs_stay_bounded_one_shot(pattern, unit, length):
     """Without the clock the first takes minutes (measured: 2 s at 64,000 characters, quadratic), without
-    the separator analysis the second takes hours (115 s at 8,000); now the automaton takes over. A hang
-    guard, not a speed test: the limit is generous."""
+    the separator analysis the second takes hours (115 s at 8,000); now the automaton takes over. The last
+    is bounded (`backtrack.SpanBound`), but each call is slow: the clock still sends the parse to the
+    automaton. A hang guard, not a speed test: the limit is generous."""
     from harness import time_limit
 
     template = {"start_anchor": "<|A|>", "fields": {"t": {"open_pattern": pattern, "close": "!"}}}
@@ -331,8 +334,12 @@ def test_wide_prefilter_that_stops_on_whitespace():
     (r"<a>(?P<n>[^\s<]+)[^<]*(?:<b>[^<]*)?<c>", ("<", 3)),
     (r"x[^<]*[^<]*<", ("<", 1)),
     (r"x.*[^<]*<", None),  # '.' takes every character
-    (r"x[^<]*[^<]*<(?=y)", None), (r"x[^<]*[^<]*<$", None), (r"x[^<]*[^<]*<+", None),  # looks past / unbounded
-    (r"x\s*\w*\s*y", None),  # cubic: left to the timeout
+    (r"x[^<]*[^<]*<(?=y)", ("<", 1)), (r"x[^<]*[^<]*(?!<b>)<", ("<", 2)),  # lookarounds: their '<' count
+    (r"x[^<]*[^<]*<$", None), (r"x[^<]*[^<]*<\b", None), (r"x[^<]*[^<]*<+", None),  # tests the end / unbounded
+    (r"x\s*\w*\s*y", None),  # cubic, but every literal is in a class: left to the timeout
+    (r"x[^<]*[^<]*[^<]*<", ("<", 1)), (r"x[^<]*[^<]*[^<]*[^<]*<", None),  # cubic: bounded; quartic: not
+    # glm-4.5's tool-call open (cubic: \s*, a lazy name run, \s*)
+    (r"\s*<tool_call>\s*(?P<name>[^\n<]+?)\s*(?=<arg_key>|</tool_call>|\n)", ("<", 3)),
     (r"<(?:a|aa)+>", None), (r"x[^<]*<", None),  # exponential; not risky at all
 ])
 def test_match_bound_on_known_sources(source, bound):
@@ -356,12 +363,13 @@ def bounded_sources(draw):
         items = draw(st.lists(st.tuples(st.sampled_from(B_ATOMS), st.sampled_from(B_QUANTS)), min_size=1,
                               max_size=7))
         return [atom + ("" if atom.startswith("(?P") else quant) for atom, quant in items]
-    lit = st.sampled_from(["", "a", "<", ":", "<b>", "a<", "(?=<)", "$", "\\b"])
+    lit = st.sampled_from(["", "a", "<", ":", "<b>", "a<", "(?=<)", "$", "\\b", "(?!<b>)", "(?=<b>|a)", "(?<=<)",
+                           "(?=:|\n)"])
     run = st.builds(lambda c, q: c + q, st.sampled_from(RUNS), st.sampled_from(["*", "+", "{1,}", "*?"]))
     first = draw(run)
     if draw(st.booleans()):
         first = "(?P<g>" + first + ")"
-    return [draw(lit), first, draw(run), draw(st.sampled_from(["", "(?:<b>[^<]*)?", "\\s*"])),
+    return [draw(lit), first, draw(run), draw(st.sampled_from(["", "(?:<b>[^<]*)?", "\\s*", "[^<:]*?"])),
             draw(st.sampled_from(["<", ":", "<b>", "<<"])), draw(lit)]
 
 
@@ -369,10 +377,13 @@ B_TEXT = st.lists(st.sampled_from(["a", "b", "ab", " ", ":", "<", "<b>", "<<", "
 
 
 @SETTINGS
+@example(["x", "[^<]*", "[^<]*", "", "<", "$"], False, "x<<", 0)  # (an assertion about the end: no bound)
+@example(["", "\\s*", "[^<]*?", "\\s*", "<b>", "(?=<b>|a)"], False, " a <b><b>", 0)  # (cubic, a lookahead)
 @given(bounded_sources(), st.booleans(), B_TEXT, st.integers(0, 3))
 def test_match_bound_never_changes_a_match(parts, alternation, text, p):
-    """Where `match_bound` gives (c, k), `regex` stopped anywhere at or after the (k+1)-th c from p matches
-    exactly as it does on the whole text: same span, same groups; `stops_within` says so exactly there."""
+    """Where `match_bound` gives (c, k) (quadratic and cubic patterns, lookarounds among them), `regex`
+    stopped anywhere at or after the (k+1)-th c from p matches exactly as it does on the whole text: same span,
+    same groups; `stops_within` says so exactly there."""
     from chatparse.runtime.backtrack import match_bound, span_test, stops_within
 
     source = "".join(parts)
@@ -659,7 +670,7 @@ def test_patterns_asked_by_the_literal_after_whitespace_give_streamings_message(
 # a lookahead: glm-4.5's tool-call open), or a plain literal / lookahead, so that modes mixing them are drawn
 LIT_TAILS = ["<a>", "<a>(?P<g>[ab]+)", r"<b>\s*(?P<g>[^\n<]+?)\s*(?=<c>|\n)", r"(?:<x>|<y>)\s*", "<c>[^<]*",
              "(?=<d>)", "<ab>"]
-LIT_TEXT_PIECES = ["<a>", "ab", "b", "<b>", " name", "\n", "<c>", "<x>", "<y>", "<d>", "</e>", "<ab>", " ", "  \n ",
+LIT_TEXT_PIECES = ["<a>", "ab", "b", "<b>", " name", "\n", "<c>", "<x>", "<y>", "<d>", "</e>", "<ab>", " ", "  \n ", "\xa0", "\u3000",
                    "\t", "x", "<", "é"]
 
 
@@ -684,6 +695,10 @@ def literal_led_templates(draw):
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@example({"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # (regex's \\s takes U+00A0, re.ASCII's not)
+          "fields": {"f0": {"open_pattern": r"\s*<b>\s*(?P<g>[^\n<]+?)\s*(?=<c>|\n)", "close_pattern": "</e>",
+                            "transform": {"g": "{g}", "c": "{content}"}},
+                     "f1": {"open_pattern": r"\s*<a>", "close_pattern": "</e>"}}}, "x <b>\xa0name\n y</e>", 0)
 @given(literal_led_templates(), st.lists(st.sampled_from(LIT_TEXT_PIECES), max_size=20).map("".join),
        st.integers(0, 3))
 def test_modes_of_literal_led_patterns_find_candidates_by_their_literals(template, text, repeat):

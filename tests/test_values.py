@@ -364,9 +364,12 @@ _TAG_PIECES = ["<", ">", "=", "/", "a", "é", ".", ".*?", ".*", "[^<]*", "[^>\n]
 
 
 @FAST
+@example(["<", "(?P<key>\\w+)", "\\s*"], "<é1\x1c <a \t")  # (\w and é: the ASCII twin is for ASCII text only)
 @given(st.lists(st.sampled_from(_TAG_PIECES), min_size=1, max_size=6),
-       st.text(alphabet="<>=/aAbé\n 1", max_size=30))
+       st.text(alphabet="<>=/aAbé\n 1\x1c\t", max_size=30))
 def test_tag_matches_equal_regex_finditer(pieces, text):
+    """`_tag_matches` gives `regex.finditer`'s matches, spans and groups, whether `re` finds them (a twin for
+    any text, or on ASCII text one for ``\\s``, ``\\w``, ``\\b``: `re_compat`) or `regex` does."""
     import regex
 
     from chatparse.runtime.values import _tag_matches

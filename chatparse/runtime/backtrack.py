@@ -23,7 +23,8 @@ quantifier of every path through it.
 
 A quadratic pattern can still be cheap to call: gpt-oss's tool-call open never takes more than three '<',
 and no class in it takes a '<' at all, so a call can stop just before the fourth '<' after its start, and
-costs at most the square of that span (`match_bound`). A short span then needs no timeout.
+costs at most the square of that span (`match_bound`). A short span then needs no timeout (`bounded_call`);
+the same holds for a cubic pattern (three open runs in a row: glm-4.5's tool-call open) over a shorter span.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from functools import lru_cache
 import regex
 
 _BIG = 64  # a {m,n} quantifier with n above this counts as unbounded
+# The spans (characters from a call's start) within which a bounded call needs no timeout, per degree: about a
+# million steps of the engine at most either way (1,024 squared, 100 cubed), a few milliseconds.
+SPANS = {2: 1024, 3: 100}
 _QUANT = regex.compile(r"\{(\d*)(?:(,)(\d*))?\}")
 _ESCAPED_CONTROL = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
 _ZERO_WIDTH_ESCAPES = frozenset("AZbBGzK")
@@ -51,14 +55,21 @@ def backtracking_risk(source: str) -> bool:
 
 
 def match_bound(source: str) -> tuple[str, int] | None:
-    """For a pattern whose only risk is two open unbounded runs in a row (quadratic, not worse): a character
-    `c` and a count `k` such that no match, and no path `regex` tries, holds more than `k` occurrences of `c`,
-    and nothing in the pattern looks past its match. Then a call at `p` may stop the text just before the
-    (k+1)-th `c` from `p` (``endpos``) without changing its result, and its time is at most quadratic in that
-    span, so a short span needs no timeout (`stops_within`, runtime/oneshot.py). None when there is no such
-    character."""
+    """For a pattern whose only risk is two or three open unbounded runs in a row (quadratic or cubic, not
+    worse): a character `c` and a count `k` such that no match, and no path `regex` tries, holds more than `k`
+    occurrences of `c`, and nothing in the pattern tests where the text ends (``$``, ``\\Z``, ``\\b``, ...).
+    Then a call at `p` may stop the text just before the (k+1)-th `c` from `p` (``endpos``) without changing
+    its result, and its time is polynomial in that span (of the pattern's degree), so a short span needs no
+    timeout (`bounded_call`, runtime/oneshot.py). None when there is no such character.
+
+    Why the stop changes nothing: a path reads a position only after taking everything from `p` up to it (a
+    lookaround's path: the main path up to the lookaround, then its own), and the count covers lookarounds
+    too (their literals count with their branch's). Only a literal `c` can take a `c` (no class takes it), so
+    no path takes the (k+1)-th one: there every attempt fails whether the text goes on or stops, and only an
+    assertion about the end could tell the two apart. So a lookahead such as glm-4.5's
+    ``(?=<arg_key>|</tool_call>|\\n)`` after its tool call's name is no obstacle."""
     a = _analysis(source)
-    if not a.risky or a.other or a.degree > 2 or a.looks:
+    if not a.risky or a.other or a.degree not in SPANS or a.end_test:
         return None
     best = None
     for c in dict.fromkeys(ch for ch, _, _ in a.literals):
@@ -89,16 +100,35 @@ def span_test(bound: tuple[str, int]):
 def stops_within(text: str, p: int, test, span: int) -> bool:
     """For a `match_bound` whose `span_test` is `test`: True when a call at `p` may stop the text at
     ``p + span`` without changing its result, because the (k+1)-th c from `p` comes before it or the text
-    ends first. (No path can take that c, and nothing looks past a match, so any end at or after it gives
-    the whole text's result; the call's time is then at most quadratic in `span`.)"""
+    ends first. (No path can take that c, and nothing tests where the text ends, so any end at or after it
+    gives the whole text's result; the call's time is then polynomial in `span`, of the pattern's degree.)"""
     return len(text) - p <= span or test.match(text, p, p + span) is not None
 
 
+class SpanBound:
+    """How calls on a risky pattern with a `match_bound` are kept short (`bounded_call`): `test`, its
+    `span_test`; `span`, the characters from a call's start within which the (k+1)-th c must come (or the text
+    end) for the call to run without a timeout, by the pattern's degree (`SPANS`)."""
+
+    __slots__ = ("test", "span")
+
+    def __init__(self, test, span: int):
+        self.test, self.span = test, span
+
+
+def bounded_call(source: str) -> SpanBound | None:
+    """The `SpanBound` of a pattern with a `match_bound`, else None."""
+    bound = match_bound(source)
+    if bound is None:
+        return None
+    return SpanBound(span_test(bound), SPANS[_analysis(source).degree])
+
+
 class _Analysis:
-    __slots__ = ("risky", "other", "degree", "looks", "literals", "classes", "branch")
+    __slots__ = ("risky", "other", "degree", "end_test", "literals", "classes", "branch")
 
     def __init__(self):
-        self.risky = self.other = self.looks = False
+        self.risky = self.other = self.end_test = False
         self.degree = 1  # the longest chain of open unbounded runs
         # per literal atom: (character, most occurrences or None for unbounded, top-level alternative)
         self.literals: list = []
@@ -237,7 +267,6 @@ def _open_group(source: str, i: int, stack: list, pending: tuple, a: _Analysis) 
     if source.startswith(("(?P=", "(?(", "(?|"), i):
         raise _Risky()  # backreference, conditional, branch reset
     look = source.startswith(("(?=", "(?!", "(?<=", "(?<!"), i)
-    a.looks = a.looks or look
     m = regex.match(r"\(\?[a-zA-Z\-]+\)", source[i:])
     if m is not None:  # inline flags for the whole pattern: no group
         return i + m.end()
@@ -276,14 +305,14 @@ def _atom(source: str, i: int, pending: tuple, a: _Analysis) -> tuple[tuple, int
     if c == "\\":
         k, char, zero = _escape_end(source, i)
         if zero:
-            a.looks = a.looks or source[i + 1] not in "A"  # \Z \z \b \B \G \K read around the match
+            a.end_test = a.end_test or source[i + 1] not in "A"  # \Z \z \b \B \G \K: may test the end
             return pending, k
         atom = source[i:k]
     elif c == "[":
         k = _class_end(source, i)
         atom, char = source[i:k], None
     elif c in "^$":
-        a.looks = a.looks or c == "$"
+        a.end_test = a.end_test or c == "$"
         return pending, i + 1
     else:
         k = i + 1

@@ -48,7 +48,6 @@ from .parser import StreamParser, final_output, fresh_output, warn_loop, warn_st
 from .scanner import Scanner, pick_winner, record_ends, skip_within
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
-BOUNDED_SPAN = 1024  # a quadratic pattern's call on at most this many characters needs no timeout
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
 LEAN = True  # False: skip the lean path (tests force each path this way)
 _native_regions = lean_regions._lean_regions.regions if lean_regions.NATIVE else None
@@ -419,19 +418,22 @@ def _match_at(rx, risky, text: str, p: int):
     """`rx`'s match at `p` or None, with the care its `risky` (`oneshot_plan.Risk`) asks for."""
     if type(risky) is WindowTwin:
         # the call may stop right after the (k+1)-th c (`stops_within`): only that span needs to be ASCII
-        stop = risky.test.match(text, p, p + BOUNDED_SPAN)
+        bound = risky.bound
+        span = bound.span
+        stop = bound.test.match(text, p, p + span)
         if stop is not None:
             end = stop.end()
-        elif len(text) - p <= BOUNDED_SPAN:
+        elif len(text) - p <= span:
             end = len(text)
         else:
             return _guarded_match(rx, text, p)
         return (risky.twin if text.isascii() or text[p:end].isascii() else rx).match(text, p, end)
     if risky is not True and risky:
-        # (c, k): no path takes more than k c's, so the call may stop at or after the (k+1)-th c from p,
-        # and its time is quadratic in that span at most (`backtrack.match_bound`)
-        if stops_within(text, p, risky, BOUNDED_SPAN):
-            return rx.match(text, p, p + BOUNDED_SPAN)
+        # a `SpanBound` (c, k): no path takes more than k c's, so the call may stop at or after the (k+1)-th c
+        # from p, and its time is polynomial in that span (`backtrack.match_bound`)
+        span = risky.span
+        if stops_within(text, p, risky.test, span):
+            return rx.match(text, p, p + span)
         return _guarded_match(rx, text, p)
     if risky:
         return _guarded_match(rx, text, p)

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Optional, Union
 import numpy as np
 import regex
 
-from .backtrack import backtracking_risk, match_bound, span_test
+from .backtrack import SpanBound, backtracking_risk, bounded_call
 from .json_end import json_end_fields
 from .lean_regions import native_spec
 from .recovery import on_error_modes
@@ -28,10 +28,11 @@ from .tables import _prefilter, whitespace_closure
 LEAN_PREFILTER_DEPTH = 8  # characters the one-shot prefilters look ahead (streaming uses 3)
 
 #: How a watched pattern's `regex` calls are made (`oneshot._match_at`): False, a plain ``rx.match``; True, with
-#: a timeout (the pattern can backtrack badly); a `backtrack.span_test` pattern, no timeout where the span that
-#: test bounds is short (else with a timeout); a `WindowTwin`, its `re` twin where that span is ASCII. Kept as
-#: these plain values (not a class) because the hot path tests ``risky is False`` / ``if risky`` per candidate.
-Risk = Union[bool, "re.Pattern", "WindowTwin"]
+#: a timeout (the pattern can backtrack badly); a `backtrack.SpanBound`, no timeout where the span it bounds is
+#: short (else with a timeout); a `WindowTwin`, its `re` twin where that span is ASCII. Kept as these plain
+#: values (no common class) because the hot path tests ``risky is False`` / ``if risky`` per candidate.
+Risk = Union[bool, "SpanBound", "WindowTwin"]
+_LOOKBEHIND = re.compile(r"\(\?<[=!]")  # (a `WindowTwin` reads the text from its call's start on)
 
 
 # Two records are read once per candidate start on the hot path, so they stay plain tuples (CPython unpacks an
@@ -94,10 +95,11 @@ class Plan:
     __slots__ = ("usable", "modes", "ascii_modes", "mode_tuples", "ascii_mode_tuples", "captures", "lean", "native")
 
     def __init__(self, tables):
-        risky = [backtracking_risk(p.source) and _bounded(p.source) for p in tables.patterns]
+        self.captures = [capture_reader(p.rx) for p in tables.patterns]  # per pattern: match -> named groups
+        risky = [_windowed(p.source, backtracking_risk(p.source) and _bounded(p.source), read)
+                 for p, read in zip(tables.patterns, self.captures)]
         names = [f["name"] for f in tables.fields]
         self.usable = all(m.first_re is not None for m in tables.modes)
-        self.captures = [capture_reader(p.rx) for p in tables.patterns]  # per pattern: match -> named groups
         self.modes = []
         self.ascii_modes = []  # the same, with `_keyed`'s tables for text that is all ASCII
         for mode in tables.modes:
@@ -159,9 +161,20 @@ _NOWHERE = _Nowhere()
 
 
 def _bounded(source: str):
-    """A risky pattern's care: its `backtrack.span_test` when it has a `match_bound`, else True."""
-    bound = match_bound(source)
-    return True if bound is None else span_test(bound)
+    """A risky pattern's care: its `backtrack.SpanBound` when it has a `match_bound`, else True."""
+    bound = bounded_call(source)
+    return True if bound is None else bound
+
+
+def _windowed(source: str, risk, read):
+    """`risk` (a `Risk`), or for a pattern with a `SpanBound`, no lookbehind and an `ascii_twin`, a
+    `WindowTwin` of the whole pattern (glm-4.5's tool-call open: `re` takes a third of `regex`'s time). Its
+    group numbers are the pattern's own (the same source, no duplicate names: `re` refuses those), so
+    `read`, the pattern's capture reader, reads the twin's matches too."""
+    if type(risk) is not SpanBound or _LOOKBEHIND.search(source):
+        return risk
+    twin = ascii_twin(source)
+    return risk if twin is None else WindowTwin(twin, risk, read, read)
 
 
 def _keyed(watched: list, patterns: list, readers: list, mode) -> tuple:
@@ -317,22 +330,25 @@ def _keyed_entry(lit: str, keyed: tuple, patterns: list) -> tuple:
     twin_read = capture_reader(twin)
     if alt_risk is False:
         return keyed, (pi, twin, False, twin_read)
-    if alt_risk is not True:  # bounded: the twin runs where the bounded span is ASCII (`re` has no timeout)
+    if alt_risk is not True and not _LOOKBEHIND.search(alternatives[0]):
+        # bounded: the twin runs where the bounded span is ASCII (`re` has no timeout); a lookbehind would read
+        # before the span
         window = WindowTwin(twin, alt_risk, read, twin_read)
         return (pi, rx, window, window.read), (pi, rx, window, window.read)
     return keyed, keyed
 
 
 class WindowTwin:
-    """The risk of a keyed alternative whose calls `backtrack.match_bound` keeps within a short span (a
-    `span_test`) and whose `re` twin means what it means on ASCII text: `oneshot._match_at` runs the twin
-    where the span it may read, from the candidate on, is ASCII (nothing in such a pattern looks around),
-    and the pattern itself elsewhere. `read` reads the captures of either's match."""
+    """The risk of a keyed alternative whose calls `backtrack.match_bound` keeps within a short span (`bound`,
+    a `backtrack.SpanBound`) and whose `re` twin means what it means on ASCII text: `oneshot._match_at` runs
+    the twin where the span it may read, from the candidate on, is ASCII (such an alternative has no
+    lookbehind, and nothing in it reads past that span), and the pattern itself elsewhere. `read` reads the
+    captures of either's match."""
 
-    __slots__ = ("twin", "test", "_rx_read", "_twin_read")
+    __slots__ = ("twin", "bound", "_rx_read", "_twin_read")
 
-    def __init__(self, twin, test, rx_read, twin_read):
-        self.twin, self.test, self._rx_read, self._twin_read = twin, test, rx_read, twin_read
+    def __init__(self, twin, bound, rx_read, twin_read):
+        self.twin, self.bound, self._rx_read, self._twin_read = twin, bound, rx_read, twin_read
 
     def read(self, m) -> dict:
         return self._twin_read(m) if m.re is self.twin else self._rx_read(m)
