@@ -670,8 +670,8 @@ def test_patterns_asked_by_the_literal_after_whitespace_give_streamings_message(
 # a lookahead: glm-4.5's tool-call open), or a plain literal / lookahead, so that modes mixing them are drawn
 LIT_TAILS = ["<a>", "<a>(?P<g>[ab]+)", r"<b>\s*(?P<g>[^\n<]+?)\s*(?=<c>|\n)", r"(?:<x>|<y>)\s*", "<c>[^<]*",
              "(?=<d>)", "<ab>"]
-LIT_TEXT_PIECES = ["<a>", "ab", "b", "<b>", " name", "\n", "<c>", "<x>", "<y>", "<d>", "</e>", "<ab>", " ", "  \n ", "\xa0", "\u3000",
-                   "\t", "x", "<", "é"]
+LIT_TEXT_PIECES = ["<a>", "ab", "b", "<b>", " name", "\n", "<c>", "<x>", "<y>", "<d>", "</e>", "<ab>", " ", "  \n ",
+                   "\xa0", "\u3000", "\t", "x", "<", "é"]
 
 
 @st.composite

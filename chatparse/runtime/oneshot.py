@@ -19,10 +19,10 @@ Three paths give the same answer; `parse_whole` takes the first that applies:
    Where every pattern is a whitespace lead and a literal but some go on in ways only `regex` decides
    (glm-4.5's ``\\s*<tool_call>\\s*(?P<name>[^\\n<]+?)...``), the same search finds the candidates and
    `_decide_at` asks there only the patterns whose literal it found (`WideFinder.lits`), so a `regex` call
-   never looks for an absent literal. Other whitespace-led modes (``\\s*</think>|\\s*$``) are decided by one attempt of the automaton per
-   candidate (`_dfa_decide`) while more than `SCAN_PRONE_LIMIT` characters are left: a `regex` call on
-   such a pattern first scans the whole rest of the text for its literal, which would make many candidates
-   quadratic; closer to the end, `regex` decides, as in `WholeTextScanner`.
+   never looks for an absent literal. Other whitespace-led modes (``\\s*</think>|\\s*$``) are decided by one
+   attempt of the automaton per candidate (`_dfa_decide`) while more than `SCAN_PRONE_LIMIT` characters are
+   left: a `regex` call on such a pattern first scans the whole rest of the text for its literal, which would
+   make many candidates quadratic; closer to the end, `regex` decides, as in `WholeTextScanner`.
 2. The streaming parser's region logic with `WholeTextScanner`, which asks `regex` at each candidate and
    keeps the automaton for whitespace-led modes on long texts.
 3. The streaming parser alone (the automaton), which is linear.
