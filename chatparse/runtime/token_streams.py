@@ -776,6 +776,7 @@ class TokenStreams:
         the parser's token state becomes the row's (`row`, default the stream's current row). `buf`: the ring
         buffer holding those steps (default the current one; a detached stream's may be a kept one)."""
         r = self._r if upto is None else upto
+        buf = self._buf if buf is None else buf
         s0 = self._since[b]
         self._since[b] = r
         if s0 < r:  # (the tables took steps since the parser's last one: its F row, if any, is not current)
@@ -784,7 +785,7 @@ class TokenStreams:
             s0 = self._replay_fresh(b, s0, r, buf)
         if s0 >= r:
             return
-        data = join_columns(self._R.texts, self._buf if buf is None else buf, [b], [s0], r)[0]
+        data = join_columns(self._R.texts, buf, [b], [s0], r)[0]
         self._deferred(self.parsers[b], data, self._row_now(b) if row is None else row)
 
     def _row_now(self, b: int) -> int:
@@ -799,12 +800,13 @@ class TokenStreams:
         (default the current one)."""
         R = self._R
         info, nxt, V = R.info, R.next, self._size
+        buf = self._buf if buf is None else buf
         row = self._frow[b]
         self._frow[b] = None
         text = info[row][3]
         at = s0
         while at < r and info[row][0] == ROW_FRESH:
-            for i in (self._buf if buf is None else buf)[at:min(r, at + 16), b].tolist():  # (F rows hold a few tokens)
+            for i in buf[at:min(r, at + 16), b].tolist():  # (F rows hold a few tokens: read a few ids)
                 at += 1
                 if i >= 0:
                     text = info[row][3] + self._tok_text[i]  # (F transitions are learned for such tokens only)
