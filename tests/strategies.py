@@ -175,6 +175,48 @@ def shaped_templates(draw, opens: list, closes: list, json_bodies: bool = False)
     return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
 
 
+# After a whitespace lead: a literal, then what string tests cannot decide (a named group, a class, a lazy run and
+# a lookahead: glm-4.5's tool-call open), or a plain literal / lookahead, so that modes mixing them are drawn
+LIT_TAILS = ["<a>", "<a>(?P<g>[ab]+)", r"<b>\s*(?P<g>[^\n<]+?)\s*(?=<c>|\n)", r"(?:<x>|<y>)\s*", "<c>[^<]*",
+             "(?=<d>)", "<ab>"]
+LIT_TEXT_PIECES = ["<a>", "ab", "b", "<b>", " name", "\n", "<c>", "<x>", "<y>", "<d>", "</e>", "<ab>", " ", "  \n ",
+                   "\xa0", "\u3000", "\t", "x", "<", "é"]
+
+
+@st.composite
+def literal_led_templates(draw):
+    """Templates whose mode outside regions watches patterns that are each a whitespace lead and a literal,
+    some followed by what only `regex` decides (`WideFinder.lits`)."""
+    tails = draw(st.lists(st.sampled_from(LIT_TAILS), min_size=2, max_size=3, unique=True)
+                 .filter(lambda ts: any("(?P<g>" in x or "[^<]" in x for x in ts)))  # (else `_shaped`'s mode)
+    fields = {}
+    closed = "(?P<g>" not in tails[-1] and draw(st.booleans())  # (the implicit field's close: no capture)
+    for k, tail in enumerate(tails[:-1] if closed else tails):
+        field = {"open_pattern": draw(st.sampled_from([r"\s*", r"\s+"])) + tail,
+                 "close_pattern": draw(st.sampled_from([r"\s*</e>\s*", "</e>", r"\s*(?=<a>)|\s*</e>"])),
+                 "content_args": {"strip": False}}
+        if "(?P<g>" in tail:
+            field["transform"] = {"g": "{g}", "c": "{content}"}
+        fields[f"f{k}"] = field
+    if len(fields) < len(tails):
+        fields["content"] = {"close_pattern": r"\s*" + tails[-1], "repeats": True}
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
+
+
+def glm45_generation(name: str, sep: str, value: str, calls: int) -> str:
+    """A generation in glm-4.5's format: reasoning, `calls` tool calls named `name` (each after `sep`, with
+    `sep` before its first value too, and that value `value`), an answer, the end token."""
+    call = (f"{sep}<tool_call>{name}\n<arg_key>city</arg_key>{sep}<arg_value>{value}</arg_value>\n"
+            f"<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>")
+    return "<think>plan it</think>\nLet me look." + call * calls + "\nDone.<|user|>"
+
+
+# (name, sep, value) for `glm45_generation`: ASCII or not (regex's \s takes U+00A0, re.ASCII's does not), a
+# name too long for the tool-call open's `backtrack.SpanBound` span
+GLM45_CALLS = [(name, sep, value) for name in ["get_weather", " get_weather ", "wétter", "x" * 120]
+               for sep in ["\n", " \xa0", ""] for value in ["Paris", "\u6771\u4eac", '{"a": 1}']]
+
+
 def compiles(template) -> bool:
     """chatparse refuses only templates the reference cannot run (zero-width open+close loops)."""
     try:

@@ -12,14 +12,14 @@ import copy
 
 import pytest
 import regex
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import chatparse
 from chatparse.runtime import oneshot
 from chatparse.runtime.backtrack import backtracking_risk
 from chatparse.runtime.literals import literal_pieces, literal_prefixes
-from strategies import shaped_templates
+from strategies import GLM45_CALLS, LIT_TEXT_PIECES, glm45_generation, literal_led_templates, shaped_templates
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -666,34 +666,6 @@ def test_patterns_asked_by_the_literal_after_whitespace_give_streamings_message(
     assert run_reference(template, text)[:2] == ("ok", want)
 
 
-# After a whitespace lead: a literal, then what string tests cannot decide (a named group, a class, a lazy run and
-# a lookahead: glm-4.5's tool-call open), or a plain literal / lookahead, so that modes mixing them are drawn
-LIT_TAILS = ["<a>", "<a>(?P<g>[ab]+)", r"<b>\s*(?P<g>[^\n<]+?)\s*(?=<c>|\n)", r"(?:<x>|<y>)\s*", "<c>[^<]*",
-             "(?=<d>)", "<ab>"]
-LIT_TEXT_PIECES = ["<a>", "ab", "b", "<b>", " name", "\n", "<c>", "<x>", "<y>", "<d>", "</e>", "<ab>", " ", "  \n ",
-                   "\xa0", "\u3000", "\t", "x", "<", "é"]
-
-
-@st.composite
-def literal_led_templates(draw):
-    """Templates whose mode outside regions watches patterns that are each a whitespace lead and a literal,
-    some followed by what only `regex` decides (`WideFinder.lits`)."""
-    tails = draw(st.lists(st.sampled_from(LIT_TAILS), min_size=2, max_size=3, unique=True))
-    assume("(?P<g>" in "".join(tails) or "[^<]" in "".join(tails))  # (else the mode is `_shaped`'s)
-    fields = {}
-    closed = "(?P<g>" not in tails[-1] and draw(st.booleans())  # (the implicit field's close: no capture)
-    for k, tail in enumerate(tails[:-1] if closed else tails):
-        field = {"open_pattern": draw(st.sampled_from([r"\s*", r"\s+"])) + tail,
-                 "close_pattern": draw(st.sampled_from([r"\s*</e>\s*", "</e>", r"\s*(?=<a>)|\s*</e>"])),
-                 "content_args": {"strip": False}}
-        if "(?P<g>" in tail:
-            field["transform"] = {"g": "{g}", "c": "{content}"}
-        fields[f"f{k}"] = field
-    if len(fields) < len(tails):
-        fields["content"] = {"close_pattern": r"\s*" + tails[-1], "repeats": True}
-    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
-
-
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @example({"defaults": {"role": "assistant"}, "start_anchor": "<|A|>",  # (regex's \\s takes U+00A0, re.ASCII's not)
           "fields": {"f0": {"open_pattern": r"\s*<b>\s*(?P<g>[^\n<]+?)\s*(?=<c>|\n)", "close_pattern": "</e>",
@@ -730,6 +702,23 @@ def test_modes_of_literal_led_patterns_find_candidates_by_their_literals(templat
     if ref is not None:
         assert got == ref[:2], (template, text)
     assert run_chatparse(template, [text])[:2] == got
+
+
+@pytest.mark.parametrize("name, sep, value", GLM45_CALLS)
+def test_glm45_tool_calls_parse_like_the_reference(name, sep, value):
+    """glm-4.5's bundled template on generations with 1-3 tool calls (`WideFinder.lits` candidates, the
+    tool-call open within its `SpanBound` or not, `re` twins on ASCII spans and `xml-inline` text, `regex`
+    elsewhere): one-shot and streamed, the reference's message."""
+    from chatparse import templates
+    from harness import run_chatparse, run_reference
+
+    template = templates.get("glm45")
+    for calls in (1, 3):
+        text = glm45_generation(name, sep, value, calls)
+        want = run_reference(template, text, prefix="")[:2]
+        assert want[0] == "ok" and len(want[1]["tool_calls"]) == calls
+        assert ("ok", chatparse.parse_response(text, template, prefix="")) == want
+        assert run_chatparse(template, [text[:9], text[9:]], prefix="")[:2] == want
 
 
 # Delimiters that are all `literal_shapes` (whitespace leads, literal groups, lookaheads, trailing runs), with a

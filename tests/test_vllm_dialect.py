@@ -33,7 +33,8 @@ from hypothesis import strategies as st  # noqa: E402
 import chatparse  # noqa: E402
 from chatparse import templates as templates_lib  # noqa: E402
 from harness import RefTimeout, normalize, split, time_limit  # noqa: E402
-from strategies import VALUE_PIECES, _delims, compiles, templates, texts_for  # noqa: E402
+from strategies import (GLM45_CALLS, LIT_TEXT_PIECES, VALUE_PIECES, _delims, compiles,  # noqa: E402
+                        glm45_generation, literal_led_templates, templates, texts_for)
 
 VParser = vllm_chat_parsing.ResponseParser
 v_parse_response = vllm_chat_parsing.parse_response
@@ -75,6 +76,12 @@ def one_shot(fn, *args, **kwargs):
 
 def compare(template, text, cuts, prefix="<|A|>"):
     note(f"template={template!r}\ntext={text!r}\ncuts={cuts!r}\nprefix={prefix!r}")
+    check(template, text, cuts, prefix)
+
+
+def check(template, text, cuts, prefix):
+    """vLLM's streamed answer for `text` in one feed, and chatparse's in the serving dialect in one feed and
+    split at `cuts`, are the same; so are their one-shot answers. (A reference timeout skips the example.)"""
     try:
         ref = run_vllm(template, text, prefix)
         with time_limit(2.0):
@@ -106,6 +113,29 @@ def test_one_character_feeds_match_vllm(data):
     assume(compiles(template))
     text = data.draw(texts_for(template, extra=tuple(VALUE_PIECES)))
     compare(template, text, list(range(1, len(text))))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(literal_led_templates(), st.lists(st.sampled_from(LIT_TEXT_PIECES), max_size=20).map("".join),
+       st.lists(st.integers(1, 40), max_size=6))
+def test_literal_led_modes_match_vllm(template, text, cuts):
+    """Modes whose every pattern is a whitespace lead and a literal, some going on in ways only `regex`
+    decides (the one-shot path's `WideFinder.lits` candidates; glm-4.5's tool-call open, whose calls run
+    within a `backtrack.SpanBound` and by its `re` twin on ASCII spans): streamed and one-shot in the
+    serving dialect, vLLM's answer."""
+    assume(compiles(template))
+    compare(template, text, cuts)
+
+
+@pytest.mark.parametrize("name, sep, value", GLM45_CALLS)
+def test_glm45_tool_calls_match_vllm(name, sep, value):
+    """glm-4.5's bundled template on generations with 1-3 tool calls: its tool-call open is asked only where
+    its literal is (`WideFinder.lits`), without a timeout where its span is short (`SpanBound`: a name of 120
+    characters is not), by `re` where that span is ASCII, and its arguments' `xml-inline` tag pattern by `re`
+    on ASCII text; streamed and one-shot in the serving dialect, vLLM's message."""
+    template = templates_lib.get("glm45")
+    for calls in (1, 3):
+        check(template, glm45_generation(name, sep, value, calls), [7, 30], "")
 
 
 def run_split(make, prefix, gen):
