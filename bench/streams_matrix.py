@@ -3,13 +3,13 @@
 ``python -m bench.streams_matrix [--quick] [--out FILE]`` writes bench/results/STREAMS_MATRIX.md (issue #21).
 
 Each cell: 256 streams of 2,048 tokens (``--quick``: 64 x 512), each a different generation, stepped with
-`TokenStreams.step` once per position (events not read), then `finalize_all`; creation and finalize are timed
-too. Reported: M tokens/s (all streams' tokens / wall time, median of 3 runs) stepped with ``events=False`` and
-ended with ``finalize_all(events=False)`` (the caller says it reads no events), the same with plain `step`
-whose events nobody reads, the same with every stream's events read (`StepEvents.tolist()`), where a run's time goes (`breakdown`), and, where TokenStreams'
-native kernels are built, M tokens/s with their Python spellings (`python_kernels`), each run right after one
-with the native kernels. Before timing, every stream's message is asserted equal to
-`parse_tokens` of its ids.
+`TokenStreams.step` once per position, then `finalize_all`; creation and finalize are timed too. Reported: M
+tokens/s (all streams' tokens / wall time, median of 3 runs) stepped with ``events=False`` and ended with
+``finalize_all(events=False)`` (the caller says it reads no events), the same with plain `step` whose events
+nobody reads, the same with every stream's events read (`StepEvents.tolist()`), where a plain run's time goes
+(`breakdown`), and, where TokenStreams' native kernels are built, M tokens/s with their Python spellings
+(`python_kernels`), each run right after one with the native kernels. Before timing, every stream's message is
+asserted equal to `parse_tokens` of its ids, each way.
 
 Vocabularies: tekken (131k, from the mistral-common wheel, where installed), a byte-level BPE of 8,000
 tokens trained here on English prose with the qwen3 specials as special tokens (issue #21's), and a
