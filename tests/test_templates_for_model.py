@@ -46,7 +46,8 @@ MODELS = {
 @pytest.mark.parametrize("model,family", sorted(MODELS.items()))
 def test_model_ids_map_to_their_family(model, family):
     assert templates.family_of(model) == family
-    assert templates.for_model(model) == templates.get(family)
+    assert templates.for_model(model) == templates.serving(family)  # "parse this model's output": serving-grade
+    assert templates.for_model(model, base=True) == templates.get(family)
 
 
 def test_every_family_in_the_table_is_bundled_and_every_bundled_family_is_reachable():
@@ -65,9 +66,9 @@ def test_unknown_models_are_not_guessed():
 def test_a_config_with_its_own_response_template_wins(tmp_path):
     own = {"fields": {"content": {}}}
     assert templates.for_model({"name_or_path": "Qwen/Qwen3-8B", "response_template": own}) == own
-    assert templates.for_model({"name_or_path": "Qwen/Qwen3-8B"}) == templates.get("qwen3")
+    assert templates.for_model({"name_or_path": "Qwen/Qwen3-8B"}) == templates.serving("qwen3")
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"name_or_path": "openai/gpt-oss-20b"}))
-    assert templates.for_model(str(tmp_path)) == templates.get("gpt_oss")
+    assert templates.for_model(str(tmp_path)) == templates.serving("gpt_oss")
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"response_template": own}))
     assert templates.for_model(str(tmp_path)) == own
 
@@ -77,4 +78,4 @@ def test_a_tokenizer_object_is_read_for_its_template_and_name():
     from transformers import PreTrainedTokenizerFast
 
     tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()), name_or_path="zai-org/GLM-4.5")
-    assert templates.for_model(tok) == templates.get("glm45")
+    assert templates.for_model(tok) == templates.serving("glm45")

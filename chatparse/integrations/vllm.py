@@ -27,20 +27,26 @@ that other versions may not have, and `register` refuses other versions with a m
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import vllm
+from vllm.logger import init_logger
 from vllm.parser import response_template as _rt
+from vllm.parser.abstract_parser import Parser
+from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
 from vllm.reasoning import ReasoningParserManager
 from vllm.tool_parsers import ToolParserManager
 
 import chatparse
 from chatparse.compiled import compile_template
 from chatparse.integrations import vllm_reasoning as _reasoning
-from chatparse.integrations.vllm_template import SERVING_TABLES_NAME, serving_template
+from chatparse.integrations.resolve import Resolution, TemplateNotFound, log_once, resolve
+from chatparse.integrations.vllm_template import SERVING_TABLES_NAME, serving_template, serving_variant, vllm_view
 from chatparse.runtime.token_binding import token_binding
 from chatparse.template_objects import is_template_object, to_template_dict
 
@@ -49,53 +55,103 @@ __all__ = ["CompiledResponseTemplateParser", "ChatparseReasoningParser", "Chatpa
 
 TESTED_VLLM = ("0.33.0",)
 NAME = "chatparse"
-
-
-def _resolved(tokenizer: Any, template: dict | None) -> dict | None:
-    return serving_template(_rt.resolve_response_template(tokenizer, template))
+_logger = init_logger("vllm.chatparse")  # under vLLM's logger, so that its log configuration shows it
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Compiled once per model
+# Resolved, compiled and bound once per model
 # --------------------------------------------------------------------------------------------------------------
-_bindings: dict = {}
-_bindings_lock = threading.Lock()
+@dataclass(frozen=True)
+class _Model:
+    """What the plugin needs of one model, computed once per (tokenizer, template given): the resolution (None
+    when the caller passed a template), the template vLLM's routing reads (`view`, loaded by vLLM in its
+    streaming form: `loaded`), chatparse's compiled serving variant of the full template, the token binding
+    (None: the text path runs) and vLLM's reasoning-closer ids."""
+
+    resolution: Resolution | None
+    view: dict
+    loaded: Any
+    compiled: Any
+    binding: Any
+    reasoning_end_ids: Any
+
+    @property
+    def has_thinking(self) -> bool:
+        return _rt.THINKING_FIELD in self.loaded.fields
 
 
-def _binding(tokenizer: Any, loaded: Any):
-    """(compiled template, token binding or None) for vLLM's loaded streaming template `loaded` and this
-    tokenizer, built once per (tokenizer, template). The binding is None where chatparse cannot bind the
-    tokenizer (then the text path runs).
+_models: dict = {}
+_models_lock = threading.Lock()
+
+
+def _model(tokenizer: Any, response_template: dict | None) -> _Model:
+    """The `_Model` of `tokenizer` and the template a caller passed (None: resolved by `resolve.resolve`),
+    built on the first call and then looked up: a request's parser construction costs a dictionary look-up,
+    not vLLM's template loading (four times per request in vLLM's own constructors) nor chatparse's
+    validation. Raises `TemplateNotFound` or ValueError (naming where the template came from)."""
+    key = (id(tokenizer), None if response_template is None
+           else json.dumps(response_template, sort_keys=True, ensure_ascii=False, default=repr))
+    with _models_lock:
+        hit = _models.get(key)
+    if hit is not None and hit[0] is tokenizer:
+        return hit[1]
+    model = _build_model(tokenizer, response_template)
+    with _models_lock:
+        _models[key] = (tokenizer, model)
+    return model
+
+
+def _build_model(tokenizer: Any, response_template: dict | None) -> _Model:
+    resolution = None
+    if response_template is None:
+        resolution = resolve(tokenizer)
+        log_once(resolution, "vLLM", _logger)
+        template, where = resolution.template, resolution.reason
+    else:
+        template, where = response_template, "the response_template given"
+    try:
+        full = serving_template(template)
+        view = vllm_view(full)
+        loaded = _rt._serving_template(tokenizer, view)
+        variant = serving_variant(full)
+        compiled = compile_template(variant)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"{where}: not a response template vLLM can serve: {exc}") from exc
+    compiled, binding = _bound(tokenizer, compiled, variant)
+    end_ids = _rt._reasoning_end_ids(tokenizer, tokenizer.get_vocab(), loaded)
+    return _Model(resolution, view, loaded, compiled, binding, end_ids)
+
+
+def _bound(tokenizer: Any, compiled: Any, variant: dict):
+    """(compiled template, token binding or None) for this tokenizer. The binding is None where chatparse
+    cannot bind the tokenizer (then the text path runs).
 
     Where the tokenizer was loaded from a local directory that holds ``response_template.vllm.cpt`` (written by
     ``chatparse compile DIR --vllm``) for this very template and tokenizer, the parsers run on its tables and
-    token tables, so the vocabulary and token tables are not built (the template is still compiled once per
-    process, the cache's key; `chatparse.tokenizer_dir.load_dir` checks the template hash and the
-    tokenizer.json the file was built from, and rebuilds with a warning where either differs)."""
-    compiled = compile_template(loaded)
-    key = (id(tokenizer), id(compiled))
-    with _bindings_lock:
-        hit = _bindings.get(key)
-    if hit is not None and hit[0] is tokenizer:
-        return hit[1], hit[2]
+    token tables, so the vocabulary and token tables are not built (`chatparse.tokenizer_dir.load_dir` checks
+    the template hash and the tokenizer.json the file was built from, and rebuilds with a warning where either
+    differs)."""
     hf = _hf_tokenizer(tokenizer)
-    served, binding = compiled, None
     directory = _local_dir(hf)
     if directory is not None:
         from chatparse import tokenizer_dir
 
-        template = to_template_dict(loaded) if is_template_object(loaded) else loaded
-        loaded_ct = tokenizer_dir.load_dir(directory, template=template, name=SERVING_TABLES_NAME)
+        loaded_ct = tokenizer_dir.load_dir(directory, template=variant, name=SERVING_TABLES_NAME)
         if "tokens" in loaded_ct.raw_tables or getattr(loaded_ct, "_token_binding", None) is not None:
-            served, binding = loaded_ct, token_binding(loaded_ct)
-    if binding is None:
-        try:
-            binding = chatparse.bind(compiled, hf)
-        except (TypeError, ValueError, AttributeError):
-            binding = None
-    with _bindings_lock:
-        _bindings[key] = (tokenizer, served, binding)
-    return served, binding
+            return loaded_ct, token_binding(loaded_ct)
+    try:
+        return compiled, chatparse.bind(compiled, hf)
+    except (TypeError, ValueError, AttributeError):
+        return compiled, None
+
+
+def _binding(tokenizer: Any, template: Any):
+    """(compiled template, token binding or None) for a template dict or vLLM's loaded template (the bench's
+    and tests' way in; the parsers use `_model`)."""
+    if is_template_object(template):
+        template = to_template_dict(template)
+    model = _model(tokenizer, template)
+    return model.compiled, model.binding
 
 
 def _local_dir(hf: Any) -> str | None:
@@ -201,11 +257,18 @@ class ChatparseReasoningParser(_rt.ResponseTemplateReasoningParser):
         return CompiledResponseTemplateParser
 
     def __init__(self, tokenizer, *args, response_template: dict | None = None, **kwargs) -> None:
-        super().__init__(tokenizer, *args, response_template=_resolved(tokenizer, response_template), **kwargs)
-        self._compiled, self._binding = _binding(tokenizer, self.response_template)
+        # vLLM's constructor body, on the model's state computed once (`_model`), not per request
+        ReasoningParser.__init__(self, tokenizer, *args, **kwargs)
+        model = _model(tokenizer, response_template)
+        self.response_template = model.loaded
+        self._thinking_disabled = not (kwargs.get("chat_template_kwargs") or {}).get("enable_thinking", True)
+        self._reasoning_end_ids = model.reasoning_end_ids
+        self._compiled, self._binding, self._has_thinking = model.compiled, model.binding, model.has_thinking
         self._tracker = None
 
     def is_reasoning_end(self, input_ids: Sequence[int]) -> bool:
+        if not self._has_thinking:
+            return True  # nothing to extract: the output is content from its first token (as vLLM decides)
         try:
             parser = chatparse.ResponseParser(self._compiled, prefix=_rt._decode(self.model_tokenizer, input_ids),
                                               dialect="vllm")
@@ -215,6 +278,8 @@ class ChatparseReasoningParser(_rt.ResponseTemplateReasoningParser):
                                               thinking_disabled=self._thinking_disabled)
 
     def is_reasoning_end_streaming(self, input_ids: Sequence[int], delta_ids) -> bool:
+        if not self._has_thinking:
+            return True
         if self._reasoning_end_ids is not None or self._binding is None:
             return super().is_reasoning_end_streaming(input_ids, delta_ids)
         if self._tracker is None:
@@ -239,9 +304,18 @@ class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
 
     def __init__(self, tokenizer, tools=None, *, response_template: dict | None = None,
                  enable_auto_tools: bool | None = None, **kwargs) -> None:
-        super().__init__(tokenizer, tools, response_template=_resolved(tokenizer, response_template),
-                         enable_auto_tools=enable_auto_tools, **kwargs)
-        self._compiled, self._binding = _binding(tokenizer, self.response_template)
+        # vLLM's constructor body, on the model's state computed once (`_model`), not per request
+        model = _model(tokenizer, response_template)
+        self.response_template = model.loaded
+        Parser.__init__(self, tokenizer, tools, response_template=response_template, **kwargs)
+        if enable_auto_tools is not None:
+            self._enable_auto_tools = enable_auto_tools
+        self._tools = _rt._as_tool_dicts(tools)
+        self._prompt_token_ids = None
+        self._prefix = ""
+        self._stream = None
+        self._reasoning_counter = None
+        self._compiled, self._binding = model.compiled, model.binding
 
     def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
         """vLLM's count (the generated tokens whose text the template parses as reasoning), each call costing
@@ -281,13 +355,23 @@ _original_validate = _rt.validate_tokenizer_response_template
 
 def _validate_tokenizer_response_template(tokenizer: Any, *, reasoning_parser: str | None,
                                           tool_parser: str | None) -> None:
-    """vLLM's startup check, with the reasoning field's alias served under vLLM's name when the parser is
-    chatparse's (vLLM reads the template from the tokenizer; this hands it the renamed one)."""
+    """vLLM's startup check, where the parser is chatparse's, on the template the plugin resolved
+    (`resolve.resolve`, logged once) as vLLM's routing reads it (`vllm_view`). A template without a reasoning
+    field is served with ``--reasoning-parser chatparse`` too: there is no reasoning to extract, and the
+    reasoning parser passes the output through as content. Every failure is the TypeError vLLM's own check
+    raises, naming the flags and saying what is wrong (no template found: the ways to give one)."""
     if NAME not in (reasoning_parser, tool_parser):
         return _original_validate(tokenizer, reasoning_parser=reasoning_parser, tool_parser=tool_parser)
-    template = _resolved(tokenizer, None)
-    view = _TemplateView(template)
-    return _original_validate(view, reasoning_parser=reasoning_parser, tool_parser=tool_parser)
+    flags = " ".join(f"{flag} {name}" for flag, name in (("--reasoning-parser", reasoning_parser),
+                                                          ("--tool-call-parser", tool_parser)) if name)
+    try:
+        model = _model(tokenizer, None)
+    except (TemplateNotFound, ValueError) as exc:
+        raise TypeError(f"{flags}: {exc}") from exc
+    if not model.has_thinking and reasoning_parser == NAME:
+        reasoning_parser = None
+    return _original_validate(_TemplateView(model.view), reasoning_parser=reasoning_parser,
+                              tool_parser=tool_parser)
 
 
 class _TemplateView:

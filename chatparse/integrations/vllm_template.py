@@ -55,6 +55,37 @@ def _content_unjoined(template: dict) -> dict:
     return out
 
 
+def vllm_view(template: dict) -> dict:
+    """`template` (a `serving_template`) as vLLM's adapter reads it when chatparse parses: a template vLLM's
+    own loader and startup check accept, with the same fields and delimiters.
+
+    The plugin parses with chatparse's compiled template; vLLM's adapter only routes chatparse's events by
+    field, and reads a field's delimiter literals (when to hand out a match that ends at the end of the text,
+    the closer rest at the end of a stream, the reasoning closer's token ids), the thinking field's
+    ``repeats`` (reasoning that may come back never ends) and the start anchor. So the view keeps those and
+    drops what vLLM's loader refuses and never uses here: the format extensions' keys, the value keys of a
+    field whose content parser is an extension's (``content``, ``content_args``, ``transform``,
+    ``transform_each``), a table's ``version``/``extensions`` marks, and the reasoning field's ``join`` and
+    ``repeats`` (vLLM refuses a joined reasoning field, and with ``repeats`` it would never call reasoning
+    ended; gpt-oss's analysis channel is both, and its end is then the last region's, as for any field). A
+    template that uses none of these is returned as it is (a copy)."""
+    from chatparse.runtime import extensions
+
+    ext_keys, ext_content = set(extensions.field_keys()), set(extensions.content_names())
+    out = {k: v for k, v in copy.deepcopy(template).items() if k not in ("version", "extensions")}
+    for name, field in out["fields"].items():
+        if not isinstance(field, dict):
+            continue
+        dropped = set(ext_keys)
+        if field.get("content") in ext_content:
+            dropped |= {"content", "content_args", "transform", "transform_each"}
+        if name == THINKING_FIELD:
+            dropped |= {"join", "repeats"}
+        for key in dropped & set(field):
+            del field[key]
+    return out
+
+
 def serving_variant(template: dict) -> dict:
     """The template vLLM's adapter parses with when serving `template` through the plugin: the reasoning
     field renamed (`serving_template`), then vLLM's streaming form (every field optional; an implicit

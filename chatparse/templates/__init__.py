@@ -26,9 +26,12 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-__all__ = ["names", "get", "for_model", "family_of"]
+from .fingerprints import family_of_chat_template
+
+__all__ = ["names", "get", "for_model", "family_of", "family_of_chat_template"]
 
 _SUFFIX = ".json"
+SERVING_OVERRIDES_FILE = "serving_overrides.json"  # not a template: per family, the keys `serving` merges in
 
 
 @lru_cache(maxsize=1)
@@ -37,7 +40,7 @@ def _names() -> tuple[str, ...]:
     return tuple(sorted(
         entry.name[: -len(_SUFFIX)]
         for entry in root.iterdir()
-        if entry.name.endswith(_SUFFIX) and entry.is_file()
+        if entry.name.endswith(_SUFFIX) and entry.is_file() and entry.name != SERVING_OVERRIDES_FILE
     ))
 
 
@@ -60,6 +63,36 @@ def get(name: str) -> dict:
     if not isinstance(name, str) or name not in _names():
         raise KeyError(f"No bundled response template named {name!r}; available: {', '.join(_names())}")
     return copy.deepcopy(_load(name))
+
+
+@lru_cache(maxsize=1)
+def _serving_overrides() -> dict:
+    text = resources.files(__name__).joinpath(SERVING_OVERRIDES_FILE).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def serving(name: str) -> dict:
+    """A deep copy of the *serving-grade* template of family `name`: the bundled template (`get`) with the
+    family's keys from ``serving_overrides.json`` merged in, field by field (a ``null`` value removes the key).
+
+    The base-format template (`get`) parses what transformers' reference parses, and is what belongs in a
+    ``tokenizer_config.json``. The serving-grade one parses what the model emits the way vLLM's and SGLang's
+    own per-model parsers do, with the format extensions that need (FORMAT.md, "Extensions"): a malformed
+    tool call kept as content instead of failing the message, pythonic calls, text after a JSON call, JSON
+    arguments given as a string, ... . transformers refuses a template that uses an extension; chatparse, its
+    tables and its JS runtime read it. A family without serving keys gets its base template. `for_model`,
+    the CLI, ``parse-file`` and the vLLM plugin use this one by default (README, "Which template").
+
+    Raises `KeyError` (listing the available names) when no template of that name is bundled."""
+    template = get(name)
+    for field, keys in _serving_overrides().get(name, {}).items():
+        target = template["fields"].setdefault(field, {})
+        for key, value in keys.items():
+            if value is None:
+                target.pop(key, None)
+            else:
+                target[key] = copy.deepcopy(value)
+    return template
 
 
 # Model ids to families, first match wins (more specific before more general). Each row: a regex searched in
@@ -118,13 +151,14 @@ def family_of(model: str) -> str | None:
     return None
 
 
-def for_model(model) -> dict:
+def for_model(model, *, base: bool = False) -> dict:
     """The response template for a model: `model` is a model id (``"Qwen/Qwen3-8B"``), a tokenizer directory,
     or a tokenizer config (the dict of ``tokenizer_config.json``, or a tokenizer object).
 
     A tokenizer config's own ``response_template`` wins (the model's authors wrote it); otherwise the family is
     found from the model id (`family_of`; a config's ``name_or_path``) and its bundled template returned (a
-    fresh copy). Raises `KeyError` naming the model when neither gives a template."""
+    fresh copy): its serving-grade template (`serving`), or with ``base=True`` its base-format one (`get`).
+    Raises `KeyError` naming the model when neither gives a template."""
     config, name = None, None
     if isinstance(model, str):
         path = os.path.join(model, "tokenizer_config.json")
@@ -148,4 +182,4 @@ def for_model(model) -> dict:
     if family is None:
         raise KeyError(f"no response template for model {name or model!r}: its tokenizer config holds none and "
                        f"no bundled family matches its name; pass one of {', '.join(_names())} to get()")
-    return get(family)
+    return get(family) if base else serving(family)
