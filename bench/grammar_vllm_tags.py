@@ -36,7 +36,7 @@ def main() -> int:
     from vllm.parser.response_template_grammar import tool_call_structural_tag
 
     out = {}
-    for path in sorted(TEMPLATES.glob("*.json")):
+    for path in sorted(p for p in TEMPLATES.glob("*.json") if p.name != "serving_overrides.json"):
         template = load_response_template(json.loads(path.read_text()))
         fields = template.fields
         row = {}
