@@ -86,6 +86,41 @@ def config_template(tokenizer: Any) -> dict | None:
     return value
 
 
+def _delimiter(out: dict, key: str, value: dict | None) -> None:
+    if value is None:
+        return
+    if "pattern" in value:
+        out[key + "_pattern"] = value["pattern"]
+    else:
+        literals = value["literals"]
+        out[key] = literals[0] if len(literals) == 1 else list(literals)
+
+
+_FIELD_DEFAULTS = {"content": "text", "content_args": {}, "repeats": False, "join": None, "optional": False,
+                   "transform": None, "transform_each": False}
+
+
+def template_of_spec(spec: dict) -> dict:
+    """The template dict of a normalized template (a table file's ``template`` section, `load_template`'s
+    form): what compiles to the same tables, for a server that takes template dicts. Keys at their default
+    are left out; delimiters become ``open``/``open_pattern`` (a list where there are several literals)."""
+    out: dict = {}
+    if spec.get("defaults"):
+        out["defaults"] = dict(spec["defaults"])
+    if spec.get("start_anchor") is not None:
+        _delimiter(out, "start_anchor", spec["start_anchor"])
+    fields = out["fields"] = {}
+    for f in spec["fields"]:
+        field: dict = {}
+        _delimiter(field, "open", f.get("open"))
+        _delimiter(field, "close", f.get("close"))
+        for key, value in f.items():
+            if key not in ("name", "open", "close") and _FIELD_DEFAULTS.get(key, object()) != value:
+                field[key] = value
+        fields[f["name"]] = field
+    return out
+
+
 def from_choice(choice: str, *, what: str = f"${ENV}") -> Resolution:
     """The template an operator names (see the module docstring). Raises ValueError naming `what` for an
     unknown family name, a missing or unreadable file, or a file that holds no template."""
@@ -106,7 +141,8 @@ def from_choice(choice: str, *, what: str = f"${ENV}") -> Resolution:
             raw = loader.load(choice)
         except (OSError, ValueError) as exc:
             raise ValueError(f"{what}={choice!r}: not a readable table file: {exc}") from None
-        return Resolution(raw["template"], "operator", None, f"{what}={choice}: the table file's template")
+        return Resolution(template_of_spec(raw["template"]), "operator", None,
+                          f"{what}={choice}: the table file's template")
     try:
         with open(choice, encoding="utf-8") as f:
             data = json.load(f)

@@ -358,7 +358,8 @@ def _validate_tokenizer_response_template(tokenizer: Any, *, reasoning_parser: s
     """vLLM's startup check, where the parser is chatparse's, on the template the plugin resolved
     (`resolve.resolve`, logged once) as vLLM's routing reads it (`vllm_view`). A template without a reasoning
     field is served with ``--reasoning-parser chatparse`` too: there is no reasoning to extract, and the
-    reasoning parser passes the output through as content. Every failure is the TypeError vLLM's own check
+    reasoning parser passes the output through as content; likewise a template without a tool-call field with
+    ``--tool-call-parser chatparse``. Every failure is the TypeError vLLM's own check
     raises, naming the flags and saying what is wrong (no template found: the ways to give one)."""
     if NAME not in (reasoning_parser, tool_parser):
         return _original_validate(tokenizer, reasoning_parser=reasoning_parser, tool_parser=tool_parser)
@@ -368,8 +369,11 @@ def _validate_tokenizer_response_template(tokenizer: Any, *, reasoning_parser: s
         model = _model(tokenizer, None)
     except (TemplateNotFound, ValueError) as exc:
         raise TypeError(f"{flags}: {exc}") from exc
-    if not model.has_thinking and reasoning_parser == NAME:
+    fields = model.loaded.fields
+    if reasoning_parser == NAME and _rt.THINKING_FIELD not in fields:
         reasoning_parser = None
+    if tool_parser == NAME and _rt.TOOL_FIELD not in fields:
+        tool_parser = None  # (kimi_vl_think) no calls to extract: the output is reasoning and content
     return _original_validate(_TemplateView(model.view), reasoning_parser=reasoning_parser,
                               tool_parser=tool_parser)
 

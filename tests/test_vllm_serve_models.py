@@ -1,0 +1,240 @@
+"""``--tool-call-parser chatparse --reasoning-parser chatparse`` on checkpoints whose tokenizer config holds no
+``response_template``: vLLM 0.33.0's own startup check and parser construction (`ParserManager.get_parser` with
+the tokenizer, as its server calls it), not a stand-in.
+
+* every bundled family is accepted by a published model id, and by its chat template from a local directory
+  whose name says nothing (``/models/ft-7``), with the same two flags, families without a reasoning field and
+  gpt_oss included; the parser it builds parses a real output of the family as chatparse's serving-grade
+  template does;
+* the resolution order (tokenizer config, operator, model id, chat template) and its log line;
+* bad input at startup: no template found (the error lists the ways to give one), an unknown family name
+  (the error lists the names), an invalid template in the config (the error names the key), a missing file;
+* per-request construction reuses the model's state (no template loading or compilation per request).
+
+Runs where vllm==0.33.0 is installed (`.ci/run` runs it in the venv it makes for vLLM); skips elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm.parser.parser_manager",
+                    reason="vllm==0.33.0 is not installed here (.ci/run installs it in a venv of its own)")
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from transformers import PreTrainedTokenizerFast  # noqa: E402
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
+from vllm.parser import response_template as rt  # noqa: E402
+from vllm.parser.parser_manager import ParserManager  # noqa: E402
+
+from chatparse import templates  # noqa: E402
+from chatparse.integrations import resolve  # noqa: E402
+from chatparse.integrations import vllm as plugin  # noqa: E402
+from test_real_outputs import CASES  # noqa: E402
+from test_templates_for_model import MODELS  # noqa: E402
+
+CHAT_TEMPLATES = Path(__file__).resolve().parent / "chat_templates"
+MODEL_OF = {}
+for _model_id, _family in sorted(MODELS.items()):
+    MODEL_OF.setdefault(_family, _model_id)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_object():
+    """A byte-level BPE trained here on the corpus's outputs (one for every family: the markers are text)."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator([c["prefix"] + c["output"] for c in CASES], trainer=trainer)
+    return tok
+
+
+@pytest.fixture(autouse=True)
+def _registered(monkeypatch):
+    monkeypatch.delenv(resolve.ENV, raising=False)
+    plugin.register()
+
+
+def _tokenizer(tok, name: str, *, chat_template: str | None = None, **config) -> PreTrainedTokenizerFast:
+    """A fresh transformers tokenizer (a new object: the plugin's per-model state is keyed by it) named `name`,
+    with no response_template unless `config` gives one."""
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, name_or_path=name, clean_up_tokenization_spaces=False,
+                                 **config)
+    hf.chat_template = chat_template
+    return hf
+
+
+def _parser_cls(tokenizer, model_name: str = "m"):
+    """What vLLM's server builds at startup for the two flags: composed and validated by `ParserManager`."""
+    return ParserManager.get_parser(tool_parser_name=plugin.NAME, reasoning_parser_name=plugin.NAME,
+                                    enable_auto_tools=True, model_name=model_name, tokenizer=tokenizer)
+
+
+def _one_case(family: str) -> dict:
+    """The family's first corpus case whose source expects a message (a real output of the family)."""
+    return next(c for c in CASES if c["family"] == family and "expected" in c and not c.get("xfail"))
+
+
+def _tools(case: dict) -> list:
+    """The case's tools, else one schema-less tool per name it calls (vLLM parses no calls for a request
+    without tools: its tool choice is then "none")."""
+    names = sorted({c["function"]["name"] for c in case.get("expected", {}).get("tool_calls", [])})
+    return case.get("tools") or [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+                                 for n in names] or None
+
+
+def _served_answer(parser_cls, tokenizer, case: dict):
+    """(reasoning, content, [(name, arguments)]) of vLLM's non-streaming `parse` through the plugin."""
+    parser = parser_cls(tokenizer, _tools(case))
+    parser.set_prompt_token_ids(tokenizer.encode(case["prefix"], add_special_tokens=False))
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=_tools(case))
+    reasoning, content, calls = parser.parse(case["output"], request, enable_auto_tools=True)
+    return (reasoning or "").strip(), (content or "").strip(), [
+        (c.name, json.loads(c.arguments)) for c in calls or []]
+
+
+def _expected_answer(case: dict):
+    want = case["expected"]
+    calls = [(c["function"]["name"], c["function"]["arguments"]) for c in want.get("tool_calls", [])]
+    return want.get("reasoning_content", ""), want.get("content", ""), calls
+
+
+@pytest.mark.parametrize("family", templates.names())
+def test_every_family_is_served_by_model_id(tokenizer_object, family):
+    tokenizer = _tokenizer(tokenizer_object, MODEL_OF[family])
+    assert resolve.config_template(tokenizer) is None
+    cls = _parser_cls(tokenizer, MODEL_OF[family])
+    assert issubclass(cls, plugin.CompiledResponseTemplateParser)
+    model = plugin._model(tokenizer, None)
+    assert (model.resolution.source, model.resolution.family) == ("model id", family)
+    case = _one_case(family)
+    ours = _served_answer(cls, tokenizer, case)
+    reasoning, content, calls = _expected_answer(case)
+    # the corpus message, as vLLM's adapter serves it (streamed text: stripped here, as the corpus's is)
+    assert ours[2] == calls, case["id"]
+    assert ours[0] == reasoning or (reasoning and reasoning in ours[0]), case["id"]
+    for segment in [s for s in content.split("\n\n") if s.strip()]:
+        assert segment.strip() in ours[1], (case["id"], segment, ours[1])
+
+
+@pytest.mark.parametrize("family", templates.names())
+def test_every_family_is_served_by_chat_template_from_a_local_directory(tokenizer_object, family):
+    chat_template = (CHAT_TEMPLATES / f"{family}.jinja").read_text(encoding="utf-8")
+    tokenizer = _tokenizer(tokenizer_object, "/models/ft-7", chat_template=chat_template)
+    assert templates.family_of("/models/ft-7") is None
+    cls = _parser_cls(tokenizer)
+    assert issubclass(cls, plugin.CompiledResponseTemplateParser)
+    resolution = plugin._model(tokenizer, None).resolution
+    assert (resolution.source, resolution.family) == ("chat template", family)
+    assert resolution.template == templates.serving(family)
+
+
+def test_families_without_reasoning_pass_content_through(tokenizer_object):
+    tokenizer = _tokenizer(tokenizer_object, "meta-llama/Llama-3.1-8B-Instruct")
+    assert "reasoning_content" not in templates.get("llama3_json")["fields"]
+    with pytest.raises(TypeError, match="requires a response_template with a thinking field"):
+        rt.validate_tokenizer_response_template(  # vLLM's own check on the same template, unhooked
+            plugin._TemplateView(plugin._model(tokenizer, None).view), reasoning_parser="hf", tool_parser=None)
+    parser = _parser_cls(tokenizer)(tokenizer)
+    assert parser.is_reasoning_end([1, 2, 3]) and parser.reasoning_parser.is_reasoning_end_streaming([1], [1])
+    assert parser.count_reasoning_tokens([1, 2, 3]) == 0
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert parser.parse("Just an answer.", request, enable_auto_tools=True) == (None, "Just an answer.", None)
+
+
+def test_gpt_oss_is_served_and_its_reasoning_streams(tokenizer_object):
+    tokenizer = _tokenizer(tokenizer_object, "openai/gpt-oss-20b")
+    cls = _parser_cls(tokenizer)
+    case = next(c for c in CASES if c["family"] == "gpt_oss" and "reasoning_content" in c.get("expected", {}))
+    parser = cls(tokenizer, case.get("tools"))
+    parser.set_prompt_token_ids(tokenizer.encode(case["prefix"], add_special_tokens=False))
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=case.get("tools"))
+    pieces = [case["output"][i:i + 3] for i in range(0, len(case["output"]), 3)]
+    reasoning = ""
+    for k, piece in enumerate(pieces):
+        delta = parser.parse_delta(piece, [], request, finished=k == len(pieces) - 1)
+        reasoning += (delta.reasoning or "") if delta is not None else ""
+    assert case["expected"]["reasoning_content"].strip() in reasoning
+
+
+def test_resolution_order_and_log(tokenizer_object, monkeypatch, tmp_path, caplog):
+    own = templates.get("hermes")
+    # the tokenizer config's own template wins over the model id
+    tokenizer = _tokenizer(tokenizer_object, "Qwen/Qwen3-8B", response_template=own)
+    assert plugin._model(tokenizer, None).resolution.source == "tokenizer config"
+    # the operator's choice wins over the model id; ":base" gives the base-format template
+    monkeypatch.setenv(resolve.ENV, "hermes:base")
+    tokenizer = _tokenizer(tokenizer_object, "Qwen/Qwen3-8B")
+    with caplog.at_level(logging.INFO):
+        _parser_cls(tokenizer)
+    resolution = plugin._model(tokenizer, None).resolution
+    assert (resolution.source, resolution.family, resolution.template) == ("operator", "hermes", own)
+    assert any("hermes:base" in r.getMessage() for r in caplog.records)
+    # a template file, a tokenizer_config.json and a .cpt file
+    (tmp_path / "t.json").write_text(json.dumps(own))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"response_template": own}))
+    from chatparse import compile_template
+    from chatparse.compiler.writer import dumps
+
+    (tmp_path / "t.cpt").write_bytes(dumps(compile_template(own).raw_tables))
+    for path in ("t.json", "tokenizer_config.json", "t.cpt"):
+        monkeypatch.setenv(resolve.ENV, str(tmp_path / path))
+        tokenizer = _tokenizer(tokenizer_object, "/models/ft-7")
+        _parser_cls(tokenizer)
+        assert plugin._model(tokenizer, None).resolution.source == "operator"
+
+
+def test_nothing_found_is_a_startup_error_listing_the_ways(tokenizer_object):
+    tokenizer = _tokenizer(tokenizer_object, "/models/ft-7", chat_template="{{ messages }}")
+    with pytest.raises(TypeError) as err:
+        _parser_cls(tokenizer)
+    message = str(err.value)
+    assert "--tool-call-parser chatparse" in message and resolve.ENV in message
+    assert "response_template" in message and "qwen3" in message
+
+
+def test_unknown_family_name_lists_the_names(tokenizer_object, monkeypatch):
+    monkeypatch.setenv(resolve.ENV, "qwen9")
+    with pytest.raises(TypeError, match=r"qwen9.*neither a bundled family \(cohere, .*xlam"):
+        _parser_cls(_tokenizer(tokenizer_object, "Qwen/Qwen3-8B"))
+
+
+def test_missing_or_bad_files_are_named(tokenizer_object, monkeypatch, tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "other.json").write_text(json.dumps({"name_or_path": "x"}))
+    (tmp_path / "bad.cpt").write_bytes(b"\x89PNG not a table file at all")
+    for path, match in ((tmp_path / "missing.json", "nor an existing file"), (tmp_path / "bad.json", "not a readable JSON"),
+                        (tmp_path / "other.json", "holds neither"), (tmp_path / "bad.cpt", "not a readable table")):
+        monkeypatch.setenv(resolve.ENV, str(path))
+        with pytest.raises(TypeError, match=match) as err:
+            _parser_cls(_tokenizer(tokenizer_object, "Qwen/Qwen3-8B"))
+        assert resolve.ENV in str(err.value)
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"fields": {"content": {"open": 3}}}, "'response_template'"),
+    ("not a template", "key 'response_template' must be a JSON object"),
+])
+def test_invalid_template_in_the_config_names_the_key(tokenizer_object, bad, match):
+    tokenizer = _tokenizer(tokenizer_object, "Qwen/Qwen3-8B", response_template=bad)
+    with pytest.raises(TypeError, match=match):
+        _parser_cls(tokenizer)
+
+
+def test_per_request_construction_reuses_the_models_state(tokenizer_object, monkeypatch):
+    tokenizer = _tokenizer(tokenizer_object, "Qwen/Qwen3-8B")
+    cls = _parser_cls(tokenizer)
+    cls(tokenizer)
+    calls = []
+    monkeypatch.setattr(rt, "load_response_template", lambda *a, **k: calls.append("vllm load"))
+    monkeypatch.setattr(plugin, "compile_template", lambda *a, **k: calls.append("compile"))
+    monkeypatch.setattr(plugin, "resolve", lambda *a, **k: calls.append("resolve"))
+    for _ in range(3):
+        assert cls(tokenizer).response_template is plugin._model(tokenizer, None).loaded
+    assert calls == []
