@@ -1,0 +1,194 @@
+"""chatparse's vLLM plugin against vLLM 0.33.0's hand-written parser pair of each family: per delta and per request.
+
+Run with the Python of the vLLM venv (`.ci/run` makes it at ~/.cache/chatparse/venv-vllm):
+
+    ~/.cache/chatparse/venv-vllm/bin/python -m bench.vllm_handwritten [--quick] [--family NAME ...]
+
+Both sides are built as vLLM's chat server builds them (`bench.vllm_families`): ``--tool-call-parser chatparse
+--reasoning-parser chatparse`` on a tokenizer whose config holds no ``response_template`` (the plugin resolves the
+family from the model id: the default, serving-grade template), against the family's own pair
+(`bench.vllm_families.HANDWRITTEN`, e.g. ``hermes`` + ``qwen3``), both driven by vLLM's `ChatStreamProcessor`
+(what `OpenAIServingChat` steps once per delta), one token per delta, the text decoded incrementally.
+
+* **Per delta**: the family's prompt (a corpus case's prefix) then prose, the first 2k / 20k / 200k characters
+  fed untimed (100 tokens per delta, vLLM's cost grows with the output), then the median of the next deltas
+  (`COUNT`). The hand-written pairs re-scan the text so far on many deltas, so they are timed at 2k and 20k
+  (and 200k with ``--long``); the plugin at all three. Targets (ratios, measured in this run): at 20k the plugin
+  at least 3x faster than every pair; the plugin's cost at 200k within 1.5x of its cost at 2k.
+* **Per request**: parser construction plus the first delta, and a whole short answer (the family's first
+  corpus output with a tool call, in 50 deltas, finished), median of `REPEAT` requests. Targets: construction
+  plus first delta no dearer than the pair; the 50-delta answer cheaper than the pair.
+
+Absolute times are printed, never judged. Writes bench/results/VLLM_HANDWRITTEN.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import platform
+import random
+import statistics
+import time
+
+from vllm.entrypoints.openai.chat_completion.stream_processor import ChatStreamProcessor
+
+from bench import vllm_families as vf
+
+OUT = pathlib.Path(__file__).resolve().parent / "results" / "VLLM_HANDWRITTEN.md"
+WORDS = ["the", "weather", "in", "Paris", "is", "sunny", "today", "and", "we", "should", "check", "tool",
+         "results", "before", "answering", "carefully", "because", "users", "care", "about", "details"]
+COUNT = 400
+REPEAT = 60
+LENGTHS = (2_000, 20_000, 200_000)
+
+
+def prose(rng: random.Random, n: int) -> str:
+    out, size = [], 0
+    while size < n:
+        w = rng.choice(WORDS) + rng.choice([" ", " ", " ", ", ", ".\n"])
+        out.append(w)
+        size += len(w)
+    return "".join(out)[:n]
+
+
+def _case(family: str) -> dict:
+    """The family's first well-formed corpus case with a tool call (else its first well-formed case)."""
+    cases = [c for c in vf.corpus(family) if not c.get("xfail") and "expected" in c]
+    return next((c for c in cases if c["expected"].get("tool_calls")), cases[0])
+
+
+class _Side:
+    """One parser pair as the server drives it: `new()` builds the parser and its stream processor."""
+
+    def __init__(self, family: str, which: str):
+        self.family, self.tok = family, vf.family_tokenizer(family)
+        self.cls = vf.chatparse_parser_cls(family) if which == "chatparse" else vf.vllm_parser_cls(family)
+        self.case = _case(family)
+        self.request = vf.request_for(family, self.case)
+        self.ctk = self.request.build_chat_params(None, "auto").chat_template_kwargs
+        self.prompt_ids = vf.encode(self.tok, self.case.get("prefix", ""))
+        self.request = self.cls(self.tok, self.request.tools, chat_template_kwargs=self.ctk,
+                                model_config=None).adjust_request(self.request.model_copy(deep=True))
+
+    def new(self) -> ChatStreamProcessor:
+        parser = self.cls(self.tok, self.request.tools, chat_template_kwargs=self.ctk, model_config=None)
+        return ChatStreamProcessor(self.request, parser, enable_auto_tools=True, parser_cls=vf._parser_class(self.cls))
+
+    def step(self, proc: ChatStreamProcessor, text: str, ids: list[int], finish=None) -> None:
+        proc.step(text, ids, finish, self.prompt_ids)
+
+
+def per_delta(side: _Side, ds: list, start: int, count: int) -> float:
+    """Median µs of a delta over deltas [start, start + count), the earlier ones fed untimed 100 at a time."""
+    proc = side.new()
+    for k in range(0, start, 100):
+        part = ds[k:min(k + 100, start)]
+        side.step(proc, "".join(t for t, _ in part), [i for _, ids in part for i in ids])
+    clock, times = time.perf_counter_ns, []
+    for text, ids in ds[start:start + count]:
+        t0 = clock()
+        side.step(proc, text, ids)
+        times.append(clock() - t0)
+    return statistics.median(times) / 1000
+
+
+def per_request(side: _Side, repeat: int) -> tuple[float, float]:
+    """Median µs of (construction + first delta, a whole 50-delta answer) over `repeat` requests."""
+    ids = vf.encode(side.tok, side.case["output"])
+    ds = vf.deltas(side.tok, ids)
+    cut = max(1, -(-len(ds) // 50))
+    groups = [ds[k:k + cut] for k in range(0, len(ds), cut)]
+    answer = [("".join(t for t, _ in g), [i for _, gi in g for i in gi]) for g in groups]
+    clock, first, whole = time.perf_counter_ns, [], []
+    for _ in range(repeat):
+        t0 = clock()
+        proc = side.new()
+        side.step(proc, *answer[0])
+        first.append(clock() - t0)
+        t0 = clock()
+        proc = side.new()
+        for k, (text, gids) in enumerate(answer):
+            side.step(proc, text, gids, "stop" if k == len(answer) - 1 else None)
+        whole.append(clock() - t0)
+    return statistics.median(first) / 1000, statistics.median(whole) / 1000
+
+
+def measure(family: str, *, lengths, count: int, repeat: int, long_theirs: bool) -> dict:
+    ours, theirs = _Side(family, "chatparse"), _Side(family, "vllm")
+    rng = random.Random(family)
+    row = {"family": family, "pair": "+".join(p for p in vf.HANDWRITTEN[family][:2] if p), "delta": {}}
+    for n in lengths:
+        ids = vf.encode(ours.tok, prose(rng, n + 4 * count + 2000))
+        ds = vf.deltas(ours.tok, ids)
+        shown, start = 0, 0
+        while start < len(ds) and shown < n:
+            shown += len(ds[start][0])
+            start += 1
+        mine = per_delta(ours, ds, start, count)
+        other = per_delta(theirs, ds, start, count) if (n < 200_000 or long_theirs) else None
+        row["delta"][n] = (other, mine)
+    row["request"] = (per_request(theirs, repeat), per_request(ours, repeat))
+    return row
+
+
+def report(rows: list[dict], lengths, argv_line: str) -> tuple[str, bool]:
+    lines = ["# chatparse's vLLM plugin vs vLLM's hand-written parser pairs, per delta and per request", "",
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `{argv_line}`, "
+             f"{platform.processor() or platform.machine()}, CPython {platform.python_version()}. Both sides built "
+             "as vLLM's server builds them and stepped by its `ChatStreamProcessor`, one token per delta; the "
+             "plugin resolves each family's serving-grade template from the model id (no response_template in "
+             "the tokenizer config). Median µs; ratios are the targets, times are printed only.", "",
+             "## Per delta (prose after the given number of generated characters)", ""]
+    head = "| family | pair | " + " | ".join(f"pair {n // 1000}k | plugin {n // 1000}k" for n in lengths) + \
+        " | 20k speed-up | plugin 200k / 2k |"
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    ok = True
+    for r in rows:
+        cells = []
+        for n in lengths:
+            other, mine = r["delta"][n]
+            cells += ["-" if other is None else f"{other:.1f}", f"{mine:.1f}"]
+        speed = r["delta"][20_000][0] / r["delta"][20_000][1] if 20_000 in r["delta"] else float("nan")
+        flat = r["delta"][lengths[-1]][1] / r["delta"][lengths[0]][1]
+        good = speed >= 3 and (lengths[-1] < 200_000 or flat <= 1.5)
+        ok &= good
+        lines.append(f"| {r['family']} | {r['pair']} | " + " | ".join(cells) +
+                     f" | {speed:.1f}x{'' if speed >= 3 else ' FAIL'} | {flat:.2f}{'' if flat <= 1.5 else ' FAIL'} |")
+    lines += ["", "## Per request", "",
+              "| family | pair: construction + first delta | plugin | pair: 50-delta answer | plugin | ratios |",
+              "|---|---|---|---|---|---|"]
+    for r in rows:
+        (t_first, t_whole), (m_first, m_whole) = r["request"]
+        good = m_first <= t_first and m_whole < t_whole
+        ok &= good
+        lines.append(f"| {r['family']} | {t_first:.0f} | {m_first:.0f} | {t_whole:.0f} | {m_whole:.0f} | "
+                     f"{t_first / m_first:.2f}x, {t_whole / m_whole:.2f}x{'' if good else ' FAIL'} |")
+    lines += ["", f"Targets: {'all met' if ok else 'NOT all met (FAIL rows above)'}.", ""]
+    return "\n".join(lines), ok
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="2k and 20k only, fewer deltas and requests")
+    ap.add_argument("--long", action="store_true", help="time the hand-written pairs at 200k too (slow)")
+    ap.add_argument("--family", action="append", help="only these families (default: every HANDWRITTEN one)")
+    args = ap.parse_args(argv)
+    families = args.family or [f for f in sorted(vf.HANDWRITTEN) if f not in vf.HARMONY]
+    lengths = LENGTHS[:2] if args.quick else LENGTHS
+    count, repeat = (100, 15) if args.quick else (COUNT, REPEAT)
+    rows = []
+    for family in families:
+        t0 = time.perf_counter()
+        rows.append(measure(family, lengths=lengths, count=count, repeat=repeat, long_theirs=args.long))
+        print(f"{family}: {time.perf_counter() - t0:.1f} s", flush=True)
+    argv_line = "python -m bench.vllm_handwritten" + "".join(f" {a}" for a in (argv or []))
+    text, ok = report(rows, lengths, argv_line)
+    print(text)
+    if not args.family and not args.quick:
+        OUT.write_text(text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
