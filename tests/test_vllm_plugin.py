@@ -84,9 +84,12 @@ def trained_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False)
 
 
-def _parser(name: str, tokenizer, template: dict):
+def _parser(name: str, tokenizer, template: dict, *, joins: bool = False):
     """The unified parser vLLM's parser manager composes for `--tool-call-parser NAME --reasoning-parser NAME`,
-    constructed as vLLM's serving layer constructs it, with deterministic tool-call ids."""
+    constructed as vLLM's serving layer constructs it, with deterministic tool-call ids. The plugin's
+    parser without `joins` leaves out the one thing it streams that vLLM's adapter does not (the field's
+    join between the texts of two regions, `test_text_around_a_call_is_joined_not_glued`), so that the
+    rest is compared delta for delta."""
     if name == plugin.NAME:
         plugin.register()
     cls = ParserManager.get_parser(tool_parser_name=name, reasoning_parser_name=name, enable_auto_tools=True)
@@ -94,6 +97,8 @@ def _parser(name: str, tokenizer, template: dict):
     parser._stream_state.tool_call_id_type = "kimi_k2"
     if name == plugin.NAME:
         assert parser._binding is not None  # deltas go through the token tables
+        if not joins:
+            parser._joins = {}
     return parser
 
 
@@ -235,6 +240,27 @@ def _check_served_without_vllm(tokenizer, family: str, template: dict) -> None:
             for seg in segments:  # each segment of the message, in order, in what was streamed
                 assert seg in rest, (key, seg, whole[key])
                 rest = rest[rest.index(seg) + len(seg):]
+
+
+def test_text_around_a_call_is_joined_not_glued(tokenizer):
+    """vLLM's adapter concatenates the content regions' chunks, so where the delimiters take the whitespace
+    around a call the words run together; the plugin streams the content field's join between them, as the
+    message joins them (the per-model parsers keep the model's own whitespace there)."""
+    template = templates.get("qwen3")
+    served = plugin.serving_template(template)
+    text = 'A <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call> B'
+    prompt_ids = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    hf = _merged(_stream(_parser("hf", tokenizer, served), _request(), prompt_ids, [(text, ids)]))
+    assert hf["content"] == "AB"
+    for deltas in ([(text, ids)], _deltas(tokenizer, ids, random.Random(3))):
+        ours = _merged(_stream(_parser(plugin.NAME, tokenizer, template, joins=True), _request(), prompt_ids, deltas))
+        assert ours["content"] == "A\n\nB" and ours["tool_calls"] == hf["tool_calls"]
+    assert chatparse_message(text, template)["content"] == "A\n\nB"
+
+
+def chatparse_message(text: str, template: dict) -> dict:
+    return compile_template(template).parse(text, prefix="<|im_start|>assistant\n")
 
 
 def test_plugin_registers_by_name_through_vllm_loader(monkeypatch):

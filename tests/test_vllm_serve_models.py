@@ -151,6 +151,13 @@ def test_families_without_reasoning_pass_content_through(tokenizer_object):
 def test_gpt_oss_is_served_and_its_reasoning_streams(tokenizer_object):
     tokenizer = _tokenizer(tokenizer_object, "openai/gpt-oss-20b")
     cls = _parser_cls(tokenizer)
+    # what vLLM's chat server asks for a gpt-oss checkpoint (model_type gpt_oss): its Harmony parser, unless
+    # chatparse is named
+    harmony = ParserManager.get_parser(tool_parser_name=plugin.NAME, reasoning_parser_name=plugin.NAME,
+                                       enable_auto_tools=True, model_name="m", tokenizer=tokenizer, is_harmony=True)
+    assert issubclass(harmony, plugin.CompiledResponseTemplateParser)
+    assert ParserManager.get_parser(tool_parser_name="openai", reasoning_parser_name="openai_gptoss",
+                                    enable_auto_tools=True, is_harmony=True).__name__ == "HarmonyParser"
     case = next(c for c in CASES if c["family"] == "gpt_oss" and "reasoning_content" in c.get("expected", {}))
     parser = cls(tokenizer, case.get("tools"))
     parser.set_prompt_token_ids(tokenizer.encode(case["prefix"], add_special_tokens=False))

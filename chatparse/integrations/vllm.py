@@ -38,6 +38,7 @@ import vllm
 from vllm.logger import init_logger
 from vllm.parser import response_template as _rt
 from vllm.parser.abstract_parser import Parser
+from vllm.parser.parser_manager import ParserManager
 from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
 from vllm.reasoning import ReasoningParserManager
 from vllm.tool_parsers import ToolParserManager
@@ -46,7 +47,8 @@ import chatparse
 from chatparse.compiled import compile_template
 from chatparse.integrations import vllm_reasoning as _reasoning
 from chatparse.integrations.resolve import Resolution, TemplateNotFound, log_once, resolve
-from chatparse.integrations.vllm_template import SERVING_TABLES_NAME, serving_template, serving_variant, vllm_view
+from chatparse.integrations.vllm_template import (SERVING_TABLES_NAME, serving_template, serving_variant, text_joins,
+                                                  vllm_view)
 from chatparse.runtime.token_binding import token_binding
 from chatparse.template_objects import is_template_object, to_template_dict
 
@@ -74,6 +76,7 @@ class _Model:
     compiled: Any
     binding: Any
     reasoning_end_ids: Any
+    joins: dict  # text field (served name) -> its join, put between its regions' streamed texts
 
     @property
     def has_thinking(self) -> bool:
@@ -119,7 +122,7 @@ def _build_model(tokenizer: Any, response_template: dict | None) -> _Model:
         raise ValueError(f"{where}: not a response template vLLM can serve: {exc}") from exc
     compiled, binding = _bound(tokenizer, compiled, variant)
     end_ids = _rt._reasoning_end_ids(tokenizer, tokenizer.get_vocab(), loaded)
-    return _Model(resolution, view, loaded, compiled, binding, end_ids)
+    return _Model(resolution, view, loaded, compiled, binding, end_ids, text_joins(template))
 
 
 def _bound(tokenizer: Any, compiled: Any, variant: dict):
@@ -183,7 +186,9 @@ class _CompiledStream(_rt._ResponseStream):
     (`vllm_reasoning.edge_split`); chatparse alone would hand some of them out a delta earlier."""
 
     def __init__(self, template, *, prefix: str, tools, parse_reasoning: bool, include_reasoning: bool,
-                 parse_tools: bool, new_tool_call_id, binding=None, compiled=None) -> None:
+                 parse_tools: bool, new_tool_call_id, binding=None, compiled=None, joins=None) -> None:
+        self.joins = joins or {}
+        self._segments: dict = {}  # field -> "seen" (text streamed) or "pending" (a later region opened)
         self.parse_reasoning = parse_reasoning
         self.include_reasoning = include_reasoning
         self.parse_tools = parse_tools
@@ -200,6 +205,29 @@ class _CompiledStream(_rt._ResponseStream):
         self._open_region = None
         self._held: list = []
         self._track(self._as_vllm(self.parser.initial_events))
+
+    def _route(self, events, delta) -> None:
+        super()._route(self._joined(events) if self.joins else events, delta)
+
+    def _joined(self, events: list) -> list:
+        """`events` with a text field's ``join`` put before the first text of each of its regions after the
+        first one that streamed text: vLLM's routing concatenates the regions' chunks, so without it the
+        text on both sides of a tool call runs together where the delimiters took the whitespace
+        (``0<tool_call>...</tool_call> a`` streamed as ``0a``; the message joins them with the template's
+        ``join``, and the per-model parsers keep the model's own whitespace)."""
+        out = []
+        state = self._segments
+        for ev in events:
+            field = ev.get("field")
+            if field in self.joins:
+                if ev["type"] == "region_open" and state.get(field) == "seen":
+                    state[field] = "pending"
+                elif ev["type"] == "region_chunk" and ev["text"].strip():
+                    if state.get(field) == "pending":
+                        ev = dict(ev, text=self.joins[field] + ev["text"])
+                    state[field] = "seen"
+            out.append(ev)
+        return out
 
     def _as_vllm(self, events: list) -> list:
         """`events`, and those held before, less what vLLM's interpreter would still hold (kept for later)."""
@@ -315,7 +343,7 @@ class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
         self._prefix = ""
         self._stream = None
         self._reasoning_counter = None
-        self._compiled, self._binding = model.compiled, model.binding
+        self._compiled, self._binding, self._joins = model.compiled, model.binding, model.joins
 
     def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
         """vLLM's count (the generated tokens whose text the template parses as reasoning), each call costing
@@ -344,7 +372,8 @@ class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
             parse_reasoning=self._reasoning_parser is not None, include_reasoning=include_reasoning,
             parse_tools=self._tool_parser is not None
             and _rt._tool_parsing_enabled(request, enable_auto_tools=enable_auto_tools),
-            new_tool_call_id=self._new_tool_call_id, binding=self._binding, compiled=self._compiled)
+            new_tool_call_id=self._new_tool_call_id, binding=self._binding, compiled=self._compiled,
+            joins=self._joins)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -386,6 +415,19 @@ class _TemplateView:
         self.init_kwargs = {"response_template": template}
 
 
+_original_compose = ParserManager._compose_parser.__func__
+
+
+def _compose_parser(cls, *, is_harmony: bool = False, **kwargs):
+    """vLLM's parser composition, except that a gpt-oss checkpoint (``model_type: gpt_oss``, for which vLLM
+    builds its Harmony parser whatever parser is named) is parsed by chatparse when ``chatparse`` is named:
+    the prompt is still rendered by Harmony; the output's text, special tokens kept, is what the gpt_oss
+    template parses."""
+    if is_harmony and NAME in (kwargs.get("tool_parser_name"), kwargs.get("reasoning_parser_name")):
+        is_harmony = False
+    return _original_compose(cls, is_harmony=is_harmony, **kwargs)
+
+
 def register() -> None:
     """vLLM's plugin hook: register ``chatparse`` as a tool-call parser and a reasoning parser."""
     if vllm.__version__ not in TESTED_VLLM:
@@ -394,4 +436,5 @@ def register() -> None:
     ToolParserManager.register_module(NAME, force=True, module=ChatparseToolParser)
     ReasoningParserManager.register_module(NAME, force=True, module=ChatparseReasoningParser)
     _rt.validate_tokenizer_response_template = _validate_tokenizer_response_template
+    ParserManager._compose_parser = classmethod(_compose_parser)
 

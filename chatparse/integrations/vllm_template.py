@@ -55,6 +55,20 @@ def _content_unjoined(template: dict) -> dict:
     return out
 
 
+def text_joins(template: dict) -> dict:
+    """The ``join`` of each text field of `template` that joins its repeats (``content``, and the reasoning
+    field under vLLM's name ``thinking``): what the plugin streams between two regions of the field."""
+    fields = template.get("fields") if isinstance(template, dict) else None
+    out = {}
+    for name, field in (fields or {}).items():
+        if not isinstance(field, dict) or not isinstance(field.get("join"), str) or field.get("content", "text") != "text":
+            continue
+        served = THINKING_FIELD if name in REASONING_ALIASES else name
+        if served in (THINKING_FIELD, CONTENT_FIELD):
+            out[served] = field["join"]
+    return out
+
+
 def vllm_view(template: dict) -> dict:
     """`template` (a `serving_template`) as vLLM's adapter reads it when chatparse parses: a template vLLM's
     own loader and startup check accept, with the same fields and delimiters.
