@@ -245,3 +245,33 @@ def test_per_request_construction_reuses_the_models_state(tokenizer_object, monk
     for _ in range(3):
         assert cls(tokenizer).response_template is plugin._model(tokenizer, None).loaded
     assert calls == []
+
+
+@pytest.mark.parametrize("output,want", [
+    ("<think>Still thinking", ("Still thinking", None, None)),
+    ('<tool_call>\n{"name": "f", "arguments": {"a": 1}}', (None, None, [("f", {"a": 1})])),
+])
+def test_last_delta_with_a_hidden_stop_token(tokenizer_object, output, want):
+    """vLLM's last delta of a generation carries the stop token's id with its text left out: the stream ends
+    as the one-shot parse of the text does (a region left open keeps no ``<|im_end|>``, a call cut off at the
+    end is still served)."""
+    tokenizer = _tokenizer(tokenizer_object, "Qwen/Qwen3-8B", eos_token="<|im_end|>")
+    cls = _parser_cls(tokenizer)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=tools)
+    prompt_ids = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    parser = cls(tokenizer, tools)
+    parser.set_prompt_token_ids(prompt_ids)
+    one_shot = parser.parse(output, request, enable_auto_tools=True)
+    assert (one_shot[0], one_shot[1], one_shot[2] and [(c.name, json.loads(c.arguments)) for c in one_shot[2]]) == want
+    parser = cls(tokenizer, tools)
+    reasoning, content, calls = "", "", []
+    steps = [(tokenizer.decode([i]), [i]) for i in tokenizer.encode(output, add_special_tokens=False)]
+    steps.append(("", [tokenizer.convert_tokens_to_ids("<|im_end|>")]))
+    for k, (text, ids) in enumerate(steps):
+        delta = parser.parse_delta(text, ids, request, prompt_token_ids=prompt_ids, finished=k == len(steps) - 1)
+        if delta is not None:
+            reasoning += delta.reasoning or ""
+            content += delta.content or ""
+            calls += [(c.function.name, json.loads(c.function.arguments)) for c in delta.tool_calls or ()]
+    assert (reasoning or None, content or None, calls or None) == want

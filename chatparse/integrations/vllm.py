@@ -246,8 +246,12 @@ class _CompiledStream(_rt._ResponseStream):
         return delta.build()
 
     def feed_ids(self, token_ids: Sequence[int], text: str, *, finished: bool):
-        """`feed` for a delta given as token ids (the text path where there are none)."""
-        if not self.by_ids or (text and not token_ids):
+        """`feed` for a delta given as token ids: the text path where there are none, and for the last delta
+        of a generation. vLLM's detokenizer leaves a stop token's text (and whatever a stop string cut) out of
+        the last delta's text while its ids still carry the token, so there the text, not the ids, is what
+        the generation said (fed by ids, ``<|im_end|>`` would end up in an open reasoning region or break an
+        open tool call)."""
+        if not self.by_ids or finished or (text and not token_ids):
             return self.feed(text, finished=finished)
         if self._finalized:
             return None
