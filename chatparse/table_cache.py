@@ -69,8 +69,8 @@ def _template_dict(template: Any):
         return None
     from . import templates
 
-    if template in templates.names():
-        return templates.get(template)
+    if templates.is_name(template):
+        return templates.by_name(template)
     path = Path(template)
     if path.suffix.lower() != ".json" or not path.is_file():
         return None

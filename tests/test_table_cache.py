@@ -28,11 +28,11 @@ def test_second_use_comes_from_the_cache(tmp_path, monkeypatch):
     assert made == [1] and list(tmp_path.glob("*.cpt"))
     assert cached_table_bytes("qwen3", _never) == first
     # the same template as a dict, and as a tokenizer_config.json, is the same entry
-    assert cached_table_bytes(templates.get("qwen3"), _never) == first
+    assert cached_table_bytes(templates.serving("qwen3"), _never) == first
     config = tmp_path / "tokenizer_config.json"
-    config.write_text(json.dumps({"response_template": templates.get("qwen3")}))
+    config.write_text(json.dumps({"response_template": templates.serving("qwen3")}))
     assert cached_table_bytes(config, _never) == first
-    assert compiled_from_bytes(first).spec == compile_template(templates.get("qwen3")).spec
+    assert compiled_from_bytes(first).spec == compile_template(templates.serving("qwen3")).spec
 
 
 def test_other_templates_and_damaged_entries_are_made_again(tmp_path, monkeypatch):

@@ -313,9 +313,10 @@ def test_one_character_feeds_hand_out_events_no_later_than_vllm(data):
     try:
         with time_limit(2.0):
             theirs = _stages(VParser(template, prefix=prefix), text)
-        ours = _stages(chatparse.ResponseParser(template, prefix=prefix, dialect="vllm"), text)
     except (RefTimeout, *ERRORS):
-        assume(False)
+        assume(False)  # vLLM's interpreter loops or refuses (the input's reason: compared elsewhere)
+    with time_limit(20.0):  # chatparse's own stages: an error or a hang fails the test
+        ours = _stages(chatparse.ResponseParser(template, prefix=prefix, dialect="vllm"), text)
     note(f"template={template!r}\ntext={text!r}")
     for k, (v, c) in enumerate(zip(theirs, ours)):
         if v == c:

@@ -35,7 +35,6 @@ from chatparse import templates
 __all__ = ["ENV", "Resolution", "TemplateNotFound", "resolve", "from_choice", "log_once"]
 
 ENV = "CHATPARSE_RESPONSE_TEMPLATE"
-BASE_SUFFIX = ":base"
 logger = logging.getLogger("chatparse")
 
 
@@ -125,14 +124,15 @@ def from_choice(choice: str, *, what: str = f"${ENV}") -> Resolution:
     """The template an operator names (see the module docstring). Raises ValueError naming `what` for an
     unknown family name, a missing or unreadable file, or a file that holds no template."""
     choice = choice.strip()
-    name, base = (choice[: -len(BASE_SUFFIX)], True) if choice.endswith(BASE_SUFFIX) else (choice, False)
-    if name in templates.names():
-        template = templates.get(name) if base else templates.serving(name)
+    if templates.is_name(choice):
+        base = choice.endswith(templates.BASE_SUFFIX)
+        name = choice[: -len(templates.BASE_SUFFIX)] if base else choice
         kind = "base-format" if base else "serving-grade"
-        return Resolution(template, "operator", name, f"{what}={choice}: the bundled {name} template ({kind})")
+        return Resolution(templates.by_name(choice), "operator", name,
+                          f"{what}={choice}: the bundled {name} template ({kind})")
     if not os.path.isfile(choice):
         raise ValueError(f"{what}={choice!r} is neither a bundled family ({', '.join(templates.names())}; "
-                         f"add '{BASE_SUFFIX}' for the base format) nor an existing file (a template JSON, a "
+                         f"add '{templates.BASE_SUFFIX}' for the base format) nor an existing file (a template JSON, a "
                          f"tokenizer_config.json or a .cpt table file)")
     if choice.endswith(".cpt"):
         from chatparse.runtime import loader

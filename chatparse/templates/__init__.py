@@ -95,6 +95,23 @@ def serving(name: str) -> dict:
     return template
 
 
+BASE_SUFFIX = ":base"
+
+
+def is_name(arg) -> bool:
+    """`arg` names a bundled template as `by_name` reads it (``qwen3`` or ``qwen3:base``)."""
+    return isinstance(arg, str) and (arg[: -len(BASE_SUFFIX)] if arg.endswith(BASE_SUFFIX) else arg) in _names()
+
+
+def by_name(arg: str) -> dict:
+    """The bundled template a name on a command line or in a config means: ``qwen3`` its serving-grade template
+    (`serving`: "parse this model's output"), ``qwen3:base`` its base-format one (`get`). Raises `KeyError`
+    listing the names."""
+    if isinstance(arg, str) and arg.endswith(BASE_SUFFIX):
+        return get(arg[: -len(BASE_SUFFIX)])
+    return serving(arg)
+
+
 # Model ids to families, first match wins (more specific before more general). Each row: a regex searched in
 # the model id (case-insensitive; the organisation part is optional), and the family. From the families'
 # model lists in shared/formats/FORMATS.md.
