@@ -647,7 +647,7 @@ def report(rows: list[dict], families: list[str], seconds: float, default_rows: 
              "(bench/vllm_families.py says how).", "",
              "A cell is `same / cases`: the cases where chatparse's plugin (`--tool-call-parser chatparse "
              "--reasoning-parser chatparse`) returns the message vLLM's own parsers return (`same_message`: "
-             "text stripped, calls by name and parsed arguments). Well-formed: cases whose xfail is not "
+             "text with whitespace runs as one space, calls by name and parsed arguments). Well-formed: cases whose xfail is not "
              "`malformed:`. `= expected`: the cases where that side gives the corpus's expected message.", "",
              "| family | vLLM parsers | well-formed: one-shot | streamed | malformed: one-shot | streamed "
              "| chatparse = expected | vLLM = expected |",

@@ -275,3 +275,34 @@ def test_last_delta_with_a_hidden_stop_token(tokenizer_object, output, want):
             content += delta.content or ""
             calls += [(c.function.name, json.loads(c.function.arguments)) for c in delta.tool_calls or ()]
     assert (reasoning or None, content or None, calls or None) == want
+
+
+def test_tool_dicts_give_what_vllms_conversion_gives_argument_typing():
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
+
+    from chatparse.runtime.coerce import tool_params
+
+    raw = [{"type": "function", "function": {"name": "f", "description": None, "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": ["string", "null"]}}}}},
+           {"type": "function", "function": {"name": "g"}}]
+    tools = [ChatCompletionToolsParam(**t) for t in raw]
+    assert tool_params(plugin._tool_dicts(tools)) == tool_params(rt._as_tool_dicts(tools))
+    assert plugin._tool_dicts(tools) == [{"type": "function", "function": {"name": "f", "parameters": raw[0]["function"][
+        "parameters"]}}, {"type": "function", "function": {"name": "g", "parameters": None}}]
+    assert plugin._tool_dicts(None) == rt._as_tool_dicts(None) == []
+
+
+def test_prompt_decoded_by_the_tables_is_vllms_decode():
+    """The plugin decodes the prompt with the token tables (`set_prompt_token_ids`); for every family's
+    tokenizer and corpus prompt that is vLLM's own `_decode` of the ids."""
+    from bench import vllm_families as vf
+
+    for family in sorted(vf.HANDWRITTEN):
+        if family in vf.HARMONY:
+            continue
+        tok = vf.family_tokenizer(family)
+        parser = _parser_cls(tok)(tok)
+        for case in vf.corpus(family):
+            ids = tok.encode(case["prefix"], add_special_tokens=False)
+            parser.set_prompt_token_ids(ids)
+            assert parser._prefix == rt._decode(tok, ids), (family, case["id"])
