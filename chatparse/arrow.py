@@ -721,8 +721,8 @@ def compiled_of(template: Any, what: str = "template") -> CompiledTemplate:
     if isinstance(template, (str, os.PathLike)):
         from . import templates
 
-        if isinstance(template, str) and template in templates.names():
-            return compile_template(templates.get(template))
+        if templates.is_name(template):
+            return compile_template(templates.by_name(template))
         path = Path(template)
         if path.is_dir():
             from .tokenizer_dir import load_dir

@@ -16,6 +16,11 @@ a JSON object becomes a row with only its ``error`` (``"JSONDecodeError: line N:
 parse carries its error and does not stop the run; a summary of failed rows (by error class, with the first
 line numbers) goes to stderr at the end, after the progress bar (rows/s; ``--no-progress`` hides it).
 The output is written to ``OUT.partial`` and renamed at the end, so a stopped run leaves no truncated OUT.
+
+Before any row is parsed, a ``--text-column`` or ``--prefix-column`` the input does not have is an error (a
+KeyError naming the column and the file: Parquet by its schema, JSONL by its first line that is a JSON object).
+An input column whose values Parquet output cannot hold in one type is a ValueError naming the column. The
+command exits 1 when rows were read and every one failed; its errors are one line (`chatparse.cli`).
 """
 
 from __future__ import annotations
@@ -55,6 +60,22 @@ def _open(path, mode: str):
     if str(path).lower().endswith((".gz", ".gz.partial")):
         return gzip.open(path, mode)
     return open(path, mode)
+
+
+def _first_object(path, lines: int = 100):
+    """``(line number, the object)`` of the first line of JSONL file `path` that is a JSON object, or None when
+    its first `lines` lines hold none."""
+    with _open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            if n > lines:
+                break
+            try:
+                obj = json.loads(line) if line.strip() else None
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                return n, obj
+    return None
 
 
 def count_lines(path) -> int | None:
@@ -191,7 +212,7 @@ def _work(kind: str, payload, first_line: int, ipc: bool = True):
                                                                               parsed.to_pylist())]
         return b"\n".join(rows) + b"\n" if rows else b"", n, summary
     if keep:
-        base = table if objs is None else pa.Table.from_pylist([o if o is not None else {} for o in objs])
+        base = table if objs is None else _input_table(objs, numbers)
         if base.num_columns == 0:
             base = pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
         for f in parsed.schema:
@@ -203,6 +224,38 @@ def _work(kind: str, payload, first_line: int, ipc: bool = True):
     with pa.ipc.new_stream(sink, parsed.schema) as w:
         w.write_table(parsed)
     return sink.getvalue().to_pybytes(), n, summary
+
+
+def _input_table(objs: list, numbers) -> "pa.Table":
+    """The JSONL objects as an Arrow table (for Parquet output); a column whose values do not share one type is
+    a ValueError naming it and the line where its values stop fitting one type."""
+    import pyarrow as pa
+
+    bad = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
+    rows = [o if o is not None else {} for o in objs]
+    try:
+        return pa.Table.from_pylist(rows)
+    except bad as e:
+        error = e
+
+    def fits(values) -> bool:
+        try:
+            pa.array(values)
+            return True
+        except bad:
+            return False
+
+    for name in dict.fromkeys(k for o in rows for k in o):
+        values = [o.get(name) for o in rows]
+        if not fits(values):
+            lo, hi = 1, len(values)  # the shortest head of the column that does not fit: values[:hi]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if not fits(values[:mid]) else (mid + 1, hi)
+            raise ValueError(f"input column {name!r} mixes types: its {type(values[hi - 1]).__name__} at line "
+                             f"{numbers[hi - 1]} does not fit the type of the lines before, and a Parquet column "
+                             "holds one type; write JSONL, or pass --drop-input")
+    raise ValueError(f"the input rows do not make a Parquet table ({error}); write JSONL, or pass --drop-input")
 
 
 def _splice(line: bytes, fields: bytes) -> bytes:
@@ -498,6 +551,11 @@ def parse_file(src, dst, template, *, text_column: str = "text", prefix: str | N
                    dialect=dialect, malformed=malformed, column_prefix=column_prefix, drop_input=drop_input,
                    out_format=out_fmt)
     if in_fmt == "jsonl":
+        first = _first_object(src)
+        for col, what in ((text_column, "--text-column"), (prefix_column, "--prefix-column")):
+            if first is not None and col is not None and col not in first[1]:
+                raise KeyError(f"{what}: no key {col!r} in line {first[0]} of {src}, its first row (its keys: "
+                               f"{list(first[1])})")
         total = count_lines(src) if progress else None
         batches = _jsonl_batches(src, batch_size)
     else:
@@ -610,9 +668,9 @@ def register(subparsers) -> None:
                               description=__doc__.split("\n\n")[0])
     p.add_argument("input", metavar="IN", help="input file (.jsonl / .parquet; .jsonl.gz)")
     p.add_argument("output", metavar="OUT", help="output file (.jsonl / .parquet), format by extension")
-    p.add_argument("--template", required=True, metavar="NAME|FILE",
-                   help="a bundled template name, a template JSON / tokenizer_config.json, a .cpt table file, "
-                        "or a tokenizer directory")
+    p.add_argument("--template", required=True, metavar="TEMPLATE",
+                   help="a bundled name (qwen3: serving-grade; qwen3:base), a template or tokenizer_config JSON "
+                        "file, a .cpt table file, or a tokenizer directory")
     p.add_argument("--text-column", default="text", help="the generated text's column (default: text)")
     p.add_argument("--prefix-column", help="the column holding each row's chat prompt")
     p.add_argument("--prefix", help='one chat prompt for all rows ("" opts out)')
@@ -628,16 +686,23 @@ def register(subparsers) -> None:
 
 
 def main_parse_file(args) -> int:
+    """The command (module docstring); errors propagate to `chatparse.cli.main`, which prints them as one line."""
+    from .cli import CLIError, template_arg
+
+    import tqdm  # noqa: F401 - (with pyarrow, below: a missing one names the extra, before any work)
+
     _own_process()  # this process is the command's own
+    template, _ = template_arg(args.template, "--template")
     try:
-        summary = parse_file(args.input, args.output, args.template, text_column=args.text_column,
-                             prefix=args.prefix, prefix_column=args.prefix_column, tools_column=args.tools_column,
-                             workers=args.workers, batch_size=args.batch_size, drop_input=args.drop_input,
-                             column_prefix=args.column_prefix, dialect=args.dialect,
-                             progress=not args.no_progress)
-    except (ValueError, KeyError, TypeError, FileNotFoundError, ImportError) as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"chatparse parse-file: error: {msg}", file=sys.stderr)
-        return 2
+        tables = _tables_of(template)
+    except (ValueError, TypeError) as e:
+        raise CLIError(f"--template {args.template}: {e}") from None
+    summary = parse_file(args.input, args.output, tables, text_column=args.text_column,
+                         prefix=args.prefix, prefix_column=args.prefix_column, tools_column=args.tools_column,
+                         workers=args.workers, batch_size=args.batch_size, drop_input=args.drop_input,
+                         column_prefix=args.column_prefix, dialect=args.dialect,
+                         progress=not args.no_progress)
     print(format_summary(summary, args.input, args.output), file=sys.stderr)
+    if summary["rows"] and summary["failed"] == summary["rows"]:
+        raise CLIError(f"every row failed ({summary['rows']} of {summary['rows']}; the summary above says why)", 1)
     return 0

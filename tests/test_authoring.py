@@ -477,9 +477,13 @@ def test_parse_cli_stdin_and_errors(capsys, monkeypatch):
     import io
 
     monkeypatch.setattr(sys, "stdin", io.StringIO("<tool_call>{bad json</tool_call>"))
-    assert main(["parse", "hermes", "-"]) == 1
+    assert main(["parse", "hermes:base", "-", "--prefix", ""]) == 1  # the base format fails the message
     assert "parsing failed" in capsys.readouterr().err
-    assert main(["parse", "no_such_template", "-"]) == 2
+    # a bundled name alone is the serving-grade template: the malformed call is kept as content, as servers do
+    monkeypatch.setattr(sys, "stdin", io.StringIO("<tool_call>{bad json</tool_call>"))
+    assert main(["parse", "hermes", "-", "--prefix", ""]) == 0
+    assert json.loads(capsys.readouterr().out)["content"] == "<tool_call>{bad json</tool_call>"
+    assert main(["parse", "no_such_template", "-", "--prefix", ""]) == 2
     assert "bundled templates" in capsys.readouterr().err
 
 

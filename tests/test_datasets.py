@@ -79,7 +79,7 @@ def test_parse_arrow_is_parse_batch(name):
     assert isinstance(got, pa.Table) and got.schema == MESSAGE_SCHEMA
     assert same(rows_of(got), want)
     # a record batch gives a record batch; a table of many chunks, the same rows
-    rb = parse_arrow(table.to_batches()[0], name, prefix_column="prompt")
+    rb = parse_arrow(table.to_batches()[0], f"{name}:base", prefix_column="prompt")
     assert isinstance(rb, pa.RecordBatch) and same(rows_of(rb), want)
     chunked = pa.concat_tables([table.slice(0, 1000), table.slice(1000)])
     assert same(rows_of(parse_arrow(chunked, compiled, prefix_column="prompt")), want)
@@ -94,7 +94,7 @@ def test_typed_columns_and_errors():
         '<tool_call>\n{"name": "w", "arguments": {city: Paris}}\n</tool_call><|im_end|>',
         None,
     ]
-    got = parse_arrow(pa.table({"text": pa.array(texts, pa.string())}), "qwen3", prefix=prompt)
+    got = parse_arrow(pa.table({"text": pa.array(texts, pa.string())}), "qwen3:base", prefix=prompt)
     rows = got.to_pylist()
     assert rows[0] == {"role": "assistant", "reasoning_content": "hm", "content": "Sure.",
                        "tool_calls": [{"name": "w", "arguments": '{"city": "Paris", "n": 1.0}', "type": "function",
@@ -285,8 +285,8 @@ def test_shared_prefix_keep_columns_and_column_prefix():
     shared = prefixes[0]
     table = pa.table({"id": list(range(500)), "text": texts, "content": ["x"] * 500})
     with pytest.raises(ValueError, match=r"already has column\(s\) \['content'\].*column_prefix"):
-        parse_arrow(table, "hermes", prefix=shared, keep_columns=True)
-    got = parse_arrow(table, "hermes", prefix=shared, keep_columns=True, column_prefix="parsed_")
+        parse_arrow(table, "hermes:base", prefix=shared, keep_columns=True)
+    got = parse_arrow(table, "hermes:base", prefix=shared, keep_columns=True, column_prefix="parsed_")
     assert got.column_names[:3] == ["id", "text", "content"]
     assert got.column_names[3:] == ["parsed_" + n for n in MESSAGE_SCHEMA.names]
     want = expected(chatparse.compile_template(templates.get("hermes")), texts, [shared] * 500)
@@ -317,19 +317,19 @@ def test_tools_column_per_row():
 def test_arguments_name_what_is_wrong():
     table = pa.table({"text": ["a"], "n": [1]})
     with pytest.raises(KeyError, match=r"`text_column`: no column 'txt' in the input \(its columns: \['text', 'n'\]\)"):
-        parse_arrow(table, "qwen3", text_column="txt", prefix="")
+        parse_arrow(table, "qwen3:base", text_column="txt", prefix="")
     with pytest.raises(TypeError, match="`prefix_column`: column 'n' must hold strings, it holds int64"):
-        parse_arrow(table, "qwen3", prefix_column="n")
+        parse_arrow(table, "qwen3:base", prefix_column="n")
     with pytest.raises(ValueError, match="requires `prefix`"):
-        parse_arrow(table, "qwen3")
+        parse_arrow(table, "qwen3:base")
     with pytest.raises(ValueError, match="`template`: 'nope' is neither a bundled template"):
         parse_arrow(table, "nope", prefix="")
     with pytest.raises(TypeError, match="pyarrow Table or RecordBatch"):
-        parse_arrow({"text": ["a"]}, "qwen3", prefix="")
+        parse_arrow({"text": ["a"]}, "qwen3:base", prefix="")
 
 
 def test_template_forms_and_table_bytes(tmp_path):
-    data = table_bytes("qwen3")
+    data = table_bytes("qwen3:base")
     assert isinstance(data, bytes) and b"response_template" not in data[:4]
     from_bytes = compiled_of(data)
     assert from_bytes.spec == chatparse.compile_template(templates.get("qwen3")).spec
@@ -369,7 +369,7 @@ def test_parse_arrow_tokens_is_parse_tokens_batch():
     assert same(rows_of(got), want)
     by_text = parse_arrow_tokens(table, binding, prefix_column="prompt")
     assert same(rows_of(by_text), rows_of(parse_arrow(pa.table({"text": [binding.decode(x) for x in ids],
-                                                                 "p": prefixes}), "qwen3", prefix_column="p")))
+                                                                 "p": prefixes}), "qwen3:base", prefix_column="p")))
     with pytest.raises(TypeError, match="`ids_column`: column 'prompt' must be a list of integers"):
         parse_arrow_tokens(table, binding, ids_column="prompt", prefix="")
     big = pa.table({"ids": pa.array([[0, 10 ** 6]], pa.list_(pa.int64()))})
@@ -415,7 +415,7 @@ def test_parse_file_is_parse_batch(tmp_path, file_rows, src_ext, dst_ext, worker
     src, dst = tmp_path / f"in{src_ext}", tmp_path / f"out{dst_ext}"
     _write_input(src, prefixes, texts)
     r = subprocess.run([sys.executable, "-m", "chatparse.cli", "parse-file", str(src), str(dst), "--template",
-                        "qwen3", "--prefix-column", "prompt", "--workers", str(workers), "--batch-size", "700"],
+                        "qwen3:base", "--prefix-column", "prompt", "--workers", str(workers), "--batch-size", "700"],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     rows = _read_output(dst)
@@ -439,7 +439,7 @@ def test_parse_file_row_groups(tmp_path, file_rows, monkeypatch, rows_bound, byt
     prefixes, texts, want = file_rows
     src, dst = tmp_path / "in.jsonl", tmp_path / "out.parquet"
     _write_input(src, prefixes, texts)
-    parse_file(src, dst, "qwen3", prefix_column="prompt", batch_size=700, progress=False)
+    parse_file(src, dst, "qwen3:base", prefix_column="prompt", batch_size=700, progress=False)
     groups, held = [], 0
     for _, chunk, _ in _jsonl_batches(src, 700):  # (batches end at 700 lines or at about 2 MB)
         held += chunk.count(b"\n")
@@ -463,7 +463,7 @@ def test_parse_file_bad_lines_and_errors(tmp_path, file_rows):
     _write_input(src, prefixes[:50], texts[:50], ['not json', '[1, 2]', '{"id": 99, "prompt": 3, "text": "x"}', "",
                                                  '{"id": 100, "prompt": ""}'])
     dst = tmp_path / "out.jsonl"
-    assert main(["parse-file", str(src), str(dst), "--template", "qwen3", "--prefix-column", "prompt",
+    assert main(["parse-file", str(src), str(dst), "--template", "qwen3:base", "--prefix-column", "prompt",
                  "--no-progress", "--drop-input"]) == 0
     rows = _read_output(dst)
     assert len(rows) == 54 and set(rows[0]) == set(MESSAGE_SCHEMA.names)
@@ -475,11 +475,11 @@ def test_parse_file_bad_lines_and_errors(tmp_path, file_rows):
     # errors name the file, the column, the argument; nothing is written
     out = tmp_path / "x.parquet"
     for argv, msg in [
-        ([str(src), str(out), "--template", "qwen3"], "--prefix-column"),
-        ([str(tmp_path / "none.jsonl"), str(out), "--template", "qwen3", "--prefix", ""], "IN: "),
-        ([str(src), str(tmp_path / "x.csv"), "--template", "qwen3", "--prefix", ""], "OUT: "),
-        ([str(src), str(out), "--template", "nope", "--prefix", ""], "`--template`: 'nope'"),
-        ([str(src), str(out), "--template", "qwen3", "--prefix", "", "--workers", "0"], "--workers"),
+        ([str(src), str(out), "--template", "qwen3:base"], "--prefix-column"),
+        ([str(tmp_path / "none.jsonl"), str(out), "--template", "qwen3:base", "--prefix", ""], "IN: "),
+        ([str(src), str(tmp_path / "x.csv"), "--template", "qwen3:base", "--prefix", ""], "OUT: "),
+        ([str(src), str(out), "--template", "nope", "--prefix", ""], "--template 'nope' is neither"),
+        ([str(src), str(out), "--template", "qwen3:base", "--prefix", "", "--workers", "0"], "--workers"),
     ]:
         r = subprocess.run([sys.executable, "-m", "chatparse.cli", "parse-file", *argv], capture_output=True,
                            text=True, cwd=ROOT, timeout=60)
@@ -487,11 +487,11 @@ def test_parse_file_bad_lines_and_errors(tmp_path, file_rows):
     clash = tmp_path / "clash.jsonl"
     clash.write_text('{"text": "a", "content": "x"}\n')
     r = subprocess.run([sys.executable, "-m", "chatparse.cli", "parse-file", str(clash), str(out), "--template",
-                        "qwen3", "--prefix", ""], capture_output=True, text=True, cwd=ROOT, timeout=60)
+                        "qwen3:base", "--prefix", ""], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 2 and "already has column(s) ['content']" in r.stderr, r.stderr
     pq.write_table(pa.table({"txt": ["a"]}), tmp_path / "in.parquet")
     r = subprocess.run([sys.executable, "-m", "chatparse.cli", "parse-file", str(tmp_path / "in.parquet"), str(out),
-                        "--template", "qwen3", "--prefix", ""], capture_output=True, text=True, cwd=ROOT, timeout=60)
+                        "--template", "qwen3:base", "--prefix", ""], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 2 and "--text-column: no column 'text'" in r.stderr
     assert not out.exists()
 
@@ -591,12 +591,12 @@ def test_ray_data_is_parse_batch(ray_module, big_rows):
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ds = ray.data.from_arrow([table.slice(i, 20_000) for i in range(0, BIG, 20_000)])
-        parsed = ds.map_batches(ParseBatches, fn_constructor_kwargs=ParseBatches.kwargs("qwen3",
+        parsed = ds.map_batches(ParseBatches, fn_constructor_kwargs=ParseBatches.kwargs("qwen3:base",
                                                                                         prefix_column="prompt"),
                                 batch_format="pyarrow", batch_size=5000, concurrency=2)
         out = pa.concat_tables(ray.get(parsed.to_arrow_refs())).sort_by("id")
         # parse_dataset: the same call, made for you
-        few = parse_dataset(ray.data.from_arrow(table.slice(0, 3000)), "qwen3", prefix_column="prompt", concurrency=1)
+        few = parse_dataset(ray.data.from_arrow(table.slice(0, 3000)), "qwen3:base", prefix_column="prompt", concurrency=1)
         few = pa.concat_tables(ray.get(few.to_arrow_refs())).sort_by("id")
         # the README's example, in the same local cluster (it does not start one itself)
         code, expected_out = _readme_example("## Parsing datasets")
@@ -628,7 +628,7 @@ def test_datasets_map_is_parse_batch(datasets_module, big_rows):
     table, columns = big_rows
     datasets.disable_progress_bars()
     ds = datasets.Dataset(table)
-    fn = ParseBatches("qwen3", prefix_column="prompt")
+    fn = ParseBatches("qwen3:base", prefix_column="prompt")
     out = ds.with_format("arrow").map(fn, batched=True, batch_size=5000, num_proc=2, load_from_cache_file=False)
     assert out.column_names == ["id", "prompt", "text", *MESSAGE_SCHEMA.names]
     got = out.with_format("arrow")[:]
@@ -655,4 +655,4 @@ def test_parse_batches_pickles_as_table_bytes():
     assert again(pa.table({"text": texts})).to_pylist() == fn(pa.table({"text": texts})).to_pylist()
     assert again({"text": texts}).column("content").to_pylist() == ["b"]
     with pytest.raises(TypeError, match="unknown option"):
-        ParseBatches.kwargs("qwen3", prefix_col="p")
+        ParseBatches.kwargs("qwen3:base", prefix_col="p")

@@ -69,14 +69,14 @@ def test_parse_tools_file_errors_name_the_file(tmp_path, capsys):
     out.write_text("hello")
     bad = tmp_path / "tools.json"
     bad.write_text("{not json")
-    assert main(["parse", "qwen3", str(out), "--tools", str(bad)]) == 2
+    assert main(["parse", "qwen3", str(out), "--prefix", "", "--tools", str(bad)]) == 2
     err = capsys.readouterr().err
     assert f"--tools {bad}: not valid JSON" in err, err
     bad.write_text('{"name": "get_weather"}')
-    assert main(["parse", "qwen3", str(out), "--tools", str(bad)]) == 2
+    assert main(["parse", "qwen3", str(out), "--prefix", "", "--tools", str(bad)]) == 2
     assert f"--tools {bad}: expected a JSON list of tool schemas, got object" in capsys.readouterr().err
     bad.write_text('[{"name": "get_weather"}]')
-    assert main(["parse", "qwen3", str(out), "--tools", str(bad)]) == 0
+    assert main(["parse", "qwen3", str(out), "--prefix", "", "--tools", str(bad)]) == 0
     assert json.loads(capsys.readouterr().out) == {"role": "assistant", "content": "hello"}
 
 
@@ -133,18 +133,18 @@ def test_parse_and_check_on_a_stale_directory_say_so(tmp_path, capsys):
     out.write_text("hello")
     d = tmp_path / "fresh"
     td.save_dir(d, QWEN3)
-    assert main(["parse", str(d), str(out)]) == 0
+    assert main(["parse", str(d), str(out), "--prefix", ""]) == 0
     assert capsys.readouterr().err == ""
     assert main(["check", str(d)]) == 0
     assert capsys.readouterr().err == ""
     stale = _stale_dir(tmp_path)
-    for argv in (["parse", str(stale), str(out)], ["check", str(stale)]):
+    for argv in (["parse", str(stale), str(out), "--prefix", ""], ["check", str(stale)]):
         assert main(argv) == 0
         err = capsys.readouterr().err
         assert err.startswith(f"warning: {stale / td.TABLES_NAME} was compiled for a different response_template"), err
         assert f"chatparse compile {stale}" in err
     (stale / td.TABLES_NAME).write_bytes(b"junk")
-    assert main(["parse", str(stale), str(out)]) == 0
+    assert main(["parse", str(stale), str(out), "--prefix", ""]) == 0
     assert f"warning: {stale / td.TABLES_NAME} cannot be used: chatparse table file:" in capsys.readouterr().err
     assert td.stale_tables(tmp_path / "fresh") is None
 

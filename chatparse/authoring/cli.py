@@ -1,14 +1,17 @@
 """`chatparse check`, `chatparse show` and `chatparse parse`: the command line for template authors.
 
-TEMPLATE is a response-template JSON file (or a tokenizer_config.json / tokenizer directory holding one), or
-the name of a bundled template (``chatparse.templates.names()``).
+TEMPLATE is read by `chatparse.cli.template_arg`: a bundled name (``qwen3``: serving-grade; ``qwen3:base``), a
+response-template or tokenizer_config JSON file, a ``.cpt`` table file, or a tokenizer directory. Errors are one
+line, ``chatparse check|show|parse: error: ...``, naming the file or option (`chatparse.cli`).
 
 * ``chatparse check TEMPLATE [--chat-template FILE]`` - static checks on the compiled automata and, with a
   chat template, a render/parse round trip; one line per finding (``severity: field.key: message [check]``);
   exit status 1 when there is an error, 2 when TEMPLATE or FILE cannot be read.
 * ``chatparse show TEMPLATE [--format dot|svg] [--mode N] [-o FILE]`` - the automaton of each parser mode.
-* ``chatparse parse TEMPLATE FILE [--prefix-file F] [--stream] [--chunk N]`` - the parsed message as JSON, or
-  with ``--stream`` the live events, coloured by region when stdout is a terminal.
+* ``chatparse parse TEMPLATE FILE --prefix-file F|--prefix TEXT [--stream] [--chunk N]`` - the parsed message
+  as JSON, or with ``--stream`` the live events, coloured by region when stdout is a terminal. The prefix (the
+  chat prompt) is required, as `ResponseParser` requires it (``--prefix ""`` opts out); exit status 1 when
+  the output does not parse.
 """
 
 from __future__ import annotations
@@ -16,10 +19,19 @@ from __future__ import annotations
 import json
 import sys
 
+from chatparse.cli import CLIError, _positive_int, read_text, read_tools, template_arg
+
 __all__ = ["register", "main_check", "main_show", "main_parse"]
 
 _COLOURS = ("36", "33", "32", "35", "34", "31", "96", "93")
 _SEV_COLOUR = {"error": "31;1", "warning": "33", "info": "2"}
+
+
+_TEMPLATE_HELP = ("a bundled name (qwen3: serving-grade; qwen3:base), a template or tokenizer_config JSON file, "
+                  "a .cpt table file, or a tokenizer directory")
+NO_PREFIX = ('give --prefix-file (the chat prompt sent before the generation) or --prefix TEXT (--prefix "" opts '
+             "out), because chat templates often pre-write part of the assistant message (a qwen3 prompt can end "
+             "in <think>)")
 
 
 def register(subparsers) -> None:
@@ -29,7 +41,7 @@ def register(subparsers) -> None:
                     "close that swallows another delimiter, unbounded hold-back, patterns that need `regex` at "
                     "run time, backtracking risks; with --chat-template also render sample messages and parse "
                     "them back. Exit status 1 when an error is found.")
-    c.add_argument("template", metavar="TEMPLATE", help="JSON file, tokenizer directory, or bundled template name")
+    c.add_argument("template", metavar="TEMPLATE", help=_TEMPLATE_HELP)
     c.add_argument("--chat-template", metavar="FILE", help="Jinja chat template (.jinja, or a JSON with "
                                                            "'chat_template') to round-trip against")
     c.add_argument("--chat-template-kwargs", metavar="JSON", default=None,
@@ -48,7 +60,7 @@ def register(subparsers) -> None:
         "show", help="draw the delimiter automata of a response template (Graphviz DOT or SVG)",
         description="Print each parser mode's delimiter automaton as Graphviz DOT (or SVG via the `dot` program): "
                     "edges labelled with character ranges, accepting states with the delimiter they complete.")
-    s.add_argument("template", metavar="TEMPLATE")
+    s.add_argument("template", metavar="TEMPLATE", help=_TEMPLATE_HELP)
     s.add_argument("--format", choices=("dot", "svg"), default="dot")
     s.add_argument("--mode", type=int, default=None, metavar="N",
                    help="only mode N (0: outside any region; 1+i: inside field i)")
@@ -59,54 +71,22 @@ def register(subparsers) -> None:
         "parse", help="parse a model output with a response template",
         description="Parse FILE (model output; '-' for stdin) and print the message as JSON, or with --stream "
                     "feed it in chunks and print the live events (coloured by region on a terminal).")
-    p.add_argument("template", metavar="TEMPLATE")
+    p.add_argument("template", metavar="TEMPLATE", help=_TEMPLATE_HELP)
     p.add_argument("file", metavar="FILE", help="the raw generated text ('-' for stdin)")
-    p.add_argument("--prefix-file", metavar="F", help="the chat prompt sent before the generation (default: none)")
+    prefix = p.add_mutually_exclusive_group()
+    prefix.add_argument("--prefix-file", metavar="F", help="file holding the chat prompt sent before the generation "
+                                                           "(this or --prefix is required)")
+    prefix.add_argument("--prefix", metavar="TEXT", help='the chat prompt itself ("" opts out: no prompt)')
     p.add_argument("--tools", metavar="JSON_FILE", help="tool schemas (a JSON list) for typing tool-call arguments")
     p.add_argument("--stream", action="store_true", help="print streaming events instead of only the message")
-    p.add_argument("--chunk", type=int, default=8, metavar="N", help="characters per feed with --stream (default 8)")
+    p.add_argument("--chunk", type=_positive_int, default=8, metavar="N",
+                   help="characters per feed with --stream (default 8)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="ANSI colours for --stream (default: when stdout is a terminal)")
     p.set_defaults(func=main_parse)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-
-
-def _load(arg: str):
-    from pathlib import Path
-
-    from . import load_template_arg
-
-    loaded = load_template_arg(arg)
-    if Path(arg).is_dir():  # a tokenizer directory: its tables file is not what is used here; say if it is stale
-        from chatparse.tokenizer_dir import stale_tables
-
-        why = stale_tables(arg)
-        if why:
-            print(f"warning: {why}; this command uses the response_template of tokenizer_config.json, as "
-                  f"`load_dir` would after recompiling (run `chatparse compile {arg}` to refresh the tables)",
-                  file=sys.stderr)
-    return loaded
-
-
-def _read_tools(path: str):
-    """The tool schemas of ``--tools FILE``: a JSON list; errors name the file."""
-    try:
-        tools = json.loads(_read_text(path))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"--tools {path}: not valid JSON ({e})") from None
-    if not isinstance(tools, list):
-        kind = {dict: "object", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(tools))
-        raise ValueError(f"--tools {path}: expected a JSON list of tool schemas, got {kind or 'null'}")
-    return tools
-
-
-def _read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    with open(path, encoding="utf-8", newline="") as fh:
-        return fh.read()
 
 
 def _colour(enabled: bool, code: str, text: str) -> str:
@@ -121,15 +101,17 @@ def main_check(args) -> int:
     from .checks import SEVERITIES, run_checks, sort_findings
     from .roundtrip import format_round_trip, round_trip
 
+    template, bundled_chat = template_arg(args.template)
     try:
-        template, bundled_chat = _load(args.template)
         chat = load_chat_template_arg(args.chat_template) if args.chat_template else bundled_chat
+    except ValueError as e:
+        raise CLIError(f"--chat-template: {e}") from None
+    try:
         kwargs = json.loads(args.chat_template_kwargs) if args.chat_template_kwargs else {}
-        if not isinstance(kwargs, dict):
-            raise ValueError("--chat-template-kwargs must be a JSON object")
-    except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except json.JSONDecodeError as e:
+        raise CLIError(f"--chat-template-kwargs: not valid JSON: {e.msg} (column {e.colno})") from None
+    if not isinstance(kwargs, dict):
+        raise CLIError("--chat-template-kwargs must be a JSON object")
     findings = run_checks(template)
     rt = None
     compiled_ok = not any(f.check == "compile" and f.severity == "error" for f in findings)
@@ -162,25 +144,25 @@ def main_check(args) -> int:
 def main_show(args) -> int:
     from .show import GraphvizMissing, to_dot, to_svg
 
+    template, _ = template_arg(args.template)
     try:
-        template, _ = _load(args.template)
         dot = to_dot(template, mode=args.mode)
-    except (OSError, ValueError, TypeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, TypeError) as e:
+        raise CLIError(f"{args.template}: {e}") from None
     text = dot
     if args.format == "svg":
         try:
             text = to_svg(dot)
         except GraphvizMissing as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 3
+            raise CLIError(str(e), 3) from None
         except RuntimeError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            raise CLIError(str(e)) from None
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as e:
+            raise CLIError(f"-o {args.output}: {e.strerror or e}") from None
     else:
         sys.stdout.write(text)
     return 0
@@ -192,17 +174,17 @@ def main_show(args) -> int:
 def main_parse(args) -> int:
     from chatparse import ResponseParser
 
+    if args.prefix is None and args.prefix_file is None:
+        raise CLIError(NO_PREFIX)
+    template, _ = template_arg(args.template)
+    text = read_text(args.file, "FILE")
+    prefix = args.prefix if args.prefix is not None else read_text(args.prefix_file, "--prefix-file")
+    tools = read_tools(args.tools) if args.tools else None
     try:
-        template, _ = _load(args.template)
-        text = _read_text(args.file)
-        prefix = _read_text(args.prefix_file) if args.prefix_file else ""
-        tools = _read_tools(args.tools) if args.tools else None
-        if args.chunk < 1:
-            raise ValueError("--chunk must be at least 1")
         parser = ResponseParser(template, prefix=prefix, tools=tools)
-    except (OSError, ValueError, TypeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, TypeError) as e:
+        raise CLIError(f"{args.template}: {e}" if not tools else f"{args.template} with --tools {args.tools}: {e}") \
+            from None
     out = sys.stdout
     colour = args.color == "always" or (args.color == "auto" and out.isatty())
     names = [f["name"] for f in parser._compiled.spec["fields"]]
@@ -229,7 +211,6 @@ def main_parse(args) -> int:
             parser.feed(text)
             message, _ = parser.finalize()
     except (ValueError, KeyError, TypeError, RuntimeError) as e:
-        print(f"error: parsing failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        raise CLIError(f"parsing failed: {type(e).__name__}: {e}", 1) from None
     out.write(json.dumps(message, indent=2, ensure_ascii=False) + "\n")
     return 0
