@@ -13,7 +13,8 @@ family from the model id: the default, serving-grade template), against the fami
 * **Per delta**: the family's prompt (a corpus case's prefix) then prose, the first 2k / 20k / 200k characters
   fed untimed (100 tokens per delta, vLLM's cost grows with the output), then the median of the next deltas
   (`COUNT`). The hand-written pairs re-scan the text so far on many deltas, so they are timed at 2k and 20k
-  (and 200k with ``--long``); the plugin at all three. Targets (ratios, measured in this run): at 20k the plugin
+  (and 200k with ``--long``); the plugin at all three. The timed deltas of all these runs are interleaved (one
+  delta of each in turn), so that the machine's drift hits them alike. Targets (ratios, measured in this run): at 20k the plugin
   at least 3x faster than every pair; the plugin's cost at 200k within 1.5x of its cost at 2k.
 * **Per request**: parser construction plus the first delta, and a whole short answer (the family's first
   corpus output with a tool call, in 50 deltas, finished), median of `REPEAT` requests. Targets: construction
@@ -34,22 +35,12 @@ import time
 from vllm.entrypoints.openai.chat_completion.stream_processor import ChatStreamProcessor
 
 from bench import vllm_families as vf
+from bench.vllm_plugin import prose
 
 OUT = pathlib.Path(__file__).resolve().parent / "results" / "VLLM_HANDWRITTEN.md"
-WORDS = ["the", "weather", "in", "Paris", "is", "sunny", "today", "and", "we", "should", "check", "tool",
-         "results", "before", "answering", "carefully", "because", "users", "care", "about", "details"]
 COUNT = 400
 REPEAT = 60
 LENGTHS = (2_000, 20_000, 200_000)
-
-
-def prose(rng: random.Random, n: int) -> str:
-    out, size = [], 0
-    while size < n:
-        w = rng.choice(WORDS) + rng.choice([" ", " ", " ", ", ", ".\n"])
-        out.append(w)
-        size += len(w)
-    return "".join(out)[:n]
 
 
 def _case(family: str) -> dict:
@@ -79,9 +70,9 @@ class _Side:
         proc.step(text, ids, finish, self.prompt_ids)
 
 
-def per_delta(side: _Side, ds: list, start: int, count: int) -> float:
-    """Median µs of a delta over deltas [start, start + count), the earlier ones fed untimed 100 at a time (one
-    at a time for a parser that takes only one token per delta: hunyuan_a13b's asserts it)."""
+def warmed(side: _Side, ds: list, start: int) -> ChatStreamProcessor:
+    """A stream processor that has been fed deltas [0, start), untimed, 100 at a time (one at a time for a
+    parser that takes only one token per delta: hunyuan_a13b's asserts it)."""
     proc = side.new()
     try:
         for k in range(0, start, 100):
@@ -91,12 +82,21 @@ def per_delta(side: _Side, ds: list, start: int, count: int) -> float:
         proc = side.new()
         for text, ids in ds[:start]:
             side.step(proc, text, ids)
-    clock, times = time.perf_counter_ns, []
-    for text, ids in ds[start:start + count]:
-        t0 = clock()
-        side.step(proc, text, ids)
-        times.append(clock() - t0)
-    return statistics.median(times) / 1000
+    return proc
+
+
+def interleaved(runs: list, count: int) -> list[float]:
+    """Median µs per delta of each run ``(side, processor, deltas, start)``, timing one delta of each run in
+    turn, `count` rounds: a slower phase of the machine hits every run alike, so their ratios hold."""
+    clock = time.perf_counter_ns
+    times = [[] for _ in runs]
+    for k in range(count):
+        for r, (side, proc, ds, start) in enumerate(runs):
+            text, ids = ds[start + k]
+            t0 = clock()
+            side.step(proc, text, ids)
+            times[r].append(clock() - t0)
+    return [statistics.median(t) / 1000 for t in times]
 
 
 def per_request(side: _Side, repeat: int) -> tuple[float, float]:
@@ -124,6 +124,7 @@ def measure(family: str, *, lengths, count: int, repeat: int, long_theirs: bool)
     ours, theirs = _Side(family, "chatparse"), _Side(family, "vllm")
     rng = random.Random(family)
     row = {"family": family, "pair": "+".join(p for p in vf.HANDWRITTEN[family][:2] if p), "delta": {}}
+    runs, keys = [], []
     for n in lengths:
         ids = vf.encode(ours.tok, prose(rng, n + 4 * count + 2000))
         ds = vf.deltas(ours.tok, ids)
@@ -131,9 +132,13 @@ def measure(family: str, *, lengths, count: int, repeat: int, long_theirs: bool)
         while start < len(ds) and shown < n:
             shown += len(ds[start][0])
             start += 1
-        mine = per_delta(ours, ds, start, count)
-        other = per_delta(theirs, ds, start, count) if (n < 200_000 or long_theirs) else None
-        row["delta"][n] = (other, mine)
+        for side in (ours, theirs):
+            if side is ours or n < 200_000 or long_theirs:
+                runs.append((side, warmed(side, ds, start), ds, start))
+                keys.append((n, side is ours))
+    got = dict(zip(keys, interleaved(runs, count)))
+    for n in lengths:
+        row["delta"][n] = (got.get((n, False)), got[(n, True)])
     row["request"] = (per_request(theirs, repeat), per_request(ours, repeat))
     return row
 

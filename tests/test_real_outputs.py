@@ -39,7 +39,6 @@ The whole module parses every case a few times and takes a few seconds.
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 import zlib
@@ -116,13 +115,7 @@ def template_for(case: dict, with_overrides: bool) -> dict:
     merged into it key by key (a `null` value removes the key; a field not in the template is added)."""
     template = templates.get(case["family"])
     if with_overrides:
-        for field, keys in case["template_overrides"].items():
-            target = template["fields"].setdefault(field, {})
-            for key, value in keys.items():
-                if value is None:
-                    target.pop(key, None)
-                else:
-                    target[key] = copy.deepcopy(value)
+        templates.merge_fields(template, case["template_overrides"])
     return template
 
 

@@ -32,7 +32,8 @@ from typing import Any
 
 from chatparse import templates
 
-__all__ = ["ENV", "Resolution", "TemplateNotFound", "resolve", "from_choice", "log_once"]
+__all__ = ["ENV", "Resolution", "TemplateNotFound", "resolve", "from_choice", "log_once", "inner_tokenizer",
+           "template_of_spec"]
 
 ENV = "CHATPARSE_RESPONSE_TEMPLATE"
 logger = logging.getLogger("chatparse")
@@ -53,7 +54,7 @@ class Resolution:
     reason: str
 
 
-def _inner(tokenizer: Any) -> Any:
+def inner_tokenizer(tokenizer: Any) -> Any:
     """The transformers tokenizer behind a server's wrapper (vLLM may wrap it), else `tokenizer`."""
     for attr in ("tokenizer", "hf_tokenizer", "_tokenizer"):
         inner = getattr(tokenizer, attr, None)
@@ -64,7 +65,7 @@ def _inner(tokenizer: Any) -> Any:
 
 def _attr(tokenizer: Any, name: str) -> Any:
     """`name` from the tokenizer (or the tokenizer it wraps), else from its ``init_kwargs``; None if absent."""
-    for tok in (tokenizer, _inner(tokenizer)):
+    for tok in (tokenizer, inner_tokenizer(tokenizer)):
         value = getattr(tok, name, None)
         if value is None:
             value = (getattr(tok, "init_kwargs", None) or {}).get(name)

@@ -46,7 +46,7 @@ from vllm.tool_parsers import ToolParserManager
 import chatparse
 from chatparse.compiled import compile_template
 from chatparse.integrations import vllm_reasoning as _reasoning
-from chatparse.integrations.resolve import Resolution, TemplateNotFound, log_once, resolve
+from chatparse.integrations.resolve import Resolution, TemplateNotFound, inner_tokenizer, log_once, resolve
 from chatparse.integrations.vllm_template import (SERVING_TABLES_NAME, serving_template, serving_variant, text_joins,
                                                   vllm_view)
 from chatparse.runtime.token_binding import token_binding
@@ -134,7 +134,7 @@ def _bound(tokenizer: Any, compiled: Any, variant: dict):
     token tables, so the vocabulary and token tables are not built (`chatparse.tokenizer_dir.load_dir` checks
     the template hash and the tokenizer.json the file was built from, and rebuilds with a warning where either
     differs)."""
-    hf = _hf_tokenizer(tokenizer)
+    hf = inner_tokenizer(tokenizer)
     directory = _local_dir(hf)
     if directory is not None:
         from chatparse import tokenizer_dir
@@ -163,15 +163,6 @@ def _local_dir(hf: Any) -> str | None:
     if isinstance(path, str) and path and os.path.isfile(os.path.join(path, SERVING_TABLES_NAME)):
         return path
     return None
-
-
-def _hf_tokenizer(tokenizer: Any) -> Any:
-    """The transformers tokenizer behind vLLM's tokenizer object (vLLM may wrap it)."""
-    for attr in ("tokenizer", "hf_tokenizer", "_tokenizer"):
-        inner = getattr(tokenizer, attr, None)
-        if inner is not None and hasattr(inner, "convert_ids_to_tokens"):
-            return inner
-    return tokenizer
 
 
 # --------------------------------------------------------------------------------------------------------------

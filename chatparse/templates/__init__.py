@@ -84,8 +84,13 @@ def serving(name: str) -> dict:
     the CLI, ``parse-file`` and the vLLM plugin use this one by default (README, "Which template").
 
     Raises `KeyError` (listing the available names) when no template of that name is bundled."""
-    template = get(name)
-    for field, keys in _serving_overrides().get(name, {}).items():
+    return merge_fields(get(name), _serving_overrides().get(name, {}))
+
+
+def merge_fields(template: dict, overrides: dict) -> dict:
+    """`template` with `overrides` (``{field: {key: value}}``) merged in, key by key, in place: a ``null`` value
+    removes the key, a field not in the template is added. Returns `template`."""
+    for field, keys in overrides.items():
         target = template["fields"].setdefault(field, {})
         for key, value in keys.items():
             if value is None:
