@@ -6,20 +6,28 @@ reasoning parser. Then::
 
     vllm serve MODEL --enable-auto-tool-choice --tool-call-parser chatparse --reasoning-parser chatparse
 
-serves any checkpoint whose tokenizer config holds a ``response_template``, through
-`CompiledResponseTemplateParser`: a subclass of vLLM's own `ResponseTemplateParser`, so request handling
-(tool choice none / auto / required / named, include_reasoning, strict tools refused), the delta routing, the
-`DeltaMessage`s and tool-call ids are vLLM's code; what it replaces is the parser underneath (vLLM's copy of
-the interpreter, `vllm.parser.chat_parsing.ResponseParser`) with chatparse's compiled one in the serving
-dialect (``dialect="vllm"``: the same events), fed token ids through the token tables where the ids are
-there. The tables are built once per model and process, or loaded: vLLM parses with a variant of the
-checkpoint's template (every field optional, an implicit content field added; `vllm_template.serving_variant`),
-whose tables ``chatparse compile DIR --vllm`` writes beside the tokenizer (``response_template.vllm.cpt``,
-token tables included); the plugin loads that file when its template hash and tokenizer.json match.
+serves a checkpoint of any bundled family, through `CompiledResponseTemplateParser`. The template is the
+tokenizer config's own ``response_template``, else the one `chatparse.integrations.resolve` finds (the
+operator's ``$CHATPARSE_RESPONSE_TEMPLATE``, the family by model id, the family by chat template: a bundled
+family's serving-grade template), resolved, compiled and bound once per model and process (`_model`), logged
+once. The parser is a subclass of vLLM's own `ResponseTemplateParser`, so request handling (tool choice none /
+auto / required / named, include_reasoning, strict tools refused), the delta routing, the `DeltaMessage`s and
+tool-call ids are vLLM's code; what it replaces is the parser underneath (vLLM's copy of the interpreter,
+`vllm.parser.chat_parsing.ResponseParser`) with chatparse's compiled one in the serving dialect
+(``dialect="vllm"``: the same events), fed token ids through the token tables where the ids are there. vLLM's
+routing reads a view of the template (`vllm_template.vllm_view`: extension keys, and a reasoning field's
+``join``/``repeats``, left out); chatparse parses with the whole of it, in vLLM's streaming variant (every
+field optional, an implicit content field added; `vllm_template.serving_variant`), whose tables ``chatparse
+compile DIR --vllm`` writes beside the tokenizer (``response_template.vllm.cpt``, token tables included); the
+plugin loads that file when its template hash and tokenizer.json match.
 
 vLLM serves the fields ``thinking``, ``content`` and ``tool_calls`` and refuses any other at startup. The
 format's own name for reasoning is ``reasoning_content`` (chatparse's bundled templates use it): the plugin
-serves it as ``thinking`` (the field renamed, nothing else changed). Every other refusal is vLLM's.
+serves it as ``thinking`` (the field renamed, nothing else changed). A template without a reasoning (or
+tool-call) field is served with the same two flags: nothing of that kind to extract. What the plugin streams
+beyond vLLM's adapter: the content field's ``join`` between the texts on both sides of a tool call (vLLM's
+adapter glues them), and the last delta of a generation as vLLM's text (its ids carry a stop token the text
+leaves out).
 
 Tested with vllm 0.33.0 (tests/test_vllm_plugin.py); it reads internals of `vllm.parser.response_template`
 that other versions may not have, and `register` refuses other versions with a message saying so.
