@@ -253,11 +253,11 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "llama3_json-sglang-python-tag-separator@streamed": (
         "Two calls each after <|python_tag|>: streamed, vLLM serves only the first, with arguments '' (not JSON); "
         "one-shot both, as chatparse. vLLM is wrong."),
-    "llama3_json-sglang-invalid-then-valid": (
-        "Malformed (a truncated call, then a whole one). Both are wrong: vLLM one-shot serves the whole text as "
-        "content, streamed a call with arguments '' (not JSON); chatparse serves nothing (the broken call's region "
-        "never closes, so both calls are one region, which on_error drops; corpus xfail 'malformed:'). The source "
-        "expects the second call."),
+    "llama3_json-sglang-invalid-then-valid@streamed": (
+        "Malformed (a truncated call, then a whole one). Neither gives the source's answer (the second call): "
+        "one-shot both serve the whole text as content (the serving-grade template's on_error: content; the broken "
+        "call's region never closes, so both calls are one region); streamed, vLLM serves a call whose arguments "
+        "are '' (not JSON)."),
     # ---- longcat
     "longcat-vllm-surrounding-text": (
         "Text on both sides of a call: vLLM's longcat (Hermes) parser drops the text after the call; chatparse "

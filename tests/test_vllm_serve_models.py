@@ -178,8 +178,13 @@ def test_resolution_order_and_log(tokenizer_object, monkeypatch, tmp_path, caplo
     # the operator's choice wins over the model id; ":base" gives the base-format template
     monkeypatch.setenv(resolve.ENV, "hermes:base")
     tokenizer = _tokenizer(tokenizer_object, "Qwen/Qwen3-8B")
-    with caplog.at_level(logging.INFO):
-        _parser_cls(tokenizer)
+    log = logging.getLogger("vllm.chatparse")  # vLLM's logging config may stop it from reaching the root
+    log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="vllm.chatparse"):
+            _parser_cls(tokenizer)
+    finally:
+        log.removeHandler(caplog.handler)
     resolution = plugin._model(tokenizer, None).resolution
     assert (resolution.source, resolution.family, resolution.template) == ("operator", "hermes", own)
     assert any("hermes:base" in r.getMessage() for r in caplog.records)

@@ -188,6 +188,7 @@ class _CompiledStream(_rt._ResponseStream):
                  parse_tools: bool, new_tool_call_id, binding=None, compiled=None, joins=None) -> None:
         self.joins = joins or {}
         self._segments: dict = {}  # field -> "seen" (text streamed) or "pending" (a later region opened)
+        self._shown = 0  # characters of output vLLM has shown in the texts of the deltas `feed_ids` took
         self.parse_reasoning = parse_reasoning
         self.include_reasoning = include_reasoning
         self.parse_tools = parse_tools
@@ -245,21 +246,27 @@ class _CompiledStream(_rt._ResponseStream):
         return delta.build()
 
     def feed_ids(self, token_ids: Sequence[int], text: str, *, finished: bool):
-        """`feed` for a delta given as token ids: the text path where there are none, and for the last delta
-        of a generation. vLLM's detokenizer leaves a stop token's text (and whatever a stop string cut) out of
-        the last delta's text while its ids still carry the token, so there the text, not the ids, is what
-        the generation said (fed by ids, ``<|im_end|>`` would end up in an open reasoning region or break an
-        open tool call)."""
-        if not self.by_ids or finished or (text and not token_ids):
+        """`feed` for a delta given as token ids (the text path where there are none). In the last delta of a
+        generation, vLLM's detokenizer leaves a stop token's text out while the ids still carry the token: the
+        last id is fed only where the characters vLLM has shown (`_shown`) outrun what the other ids gave (fed
+        anyway, ``<|im_end|>`` would end up in an open reasoning region or break an open tool call)."""
+        self._shown += len(text)
+        if not self.by_ids or (text and not token_ids):
             return self.feed(text, finished=finished)
         if self._finalized:
             return None
         delta = _rt._DeltaBuilder()
+        if finished:  # the last id may be a stop token whose text vLLM left out: fed only if its text was shown
+            ids = list(token_ids)
+            events = self.parser.feed_tokens(ids[:-1]) if len(ids) > 1 else []
+            if self.parser.input_length - self._prefix_end < self._shown:
+                events += self.parser.feed_tokens(ids[-1])
+            self._route(self._track(self._as_vllm(events)), delta)
+            self._finish(delta)
+            return delta.build()
         # one id as an int: the token tables' inline path (a list takes the general one)
         ids = token_ids[0] if len(token_ids) == 1 else list(token_ids)
         self._route(self._track(self._as_vllm(self.parser.feed_tokens(ids))), delta)
-        if finished:
-            self._finish(delta)
         return delta.build()
 
     def _finish(self, delta) -> None:
