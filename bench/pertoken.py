@@ -34,6 +34,14 @@ What is measured (chatparse and the baselines in one process, interleaved, media
   stream's events (``StepEvents.tolist()``), against B ``TokenParser``s fed in a Python loop, B ``decode`` +
   ``chatparse.ResponseParser`` and B ``decode`` + reference ``ResponseParser`` (the first `ref_steps` steps);
   figures include creating the parsers and finalizing every stream.
+
+Every one of those has a *plain* side too, in the same rotation: a plain Python loop over the same ids that
+does, per id, one list index into the vocabulary's token texts (`Sides.texts`, each id decoded once) and one
+list append, then joins (`plain_*`). It parses nothing: it is the yardstick the speed targets are ratios to
+(`TARGETS`; bench/PERF_NOTES.md#bench-targets says why this baseline and why these thresholds), so that a
+slower or busier machine slows both sides and the verdict judges the code, not the machine. Building the
+token tables is judged against decoding every id once with the tokenizer (``tokenizer.decode([id])``, what
+`Sides.texts` costs).
 """
 
 from __future__ import annotations
@@ -59,6 +67,18 @@ WORDS = ("the of and to in is that it for on with as was by this be are from at 
          "weather Paris forecast temperature sunny cloudy rain tomorrow city function result value check").split()
 RARE = "naïve café Zürich résumé 東京 中文 😀 ✓".split()  # one word in 200: characters split across tokens
 SPECIALS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<|im_end|>"]
+# Speed targets (issues 3 and 21), each a ratio to a baseline measured in the same run; bench/PERF_NOTES.md
+# (#bench-targets) gives the figures the thresholds were set from. chatparse's time / the baseline's time:
+TARGETS = {
+    # one token per call, one stream: median feed_tokens(id) / the plain loop's time per call (one call per id)
+    "per_call": 7.0,
+    # whole sequence: parse_tokens(list of ids) / plain loop + join, at the longest generation
+    "whole": 3.0,
+    # B streams stepped together, events not read: TokenStreams run / plain loop over the same B x steps ids
+    "streams": 1.5,
+    # building the tables: vocab_for + the slowest template's tables_for / decoding every id once
+    "build": 6.0,
+}
 TOOL_CALL = '\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 END = "<|im_end|>"
 
@@ -293,6 +313,8 @@ class Sides:
         self.template = templates.get(template_name)
         self.compiled = chatparse.compile_template(self.template)
         self.binding = bind(self.compiled, self.tok)
+        # the plain loop's table: every id's text, decoded once (outside any timing; `decode_all` times it)
+        self.texts = decode_all(self.tok)
         self.ref_parser = self.ref_parse = self.rt = None
         if reference:
             try:
@@ -341,6 +363,41 @@ class Sides:
         return p.finalize()[0]
 
 
+# -- the plain baseline ----------------------------------------------------------------------------------------
+
+def decode_all(tok) -> list:
+    """Every id's text, ``tokenizer.decode([id])`` one id at a time: the table the plain loop indexes, and what
+    a hand-written per-token consumer builds once per tokenizer (the token tables' build is judged against it)."""
+    decode = tok.decode
+    return [decode([i], skip_special_tokens=False) for i in range(tok.get_vocab_size(with_added_tokens=True))]
+
+
+def plain_join(texts, ids) -> str:
+    """The plain loop over a whole sequence: per id one list index and one append, then one join."""
+    parts = []
+    append = parts.append
+    for i in ids:
+        append(texts[i])
+    return "".join(parts)
+
+
+def plain_streams(texts, rows, B: int) -> list:
+    """The plain loop over B streams stepped together: per step and stream one list index and one append to
+    that stream's list, then one join per stream (`rows`: the steps x B ids as lists)."""
+    bufs = [[] for _ in range(B)]
+    appends = [b.append for b in bufs]
+    for row in rows:
+        for append, i in zip(appends, row):
+            append(texts[i])
+    return ["".join(b) for b in bufs]
+
+
+def paired_ratio(num: list, den: list) -> float:
+    """The median of the per-repetition ratios num[k] / den[k] (the two sides of a repetition ran back to back
+    in one rotation, so a load spike moves both; the median drops the repetitions it moved unevenly)."""
+    return statistics.median(a / b if b > 0 else float("inf") for a, b in zip(num, den))
+
+
 # -- building the tables ---------------------------------------------------------------------------------------
 
 def _cold() -> None:
@@ -357,7 +414,9 @@ def _cold() -> None:
 def build_times(tok, template_names, reps: int) -> dict:
     """Median seconds of a cold `vocab_for(tok)` (the per-tokenizer part, self-check included) and of a cold
     `tables_for(compiled, vocab)` for each template (the per-template part); the compiled templates are built
-    beforehand (their compile time is the compile section's)."""
+    beforehand (their compile time is the compile section's). The baseline, in the same repetitions:
+    `decode_all(tok)` (``decode_s``; ``ratio``: vocabulary + the slowest template's tables over it, the median
+    of the per-repetition ratios)."""
     import chatparse
     from chatparse import templates
     from chatparse.compiler.tokens import tables_for, vocab_for
@@ -365,8 +424,17 @@ def build_times(tok, template_names, reps: int) -> dict:
     compiled = {n: chatparse.compile_template(templates.get(n)) for n in template_names}
     t_vocab: list = []
     t_tables: dict = {n: [] for n in template_names}
+    t_decode: list = []
     vocab = None
-    for _ in range(reps):
+    decode_all(tok)  # warm-up (the tokenizer's first calls), as the first cold build below warms chatparse's imports
+    for r in range(reps):
+        def baseline():
+            with NoGC():
+                t = time.perf_counter()
+                decode_all(tok)
+                t_decode.append(time.perf_counter() - t)
+        if r % 2:  # the baseline first in every other repetition
+            baseline()
         _cold()
         with NoGC():
             t = time.perf_counter()
@@ -377,19 +445,23 @@ def build_times(tok, template_names, reps: int) -> dict:
                 t = time.perf_counter()
                 tables = tables_for(compiled[n], vocab)
                 t_tables[n].append(time.perf_counter() - t)
+        if not r % 2:
+            baseline()
     _cold()
     inert = {}
     for n in template_names:
         tables = tables_for(compiled[n], vocab)
         inert[n] = [int(tables.flat[k * vocab.size:(k + 1) * vocab.size].sum()) for k in range(tables.n_modes)]
     tables_s = {n: statistics.median(v) for n, v in t_tables.items()}
+    slow = max(tables_s, key=tables_s.get)
     return {"size": vocab.size, "not_utf8_alone": vocab.n_partial, "vocab_s": statistics.median(t_vocab),
-            "tables_s": tables_s, "inert_per_mode": inert, "reps": reps}
+            "tables_s": tables_s, "inert_per_mode": inert, "reps": reps, "decode_s": statistics.median(t_decode),
+            "ratio": paired_ratio([v + t for v, t in zip(t_vocab, t_tables[slow])], t_decode), "slowest": slow}
 
 
 # -- one token per call ----------------------------------------------------------------------------------------
 
-COLUMNS = ("chatparse feed_tokens", "decode + chatparse feed", "decode + reference feed")
+COLUMNS = ("chatparse feed_tokens", "decode + chatparse feed", "decode + reference feed", "plain loop")
 
 
 def windows(feed_many, seq, lengths, window: int, prefeed: int):
@@ -406,14 +478,23 @@ def windows(feed_many, seq, lengths, window: int, prefeed: int):
         pos = L
 
 
-def _window_pass(feed_many, feed_one, ids, lengths, window: int, prefeed: int) -> list:
+def _window_pass(feed_many, feed_one, ids, lengths, window: int, prefeed: int, whole: bool = False) -> list:
     """One stream: feed untimed (`feed_many(list of ids)`, `prefeed` ids per call) up to each window, then
-    time every `feed_one(id)` of the window. Returns, per length, the window's per-call ns."""
+    time every `feed_one(id)` of the window. Returns, per length, the window's per-call ns (`whole`: the
+    window timed as one loop, ``[ns per call]``, timer not included)."""
     res = []
     for L, start in zip(lengths, windows(feed_many, ids, lengths, window, prefeed)):
         with NoGC():
-            res.append(per_call(feed_one, ids[start:L]))
+            res.append(per_call(feed_one, ids[start:L]) if not whole else [loop_ns(feed_one, ids[start:L])])
     return res
+
+
+def loop_ns(feed, ids) -> float:
+    """Nanoseconds per `feed(id)` over `ids`, timed as one loop."""
+    t = clock()
+    for i in ids:
+        feed(i)
+    return (clock() - t) / len(ids)
 
 
 def one_stream(sides: Sides, kind: str, lengths, window: int, reps: int, prefeed: int = 4096,
@@ -462,8 +543,18 @@ def one_stream(sides: Sides, kind: str, lengths, window: int, reps: int, prefeed
                                 prefeed)
         return run
 
+    def plain_pass(lens):
+        # the baseline: one call per id, as `feed_tokens(id)` is, doing one list index and one append; timed as
+        # one loop per window (its calls all cost the same, about as much as two timer reads: timed call by
+        # call, the timer's own cost, subtracted, would be most of the figure and of its error)
+        parts: list = []
+        append, extend, texts = parts.append, parts.extend, sides.texts
+        return _window_pass(lambda chunk: extend([texts[i] for i in chunk]), lambda i: append(texts[i]), ids, lens,
+                            window, prefeed, whole=True)
+
     ends = [lengths[0], lengths[-1]] if len(lengths) > 1 else lengths[:1]
-    passes = [("cp", cp_pass_of(None, expected(None)), lengths), ("text", text_pass(sides.cp_text_parser), lengths)]
+    passes = [("cp", cp_pass_of(None, expected(None)), lengths), ("text", text_pass(sides.cp_text_parser), lengths),
+              ("plain", plain_pass, lengths)]
     if reference and sides.ref_parser is not None:
         passes.append(("ref", text_pass(sides.ref_parser), lengths))
     for d in dialects:
@@ -481,17 +572,27 @@ def one_stream(sides: Sides, kind: str, lengths, window: int, reps: int, prefeed
     runs = rotated(fns, reps, budget_s)
     over = timer_overhead_ns()
     records = []
+    first: dict = {}  # col -> per-repetition medians at the shortest length
     for L in lengths:
         rec = {"kind": kind, "length": L, "window": window, "prefeed": prefeed, "reps": len(runs[0]),
                "generation_tokens": len(ids), "generation_chars": len(text)}
+        per_rep: dict = {}
         for (col, _, lens), col_runs in zip(passes, runs):
             if L not in lens:
                 continue
             li = lens.index(L)
-            meds = [max(statistics.median(r[li]) - over, 0.0) / 1e3 for r in col_runs]
-            means = [max(sum(r[li]) / len(r[li]) - over, 0.0) / 1e3 for r in col_runs]
+            sub = 0.0 if col == "plain" else over  # (the plain loop is timed as one loop: no timer in it)
+            meds = [max(statistics.median(r[li]) - sub, 0.0) / 1e3 for r in col_runs]
+            means = [max(sum(r[li]) / len(r[li]) - sub, 0.0) / 1e3 for r in col_runs]
             rec[f"{col}_us"] = statistics.median(meds)
             rec[f"{col}_mean_us"] = statistics.median(means)
+            per_rep[col] = meds
+            first.setdefault(col, meds)
+            # `flat`: this length over the shortest, within each repetition (one pass), the median over them
+            rec[f"{col}_flat"] = paired_ratio(meds, first[col])
+        for col in ("cp",) + tuple(dialects):  # the targets' ratios: to the plain loop, repetition by repetition
+            if col in per_rep:
+                rec[f"{col}_plain_ratio"] = paired_ratio(per_rep[col], per_rep["plain"])
         for col in ("text", "ref") + tuple(dialects) + tuple(f"{d}_ref" for d in dialects):
             rec.setdefault(f"{col}_us", float("nan"))
             rec.setdefault(f"{col}_mean_us", float("nan"))
@@ -506,7 +607,11 @@ def whole(sides: Sides, lengths, reps: int, min_s: float, budget_s: float = 30.0
     """One-shot tokens/s from ids for a `turn` generation of each length.
 
     Each of `dialects` adds, to the same rotation, ``parse_tokens(ids, dialect=...)`` (key ``<dialect>_ids_tps``)
-    and decode + that dialect's reference ``parse_response`` (``<dialect>_ref_tps``; vLLM's for "vllm")."""
+    and decode + that dialect's reference ``parse_response`` (``<dialect>_ref_tps``; vLLM's for "vllm"). The
+    plain loop (`plain_join`, ``plain_tps``) is in the same rotation; ``ids_plain_ratio`` (and
+    ``<dialect>_plain_ratio``) is parse_tokens' time over its, the median of the per-repetition ratios. The
+    references' sides (seconds per call at the longest lengths: their parse is quadratic there) rotate apart,
+    right after, within `budget_s` (``ref_reps``), so that they do not cut the repetitions of the others."""
     import chatparse
 
     b, compiled = sides.binding, sides.compiled
@@ -519,16 +624,19 @@ def whole(sides: Sides, lengths, reps: int, min_s: float, budget_s: float = 30.0
             progress(f"  per-token whole sequence ({len(ids):,} tokens)")
         want = b.parse(ids, prefix="")
         assert b.parse(arr, prefix="") == want == chatparse.parse_response(text, compiled, prefix="")
+        texts = sides.texts
         fns = [
             timed(lambda: b.parse(ids, prefix=""), min_s),
             timed(lambda: b.parse(arr, prefix=""), min_s),
             timed(lambda: chatparse.parse_response(sides.decode(ids), compiled, prefix=""), min_s),
+            timed(lambda: plain_join(texts, ids), min_s),
         ]
-        keys = ["ids_tps", "numpy_tps", "decode_parse_tps"]
+        keys = ["ids_tps", "numpy_tps", "decode_parse_tps", "plain_tps"]
+        ref_fns, ref_keys = [], []
         if reference and sides.ref_parse is not None:
             assert sides.ref_parse(text) == want, f"whole {n}: chatparse and the reference disagree"
-            fns.append(timed(lambda: sides.ref_parse(sides.decode(ids)), min_s))
-            keys.append("ref_tps")
+            ref_fns.append(timed(lambda: sides.ref_parse(sides.decode(ids)), min_s))
+            ref_keys.append("ref_tps")
         for d in dialects:
             assert b.parse(ids, prefix="", dialect=d) == want, f"whole {n}: the {d} dialect gives another message"
             fns.append(timed(lambda d=d: b.parse(ids, prefix="", dialect=d), min_s))
@@ -536,12 +644,18 @@ def whole(sides: Sides, lengths, reps: int, min_s: float, budget_s: float = 30.0
             ref_parse = sides.reference_for(d)[1] if reference else None
             if ref_parse is not None:
                 assert ref_parse(text) == want, f"whole {n}: chatparse and the {d} reference disagree"
-                fns.append(timed(lambda f=ref_parse: f(sides.decode(ids)), min_s))
-                keys.append(f"{d}_ref_tps")
-        runs = rotated(fns, reps, budget_s)
-        rec = {"tokens": len(ids), "chars": len(text), "reps": len(runs[0]), "ref_tps": float("nan")}
+                ref_fns.append(timed(lambda f=ref_parse: f(sides.decode(ids)), min_s))
+                ref_keys.append(f"{d}_ref_tps")
+        runs = rotated(fns, reps)
+        ref_runs = rotated(ref_fns, reps, budget_s) if ref_fns else [[]]
+        rec = {"tokens": len(ids), "chars": len(text), "reps": len(runs[0]), "ref_reps": len(ref_runs[0]),
+               "ref_tps": float("nan")}
         rec.update({f"{d}_{k}": float("nan") for d in dialects for k in ("ids_tps", "ref_tps")})
-        rec.update({k: len(ids) / statistics.median(r) for k, r in zip(keys, runs)})
+        rec.update({k: len(ids) / statistics.median(r) for k, r in zip(keys + ref_keys, runs + ref_runs)})
+        by_key = dict(zip(keys, runs))
+        rec["ids_plain_ratio"] = paired_ratio(by_key["ids_tps"], by_key["plain_tps"])
+        for d in dialects:
+            rec[f"{d}_plain_ratio"] = paired_ratio(by_key[f"{d}_ids_tps"], by_key["plain_tps"])
         records.append(rec)
     return records
 
@@ -573,7 +687,9 @@ def streams(sides: Sides, B: int, steps: int, plain: bool, reps: int, ref_steps:
     """B `turn` generations (one per seed, no tool call) stepped together, `steps` tokens each.
 
     Each of `dialects` adds `TokenStreams` in that dialect, stepped without reading events, to the same
-    rotation (key ``<dialect>_step_tps``)."""
+    rotation (key ``<dialect>_step_tps``). The plain loop over the same ids (`plain_streams`, ``plain_tps``) is
+    in the rotation too; ``step_plain_ratio`` (and ``<dialect>_plain_ratio``) is the `TokenStreams` run's time
+    over its, the median of the per-repetition ratios."""
     import chatparse
 
     b, tok, compiled = sides.binding, sides.tok, sides.compiled
@@ -625,8 +741,10 @@ def streams(sides: Sides, B: int, steps: int, plain: bool, reps: int, ref_steps:
                 return time.perf_counter() - t
         return sample
 
+    texts = sides.texts
+    plain_streams(texts, rows, B)  # warm-up, as the runs above warmed the other sides
     fns = [clocked(lambda: run_streams(False)), clocked(lambda: run_streams(True)), clocked(run_loop),
-           clocked(run_text_loop(sides.cp_text_parser, steps))]
+           clocked(run_text_loop(sides.cp_text_parser, steps)), clocked(lambda: plain_streams(texts, rows, B))]
     ref_steps = min(steps, ref_steps)
     if reference and sides.ref_parser is not None:
         fns.append(clocked(run_text_loop(sides.ref_parser, ref_steps)))
@@ -639,9 +757,11 @@ def streams(sides: Sides, B: int, steps: int, plain: bool, reps: int, ref_steps:
     total = B * steps
     rec = {"streams": B, "steps": steps, "plain": plain, "reps": len(runs[0]),
            "step_tps": total / t[0], "step_events_tps": total / t[1], "loop_tps": total / t[2],
-           "text_loop_tps": total / t[3], "ref_loop_tps": B * ref_steps / t[4], "ref_steps": ref_steps,
-           "decode_each_token_wrong": wrong}
-    rec.update({f"{d}_step_tps": total / x for d, x in zip(dialects, t[5:])})
+           "text_loop_tps": total / t[3], "plain_tps": total / t[4], "ref_loop_tps": B * ref_steps / t[5],
+           "ref_steps": ref_steps, "decode_each_token_wrong": wrong,
+           "step_plain_ratio": paired_ratio(runs[0], runs[4])}
+    rec.update({f"{d}_step_tps": total / x for d, x in zip(dialects, t[6:])})
+    rec.update({f"{d}_plain_ratio": paired_ratio(r, runs[4]) for d, r in zip(dialects, runs[6:])})
     return rec
 
 
@@ -672,26 +792,33 @@ def main(argv=None) -> int:
     sides = Sides(vocab, args.template, reference=ref)
     results: dict = {"vocabulary": {"name": vocab.name, "source": vocab.source}, "build": build}
     print(f"{build['size']:,} ids ({build['not_utf8_alone']:,} not valid UTF-8 alone); token tables: vocabulary "
-          f"{build['vocab_s']:.2f} s + {args.template} tables {build['tables_s'][args.template]:.2f} s "
-          f"(target <= 2 s)")
+          f"{build['vocab_s']:.2f} s + {args.template} tables {build['tables_s'][args.template]:.2f} s; decoding "
+          f"every id once {build['decode_s']:.2f} s: ratio {build['ratio']:.2f}x (target <= {TARGETS['build']}x)")
 
     print(f"\none token per call, µs/token: median (mean), template {args.template}")
     results["per_token"] = []
     for kind in ("reasoning", "content"):
         recs = one_stream(sides, kind, lengths, args.window, args.reps, reference=ref, progress=progress)
         results["per_token"] += recs
-        print(f"{kind:>10} {'tokens':>8} " + " ".join(f"{c:>24}" for c in COLUMNS))
+        print(f"{kind:>10} {'tokens':>8} " + " ".join(f"{c:>24}" for c in COLUMNS) + f"{'/ plain':>9}")
         for r in recs:
             print(f"{'':>10} {r['length']:>8} " + " ".join(
-                f"{r[c + '_us']:>13.3f} ({r[c + '_mean_us']:.3f})".rjust(24) for c in ("cp", "text", "ref")))
-        print(f"{'':>10} flat (longest / shortest, chatparse median): {recs[-1]['cp_us'] / recs[0]['cp_us']:.2f}x")
+                f"{r[c + '_us']:>13.3f} ({r[c + '_mean_us']:.3f})".rjust(24) for c in ("cp", "text", "ref", "plain"))
+                + f"{r['cp_plain_ratio']:>8.2f}x")
+        print(f"{'':>10} flat (longest / shortest, chatparse median): {recs[-1]['cp_us'] / recs[0]['cp_us']:.2f}x; "
+              f"chatparse / plain loop at most {max(r['cp_plain_ratio'] for r in recs):.2f}x "
+              f"(target <= {TARGETS['per_call']}x)")
 
     print("\nwhole sequence from ids, M tokens/s (median)")
-    print(f"{'tokens':>8} {'parse_tokens':>13} {'(numpy ids)':>12} {'decode+parse':>13} {'decode+reference':>17}")
+    print(f"{'tokens':>8} {'parse_tokens':>13} {'(numpy ids)':>12} {'decode+parse':>13} {'decode+reference':>17} "
+          f"{'plain loop':>11} {'/ plain':>8}")
     results["whole"] = whole(sides, lengths, max(3, args.reps), 0.02, reference=ref, progress=progress)
     for r in results["whole"]:
         print(f"{r['tokens']:>8} {r['ids_tps'] / 1e6:>13.2f} {r['numpy_tps'] / 1e6:>12.2f} "
-              f"{r['decode_parse_tps'] / 1e6:>13.2f} {r['ref_tps'] / 1e6:>17.3f}")
+              f"{r['decode_parse_tps'] / 1e6:>13.2f} {r['ref_tps'] / 1e6:>17.3f} {r['plain_tps'] / 1e6:>11.2f} "
+              f"{r['ids_plain_ratio']:>7.2f}x")
+    print(f"parse_tokens / plain loop at the longest: {results['whole'][-1]['ids_plain_ratio']:.2f}x "
+          f"(target <= {TARGETS['whole']}x)")
 
     results["streams"] = []
     for plain in (False, True):
@@ -699,8 +826,9 @@ def main(argv=None) -> int:
         results["streams"].append(r)
         print(f"\n{r['streams']} streams x {r['steps']} steps, {'plain prose' if plain else 'prose'}: M tokens/s "
               "(median)")
-        for k in ("step_tps", "step_events_tps", "loop_tps", "text_loop_tps", "ref_loop_tps"):
+        for k in ("step_tps", "step_events_tps", "loop_tps", "text_loop_tps", "ref_loop_tps", "plain_tps"):
             print(f"  {k:>16}: {r[k] / 1e6:.3f}")
+        print(f"  TokenStreams / plain loop: {r['step_plain_ratio']:.2f}x (target <= {TARGETS['streams']}x)")
         print(f"  decode-each-token wrong messages: {r['decode_each_token_wrong']} of {r['streams']}")
 
     if args.json:

@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .pertoken import TARGETS as TOKEN_TARGETS  # noqa: E402
 from .scenarios import FORMAT_LABELS  # noqa: E402
 
 CP_STYLE = {"linestyle": "-", "marker": "o"}
@@ -217,7 +218,12 @@ def tokens(result: dict, out: Path) -> list[str]:
             pts = [(r["length"], r[col + "_us"]) for r in rows if r.get(col + "_us", float("nan")) == r.get(col + "_us")]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, label=label, **style)
-        ax.axhline(0.3, color="gray", linestyle=":", label="target 0.3 µs")
+        plain = [r.get("plain_us", float("nan")) for r in rows]
+        if all(y == y and y > 0 for y in plain):  # the targets' baseline, measured in the same rotation
+            ax.plot(xs, plain, color="gray", linestyle="-", marker=".", label="plain loop: append(texts[id])")
+            limit = TOKEN_TARGETS["per_call"]
+            ax.plot(xs, [limit * y for y in plain], color="gray", linestyle=":",
+                    label=f"target: {limit:g}x the plain loop")
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(FixedLocator(xs))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1024:.0f}k" if x >= 1024 else f"{x:.0f}"))

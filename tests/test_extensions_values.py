@@ -568,11 +568,65 @@ def test_python_calls_are_bounded():
         parse_python_calls("f(a=" + "[" * 100_000)
     with pytest.raises(ValueError, match="more than 4300 digits"):
         parse_python_calls("f(a=" + "1" * 4301 + ")")
-    import time
-    big = "[" + ", ".join(f"f{i}(a='{'x' * 50}', b=[1, 2.5, None], c={{'k': True}})" for i in range(5000)) + "]"
-    start = time.perf_counter()
-    assert len(parse_python_calls(big)) == 5000
-    assert time.perf_counter() - start < 10
+    # one left-to-right pass: counted (characters read, `_count_reads`), not timed
+    def per_char(calls):
+        text = "[" + ", ".join(f"f{i}(a='{'x' * 50}', b=[1, 2.5, None], c={{'k': True}})" for i in range(calls)) + "]"
+        with _count_reads() as (counted, read):
+            assert len(parse_python_calls(counted(text))) == calls
+        return read[0] / len(text)
+    small, big = per_char(250), per_char(5000)
+    assert big <= 3 and big <= small * 1.05, (small, big)  # (about 1.95 each)
+
+
+class _CountedStr(str):
+    """A str that counts, into `read`, the characters read through it: 1 per index, a slice's length, the
+    prefix's length for `startswith`."""
+
+    read = [0]
+
+    def __getitem__(self, key):
+        out = str.__getitem__(self, key)
+        _CountedStr.read[0] += len(out) if isinstance(key, slice) else 1
+        return out
+
+    def startswith(self, prefix, *args):
+        _CountedStr.read[0] += max(map(len, prefix)) if isinstance(prefix, tuple) else len(prefix)
+        return str.startswith(self, prefix, *args)
+
+
+class _count_reads:
+    """Within: (wrap a text so that reads through it count, the count): characters read through the text and
+    by the python-calls parser's regexes (each match: the characters it matched, plus one)."""
+
+    def __enter__(self):
+        from chatparse.runtime import pycalls
+
+        read = _CountedStr.read
+        read[0] = 0
+
+        class Counted:
+            def __init__(self, rx):
+                self.rx = rx
+
+            def match(self, text, pos=0, *args):
+                m = self.rx.match(text, pos, *args)
+                read[0] += (m.end() - pos if m else 0) + 1
+                return m
+
+            def fullmatch(self, text, *args):
+                read[0] += len(text) + 1
+                return self.rx.fullmatch(text, *args)
+
+        self.saved = {name: getattr(pycalls, name) for name in ("_IDENT", "_NUMBER", "_HEX", "_OCT")}
+        for name, rx in self.saved.items():
+            setattr(pycalls, name, Counted(rx))
+        return _CountedStr, read
+
+    def __exit__(self, *exc):
+        from chatparse.runtime import pycalls
+
+        for name, rx in self.saved.items():
+            setattr(pycalls, name, rx)
 
 
 # ============================================================================================== argument_types
