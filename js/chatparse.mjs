@@ -1108,6 +1108,8 @@ class Mode {
       this.firstRe = new RegExp(alts.length ? alts.join("|") : "(?!)", "gu");
     }
     this.guards = null; // per class: lookbehinds one of which an attempt's start must satisfy (startGuards)
+    this.leadStarts = null; // per class: the start state by the lookbehinds that fail there (leadStarts)
+    this.leadStarts0 = null; // the same for an attempt at offset 0 (from start0)
   }
 }
 
@@ -1167,7 +1169,12 @@ export class Tables {
     this.modes = meta.modes.map((m, mi) => new Mode(m, mi, arrays, this.nClasses, watch[mi]));
     this.history = Math.max(1, ...this.patterns.map((p) => p.history));
     this.dirty = this.fields.map((f) => !STREAMABLE.has(f.content));
-    for (const mode of this.modes) mode.guards = startGuards(mode, mode.patterns.map((pi) => this.patterns[pi]));
+    for (const mode of this.modes) {
+      const pats = mode.patterns.map((pi) => this.patterns[pi]);
+      mode.guards = startGuards(mode, pats);
+      mode.leadStarts = leadStarts(mode, pats, mode.startN);
+      mode.leadStarts0 = mode.start0 !== mode.startN && mode.start0 ? leadStarts(mode, pats, mode.start0) : mode.leadStarts;
+    }
     // start anchor
     const anchor = spec.start_anchor;
     const anchorT = translation(js && js.anchor, "js.anchor");
@@ -1427,12 +1434,186 @@ function startGuards(mode, patterns) {
   return any ? out : null;
 }
 
-function viable(guards, text, i) {
-  for (const g of guards) {
-    g.lastIndex = i;
-    if (g.exec(text) !== null) return true;
+// Per mode, at most this many distinct leading lookbehinds get start states of their own, and at most this
+// many states, of at most this many transitions in all, are added for them (lead_assert's limits).
+const MAX_LOOKBEHINDS = 6, MAX_EXTRA_STATES = 4096, MAX_EXTRA_CELLS = 1 << 21;
+
+/** Per character class: null (an attempt starting with that class starts in `start`: startN, or start0 at
+ * offset 0), or { rxs, byFailed }: the distinct leading lookbehinds of the candidates at that class, and the
+ * state to start in by the set of those that fail (bit j of the index: rxs[j] fails; byFailed[0] is `start`):
+ * `start` with the failing ones' patterns projected out (new states added to the mode, `Projection`), the dead
+ * state where that is every candidate. null for the whole mode when no class changes its start state
+ * (lead_assert.start_guards's `starts`). */
+function leadStarts(mode, patterns, start) {
+  const found = patterns.map((p) => leadingAssertion(p.source));
+  if (found.every((f) => f === null)) return null;
+  const compiled = new Map();
+  for (let j = 0; j < found.length; j++) {
+    if (found[j] === null) continue;
+    const lb = jsLeadingLookbehind(patterns[j].jsSource);
+    if (lb === null) return null;
+    try {
+      if (!compiled.has(found[j])) compiled.set(found[j], new RegExp(lb, "suy"));
+    } catch {
+      return null;
+    }
   }
-  return false;
+  const live = livePatterns(mode);
+  const ncls = mode.nClasses, W = found.length;
+  const nullable = new Uint8Array(W);
+  if (mode.acc[start] !== null) for (const [p] of mode.acc[start]) nullable[p] = live[start][p];
+  const byTarget = new Map(); // one entry per state reached
+  const out = [];
+  for (let c = 0; c < ncls; c++) {
+    const t = mode.trans[start * ncls + c];
+    if (!byTarget.has(t)) {
+      const ps = [];
+      for (let p = 0; p < W; p++) if (nullable[p] || (t && live[t][p])) ps.push(p);
+      const guarded = ps.filter((p) => found[p] !== null);
+      let g = null;
+      if (guarded.length) {
+        const groups = new Map(); // lookbehind source -> its candidate patterns
+        for (const p of guarded) {
+          if (!groups.has(found[p])) groups.set(found[p], []);
+          groups.get(found[p]).push(p);
+        }
+        g = { rxs: [...groups.keys()].map((f) => compiled.get(f)), bits: [...groups.values()], every: guarded.length === ps.length, byFailed: null };
+      }
+      byTarget.set(t, g);
+    }
+    out.push(byTarget.get(t));
+  }
+  const entries = [...byTarget.values()].filter((g) => g !== null);
+  let project = compiled.size <= MAX_LOOKBEHINDS ? new Projection(mode, live) : null;
+  if (project !== null) {
+    try {
+      for (const g of entries) {
+        const n = g.bits.length, byFailed = [start];
+        for (let k = 1; k < 1 << n; k++) {
+          const mask = new Uint8Array(W);
+          for (let j = 0; j < n; j++) if ((k >> j) & 1) for (const p of g.bits[j]) mask[p] = 1;
+          byFailed.push(g.every && k === (1 << n) - 1 ? 0 : project.state(start, mask));
+        }
+        g.byFailed = byFailed;
+      }
+      project.install();
+    } catch (e) {
+      if (e !== TOO_MANY) throw e;
+      project = null;
+    }
+  }
+  if (project === null) {
+    // the all-guarded rule alone
+    for (const g of entries) g.byFailed = g.every ? [...new Array((1 << g.bits.length) - 1).fill(start), 0] : null;
+  }
+  const res = out.map((g) => (g === null || g.byFailed === null || g.byFailed.every((s) => s === start) ? null : g));
+  return res.some((g) => g !== null) ? res : null;
+}
+
+const TOO_MANY = Symbol("too many states");
+
+/** States of a mode's DFA with some of its patterns projected out (lead_assert._Projection): (s, mask) steps as s
+ * does, accepts only patterns outside `mask`, and is terminal once no pattern outside `mask` can still match from
+ * it (the dead state if it accepts none then); where no pattern of `mask` can match from s any more it is s. */
+class Projection {
+  constructor(mode, live) {
+    this.mode = mode;
+    this.live = live;
+    this.n = mode.term.length;
+    this.W = mode.patterns.length;
+    this.memo = new Map();
+    this.rows = []; // per new state: { row, eot, acc, term }
+    this.todo = [];
+  }
+
+  future(s) {
+    // the patterns some path from s accepts after at least one more step (a character or the end)
+    const { mode, live, W } = this;
+    const out = new Uint8Array(W);
+    const seen = new Set();
+    const add = (t) => {
+      if (!t || seen.has(t)) return;
+      seen.add(t);
+      for (let p = 0; p < W; p++) if (live[t][p]) out[p] = 1;
+    };
+    add(mode.eot[s]);
+    const ncls = mode.nClasses;
+    for (let c = 0; c < ncls; c++) add(mode.trans[s * ncls + c]);
+    return out;
+  }
+
+  id(s, mask) {
+    const { mode, live, W } = this;
+    if (s === 0) return 0;
+    let touches = false;
+    for (let p = 0; p < W; p++) if (mask[p] && live[s][p]) touches = true;
+    if (!touches) return s;
+    const key = `${s}|${mask.join("")}`;
+    let sid = this.memo.get(key);
+    if (sid === undefined) {
+      const hits = (mode.acc[s] || []).filter(([p]) => !mask[p]);
+      const fut = this.future(s);
+      let future = false;
+      for (let p = 0; p < W; p++) if (fut[p] && !mask[p]) future = true;
+      if (!hits.length && !future) sid = 0;
+      else {
+        if (this.rows.length >= MAX_EXTRA_STATES || (this.rows.length + 1) * mode.nClasses > MAX_EXTRA_CELLS) throw TOO_MANY;
+        sid = this.n + this.rows.length;
+        this.rows.push({ row: null, eot: 0, acc: hits.length ? hits : null, term: !future });
+        if (future) this.todo.push([s, mask, sid]);
+      }
+      this.memo.set(key, sid);
+    }
+    return sid;
+  }
+
+  state(s, mask) {
+    const first = this.id(s, mask);
+    const mode = this.mode, ncls = mode.nClasses;
+    while (this.todo.length) {
+      const [s0, m, sid] = this.todo.pop();
+      const row = new Int32Array(ncls);
+      const mapped = new Map();
+      for (let c = 0; c < ncls; c++) {
+        const t = mode.trans[s0 * ncls + c];
+        if (!mapped.has(t)) mapped.set(t, this.id(t, m));
+        row[c] = mapped.get(t);
+      }
+      const r = this.rows[sid - this.n];
+      r.row = row;
+      r.eot = this.id(mode.eot[s0], m);
+    }
+    return first;
+  }
+
+  install() {
+    // append the new states to the mode's arrays (trans, eot, term, acc)
+    if (!this.rows.length) return;
+    const mode = this.mode, ncls = mode.nClasses, n = this.n, total = n + this.rows.length;
+    const trans = new Int32Array(total * ncls), eot = new Int32Array(total), term = new Uint8Array(total);
+    trans.set(mode.trans);
+    eot.set(mode.eot);
+    term.set(mode.term);
+    this.rows.forEach((r, k) => {
+      if (r.row !== null) trans.set(r.row, (n + k) * ncls);
+      eot[n + k] = r.eot;
+      term[n + k] = r.term ? 1 : 0;
+      mode.acc.push(r.acc);
+    });
+    mode.trans = trans;
+    mode.eot = eot;
+    mode.term = term;
+  }
+}
+
+function guardedStart(g, text, i) {
+  let k = 0;
+  for (let j = 0; j < g.rxs.length; j++) {
+    const rx = g.rxs[j];
+    rx.lastIndex = i;
+    if (rx.exec(text) === null) k |= 1 << j;
+  }
+  return g.byFailed[k];
 }
 
 // ------------------------------------------------------------------------------------------------ scanner
@@ -1571,8 +1752,9 @@ class Scanner {
         }
       }
       let st = scan === 0 ? mode.start0 : mode.startN;
-      // every pattern an attempt here could match needs a lookbehind that fails: no attempt
-      if (mode.guards !== null && st === mode.startN && mode.guards[cls] !== null && !viable(mode.guards[cls], text, scan - base)) st = 0;
+      // the patterns whose leading lookbehind fails here left out (none left: no attempt)
+      const lead = scan === 0 ? mode.leadStarts0 : mode.leadStarts;
+      if (lead !== null && lead[cls] !== null) st = guardedStart(lead[cls], text, scan - base);
       if (st) {
         const a = new Attempt(scan, st);
         let hit = acc[st];

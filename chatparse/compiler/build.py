@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import regex
 
+from ..runtime.lead_assert import leading_assertion
 from .charsets import normalize, partition
 from .dfa import build_mode_dfa
 from .nfa import build_nfa
@@ -84,6 +85,9 @@ def build_tables(spec: dict) -> dict:
             analyses.append(an)
 
     _check_no_empty_loop(fields, patterns, analyses)
+    # per pattern: its DFA threads pruned leftmost-first (`dfa`): exact patterns, and regex-decided ones whose
+    # AST still orders their matches as `regex` does (`Analysis.loose`, `_prunable_after_lead`)
+    pruned = [not an.loose or _prunable_after_lead(p["source"]) for p, an in zip(patterns, analyses)]
 
     # Alphabet: intern every character set used by any pattern.
     sets: list = []
@@ -121,7 +125,7 @@ def build_tables(spec: dict) -> dict:
         what = ", ".join(f"Field '{fields[patterns[i]['field']]['name']}' {patterns[i]['key']}" for i in watch[:8])
         if len(watch) > 8:
             what += f" and {len(watch) - 8} more delimiters watched at once"
-        dfa = build_mode_dfa([nfas[i] for i in watch], [patterns[i]["exact"] for i in watch], membership, what)
+        dfa = build_mode_dfa([nfas[i] for i in watch], [pruned[i] for i in watch], membership, what)
         modes.append({
             "patterns": watch,
             "trans": dfa.trans,
@@ -213,3 +217,19 @@ def _nullable(node) -> bool:
     if kind == "rep":
         return node[1] == 0 or _nullable(node[4])
     return True  # eps and zero-width assertions
+
+
+def _prunable_after_lead(source: str) -> bool:
+    """Whether a pattern that begins with a lookbehind (`runtime/lead_assert.py`) orders its matches, after
+    that lookbehind, as its AST does (`Analysis.loose`): its DFA threads are then pruned as an exact pattern's
+    are (leftmost-first), so the tables say when its match can no longer change as soon as `regex` could. The
+    runtime checks the lookbehind where an attempt starts and `regex` still decides the match, but the attempt
+    no longer lives on after that match is certain (``(?<=[ab])/*?`` is the empty match at once, not after a
+    run of ``/``)."""
+    lead = leading_assertion(source)
+    if lead is None:
+        return False
+    try:
+        return not analyse(source[len(lead):]).loose
+    except (PatternError, regex.error, ValueError):
+        return False

@@ -11,7 +11,10 @@ Match semantics, stated precisely (they are the `regex` module's for a match att
   which its thread list held a MATCH before it became empty. This is exact for patterns without lookaround
   or backreferences (regex-automata's leftmost-first DFA does the same).
 * Regex-decided patterns (see `regex_ast`) are not pruned: their threads only tell whether a match is still
-  possible, and `regex` decides the real one on the short span.
+  possible, and `regex` decides the real one on the short span. Except those whose AST still orders their
+  matches as `regex` does (a leading lookbehind, checked where an attempt starts, and trailing lookaheads, read
+  as consumed text: `regex_ast.Analysis.loose`, `build`): pruned, their threads end as soon as `regex`'s match
+  is certain, which `regex` still decides.
 * Start states: ``start0`` for an attempt at offset 0 of the stream (``^``/``\\A`` hold), ``startN`` elsewhere.
 * End of text is one extra symbol, EOT, fed once at finalize: ``\\Z`` waits for it, ``$`` waits for it
   directly or after one ``\\n`` (that match then ends before the ``\\n``: accept code 1).

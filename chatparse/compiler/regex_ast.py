@@ -68,9 +68,16 @@ class Analysis:
     history: int = 0  # characters before the match start that `regex` may inspect
     horizon: int | None = 0  # characters after the last possible end `regex` may inspect (None: unbounded)
     groups: dict = field(default_factory=dict)
+    # Whether the AST may order matches otherwise than `regex` does: True for every reason to ask `regex` but
+    # a trailing positive lookahead (read as consumed text, it keeps the order: the match of REST(?=LA) is
+    # REST's part of the leftmost-first match of REST LA). A pattern that is not loose has its DFA threads
+    # pruned as an exact pattern's are, so the tables say when its match can no longer change (build.py).
+    loose: bool = False
 
-    def need_regex(self, why: str, history: int = 0, horizon: int | None = 0) -> None:
+    def need_regex(self, why: str, history: int = 0, horizon: int | None = 0, ordered: bool = False) -> None:
         self.exact = False
+        if not ordered:
+            self.loose = True
         if why not in self.reasons:
             self.reasons.append(why)
         self.history = max(self.history, history)
@@ -231,7 +238,7 @@ def _node(op, av, flags: int, an: Analysis, tail: bool) -> tuple:
             an.need_regex("lookbehind", history=width)
             return ("eps",)
         if op is C.ASSERT and tail:
-            an.need_regex("lookahead")
+            an.need_regex("lookahead", ordered=True)  # (`Analysis.loose`)
             return _convert(p, flags, an, True)
         an.need_regex("lookahead", horizon=None if width is None else width + _anchor_slack(p))
         return ("eps",)

@@ -180,7 +180,7 @@ class Scanner:
         i = scan - base
         n = self.end - base
         can_start = mode.can_start
-        guards = mode.guards
+        guards = mode.lead_starts
         cap = mode.cap
         while i < n:
             if len(attempts) == 1 and attempts[0].fin < 0:
@@ -233,9 +233,14 @@ class Scanner:
                                 if promoted is None:
                                     promoted = []
                                 promoted.append(_promote(a))
-            st = mode.start0 if pos == 0 else startN
-            if guards is not None and st == startN and guards[cls] is not None and not _viable(guards[cls], text, i):
-                st = 0  # every pattern an attempt here could match needs a lookbehind that fails
+            if pos:
+                st = startN
+                if guards is not None and guards[cls] is not None:
+                    st = _guarded_start(guards[cls], text, i)  # (patterns whose lookbehind fails left out)
+            else:
+                st = mode.start0
+                if mode.lead_starts0 is not None and mode.lead_starts0[cls] is not None:
+                    st = _guarded_start(mode.lead_starts0[cls], text, i)
             if st:
                 hit = acc[st]
                 if term[st]:
@@ -447,12 +452,17 @@ def skip_within(mode, text: str, i: int, stop: int) -> int:
     return m.start() if m is not None else limit
 
 
-def _viable(guards: tuple, text: str, i: int) -> bool:
-    """Whether one of the lookbehinds `guards` holds at buffer index `i` (`runtime/lead_assert.py`)."""
-    for g in guards:
-        if g.match(text, i) is not None:
-            return True
-    return False
+def _guarded_start(guard: tuple, text: str, i: int) -> int:
+    """The state an attempt starting at buffer index `i` starts in, where that would be `startN` (`guard` is the
+    `Mode.lead_starts` entry of its first character's class): `startN` without the patterns whose leading
+    lookbehind fails there (`runtime/lead_assert.py`), the dead state when that is every pattern it could
+    match."""
+    rxs, by_failed, _ = guard
+    k = 0
+    for j, rx in enumerate(rxs):
+        if rx.match(text, i) is None:
+            k |= 1 << j
+    return by_failed[k]
 
 
 def _start(a: Attempt) -> int:

@@ -30,7 +30,7 @@ class Mode:
 
     __slots__ = ("patterns", "trans", "eot", "acc", "term", "start0", "startN", "first_re", "n_classes",
                  "anchor_re", "anchor_char", "wchars", "wdeep_re", "jump", "loop", "can_start", "exact", "guards",
-                 "tmat", "facts", "cap")
+                 "lead_starts", "lead_starts0", "tmat", "facts", "cap")
 
     def __init__(self, raw: dict, n_classes: int, n_patterns: int, where: str, class_sources: list,
                  facts: "ClassFacts | None" = None):
@@ -82,6 +82,9 @@ class Mode:
         self.can_start = [True] * n_classes if nullable else (trans[self.startN] != 0).tolist()
         self.exact = False  # every watched pattern decided by the tables alone (set by `Tables`)
         self.guards = None  # per class: lookbehinds one of which an attempt's start must satisfy (`lead_assert`)
+        # per class: which patterns an attempt's start leaves out, by the lookbehinds that fail there (`lead_assert`);
+        # `lead_starts0` for an attempt at offset 0 (in `start0`)
+        self.lead_starts = self.lead_starts0 = None
         self.cap = None  # characters after which an attempt is decided whatever its state (`Tables`, `_max_width`)
 
     def cross(self, text: str, i: int, n: int, st: int) -> tuple[int, int]:
@@ -461,7 +464,11 @@ class Tables:
         self.class_sources = sources  # for deeper prefilters built on demand (runtime/oneshot.py)
         for mode in self.modes:
             mode.exact = all(self.patterns[pi].exact for pi in mode.patterns)
-            mode.guards = start_guards(mode, [self.patterns[pi].source for pi in mode.patterns])
+            sources = [self.patterns[pi].source for pi in mode.patterns]
+            mode.guards, mode.lead_starts = start_guards(mode, sources)
+            mode.lead_starts0 = mode.lead_starts
+            if mode.start0 != mode.startN and mode.start0:
+                mode.lead_starts0 = start_guards(mode, sources, mode.start0)[1]
             if not mode.exact:
                 widths = [_max_width(self.patterns[pi].source) for pi in mode.patterns]
                 if None not in widths:

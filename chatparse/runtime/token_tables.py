@@ -217,7 +217,7 @@ def _probe_decision(tables, mode: int, before: str, at_start: bool, text: str):
         return None  # (text before the first attempt would be released)
     # "pure": the same for any characters before `text` (not at the start, where `^` holds, and no attempt was
     # resolved, which is where `regex` may look back)
-    pure = not at_start and not sc.resolved and tables.modes[mode].guards is None  # (guards read `before`)
+    pure = not at_start and not sc.resolved and tables.modes[mode].lead_starts is None  # (they read `before`)
     return ("H", tuple([attempt_record(a, n0) for a in sc.attempts]), pure)
 
 
@@ -376,7 +376,7 @@ class TokenTablesBase:
             return None
         eff = None
         # (a mode whose attempts start only where a lookbehind holds cannot be probed after placeholders)
-        if text and len(text) <= 256 and self.compiled.tables.modes[mode].guards is None:
+        if text and len(text) <= 256 and self.compiled.tables.modes[mode].lead_starts is None:
             n = len(states)
             sc = _Probe(self.compiled.tables)
             sc.push("\x00" * (1 + n))
