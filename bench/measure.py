@@ -27,6 +27,7 @@ from typing import Callable
 
 from . import scenarios as S
 from .pertoken import NoGC as _NoGC  # one definition of the GC guard and the sampler
+from .pertoken import paired_ratio
 from .pertoken import timed as _timed
 from .pertoken import windows as _windows
 
@@ -408,6 +409,9 @@ def _stream_records(cfg: Config, cp: Impl, ref: Impl | None, sc: S.Scenario, chu
             "cp_mean_us": statistics.median(r[li][1] for r in a) / 1e3,
             "ref_mean_us": statistics.median(r[li][1] for r in b) / 1e3 if b else nan,
             "ratio": refm / cpm, "reps": len(a), "dialect": dialect,
+            # `flat`: this length's median per feed over the shortest's, within each repetition (one pass times
+            # both, seconds apart), the median over the repetitions: a load spike moves one repetition
+            "cp_flat": paired_ratio([r[li][0] for r in a], [r[0][0] for r in a]),
         })
         if c is not None:
             records[-1]["default_us"] = statistics.median(r[li][0] for r in c) / 1e3
