@@ -1,17 +1,17 @@
 """The native modules, built where a C compiler is (see each one's source):
 
-* `chatparse.runtime._stream_kernels`: the loops of `TokenStreams` over every stream;
-* `chatparse.runtime._lean_regions`: the one-shot path's delimiters and regions, where string tests decide them;
+* `chatparse.runtime.tokens._stream_kernels`: the loops of `TokenStreams` over every stream;
+* `chatparse.runtime.oneshot._lean_regions`: the one-shot path's delimiters and regions, where string tests decide them;
 * `chatparse._message_columns`: the Arrow buffers of a batch of parsed messages (`chatparse.arrow`).
 
 They are optional (``optional=True``): without a compiler the install still succeeds and
-`chatparse.runtime.stream_kernels`, the one-shot path and `chatparse.arrow` use their Python spellings, which
+`chatparse.runtime.tokens.kernels`, the one-shot path and `chatparse.arrow` use their Python spellings, which
 give the same results."""
 
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("chatparse.runtime._stream_kernels", ["chatparse/runtime/_stream_kernels.c"], optional=True),
-    Extension("chatparse.runtime._lean_regions", ["chatparse/runtime/_lean_regions.c"], optional=True),
+    Extension("chatparse.runtime.tokens._stream_kernels", ["chatparse/runtime/tokens/_stream_kernels.c"], optional=True),
+    Extension("chatparse.runtime.oneshot._lean_regions", ["chatparse/runtime/oneshot/_lean_regions.c"], optional=True),
     Extension("chatparse._message_columns", ["chatparse/_message_columns.c"], optional=True),
 ])

@@ -6,7 +6,7 @@ Columns (times are medians over --repeat runs, in milliseconds):
 
 * ``file``: size of the ``.cpt`` file with the JavaScript port section; ``no-js``: without it (what a pickle
   carries); ``pickle``: `pickle.dumps(compiled)` size.
-* ``loads``: `chatparse.runtime.loader.loads` on bytes already in memory (header, checksum, JSON, every
+* ``loads``: `chatparse.runtime.tables.loader.loads` on bytes already in memory (header, checksum, JSON, every
   validation, numpy views).
 * ``load``: `load(path)` - open, mmap, `loads`.
 * ``ready``: what a user waits for at model load: `load(path)` + `CompiledTemplate(spec, raw)` (that is
@@ -64,7 +64,7 @@ import chatparse.tokenizer_dir  # noqa: E402,F401  (registers pickling through t
 from chatparse import CompiledTemplate, compile_template, templates  # noqa: E402
 from chatparse.compiler.build import build_tables  # noqa: E402
 from chatparse.compiler.writer import dumps, save  # noqa: E402
-from chatparse.runtime.loader import load, loads  # noqa: E402
+from chatparse.runtime.tables.loader import load, loads  # noqa: E402
 
 # Targets, each a ratio to a baseline measured in the same run (bench/PERF_NOTES.md#bench-targets):
 COLD_TARGET = 8.0  # character tables: cold `ready` / the reference's cold load_response_template

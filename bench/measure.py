@@ -572,7 +572,7 @@ def compile_times(cfg: Config) -> list:
     from chatparse import templates
     from chatparse.compiler.build import build_tables
     from chatparse.compiler.validate import load_template
-    from chatparse.runtime.tables import Tables
+    from chatparse.runtime.tables.layout import Tables
     from transformers.utils.chat_parsing.response_templates import load_response_template
 
     names = list(cfg.compile_templates) if cfg.compile_templates else templates.names()

@@ -202,17 +202,17 @@ def breakdown(binding, mat) -> dict:
 
 
 class python_kernels:
-    """Within: TokenStreams runs the Python spellings of its kernels (`chatparse.runtime.stream_kernels`), as
+    """Within: TokenStreams runs the Python spellings of its kernels (`chatparse.runtime.tokens.kernels`), as
     where the C module is not built."""
 
     def __enter__(self):
-        from chatparse.runtime import stream_kernels as sk
+        from chatparse.runtime.tokens import kernels as sk
 
         self.saved = sk.advance, sk._native_join
         sk.advance = sk._native_join = None
 
     def __exit__(self, *exc):
-        from chatparse.runtime import stream_kernels as sk
+        from chatparse.runtime.tokens import kernels as sk
 
         sk.advance, sk._native_join = self.saved
 
@@ -291,10 +291,10 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=None, help="timed runs per cell (default 3; --quick 1)")
     ap.add_argument("--only-vocab", default=None, help="run only the vocabularies whose name contains this")
     args = ap.parse_args(argv)
-    from chatparse.runtime import stream_kernels
+    from chatparse.runtime.tokens import kernels as stream_kernels
 
     compare = stream_kernels.NATIVE
-    kernels = ("native (chatparse.runtime._stream_kernels); each timed run of a cell with events not read is "
+    kernels = ("native (chatparse.runtime.tokens._stream_kernels); each timed run of a cell with events not read is "
                "followed by one with the Python spellings (numpy and joins, as where the C module is not built)"
                if compare else "Python spellings (numpy and joins: the C module is not built)")
     B, steps, reps = (64, 512, 1) if args.quick else (256, 2048, 3)

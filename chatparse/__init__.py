@@ -11,7 +11,7 @@ Public API (call-compatible with `transformers.utils.chat_parsing`):
 
 from .compiled import CompiledTemplate, compile_template
 from .response_parser import ResponseParser, parse_response
-from .runtime.dialect import Dialect
+from .runtime.stream.dialect import Dialect
 from .runtime.tokens import TokenParser, TokenStreams, parse_tokens, parse_tokens_batch
 
 

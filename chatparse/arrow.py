@@ -47,7 +47,7 @@ except ImportError as e:  # pragma: no cover - the error says what to install
     raise ImportError("chatparse.arrow needs pyarrow: pip install 'chatparse[data]'") from e
 
 from .compiled import CompiledTemplate, compile_template
-from .runtime.collector import collector_paused
+from .runtime.stream.collector import collector_paused
 
 __all__ = ["MESSAGE_SCHEMA", "NATIVE", "TOOL_CALL_TYPE", "compiled_of", "error_of", "parse_arrow", "parse_arrow_tokens",
            "table_bytes", "to_messages"]
@@ -649,7 +649,7 @@ def parse_arrow_tokens(data, binding, *, ids_column: str = "ids", prefix: str | 
     (`prefix_ids` / `prefix_ids_column`), one for all rows or one per row."""
     import numpy as np
 
-    from .runtime.token_binding import TokenBinding, token_binding
+    from .runtime.tokens.binding import TokenBinding, token_binding
 
     _check_data(data)
     if isinstance(binding, CompiledTemplate):
@@ -712,7 +712,7 @@ def compiled_of(template: Any, what: str = "template") -> CompiledTemplate:
     from pathlib import Path
 
     if isinstance(template, (bytes, bytearray, memoryview)):
-        from .runtime.loader import compiled_from_bytes
+        from .runtime.tables.loader import compiled_from_bytes
 
         try:
             return compiled_from_bytes(bytes(template))
@@ -730,7 +730,7 @@ def compiled_of(template: Any, what: str = "template") -> CompiledTemplate:
             return load_dir(path)
         if path.is_file():
             if path.suffix == ".cpt":
-                from .runtime.loader import load
+                from .runtime.tables.loader import load
 
                 raw = load(path)
                 return CompiledTemplate(raw["template"], raw)

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from copy import deepcopy
 from typing import Any
 
-from .runtime.template import RuntimeTemplate, register_template_class
+from .runtime.tables.template import RuntimeTemplate, register_template_class
 from .template_objects import is_template_object, to_template_dict
 
 _CACHE_SIZE = 64

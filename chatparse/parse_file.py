@@ -119,7 +119,7 @@ def _own_process() -> None:
 
 def _init(tables: bytes, options: dict, own_process: bool = False) -> None:
     """Worker start: the compiled template from table-format bytes, once per process."""
-    from .runtime.loader import compiled_from_bytes
+    from .runtime.tables.loader import compiled_from_bytes
 
     if own_process:
         _own_process()

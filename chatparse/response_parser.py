@@ -15,14 +15,14 @@ from inspect import isfunction, ismethod
 from typing import Any
 
 from .compiled import CompiledTemplate, compile_template
-from .runtime.coerce import coerce as _coerce
-from .runtime.coerce import coerce_tool_calls
-from .runtime.coerce import schema_types as _schema_types
-from .runtime.coerce import tool_params
-from .runtime.args import check_tools, text_error
-from .runtime.dialect import Dialect, resolve
-from .runtime.oneshot import parse_whole
-from .runtime.parser import StreamParser, joined, raise_malformed
+from .runtime.values.coerce import coerce as _coerce
+from .runtime.values.coerce import coerce_tool_calls
+from .runtime.values.coerce import schema_types as _schema_types
+from .runtime.values.coerce import tool_params
+from .runtime.values.args import check_tools, text_error
+from .runtime.stream.dialect import Dialect, resolve
+from .runtime.oneshot.parse import parse_whole
+from .runtime.stream.parser import StreamParser, joined, raise_malformed
 
 __all__ = ["ResponseParser", "parse_response", "_coerce", "_schema_types"]
 
@@ -56,7 +56,7 @@ class ResponseParser:
     ``dialect`` picks the events: "transformers" (the default: transformers 5.23's), "vllm" (vLLM 0.33.0's
     serving dialect: spans and captures on events, ``region_malformed`` events that do not end the parse,
     `input_text`), or a `chatparse.Dialect`; ``offsets=`` and ``malformed=`` set those two options over it
-    (see `chatparse.runtime.dialect`). `response_template` may be a template dict, a `CompiledTemplate`,
+    (see `chatparse.runtime.stream.dialect`). `response_template` may be a template dict, a `CompiledTemplate`,
     or the pre-loaded ``ResponseTemplate`` object of vLLM's or transformers' interpreter.
     """
 
@@ -99,7 +99,7 @@ class ResponseParser:
 
     def probe(self, text: str) -> list[dict]:
         """The events that feeding `text` now would return, without changing this parser (a fork of its state
-        takes `text`: `chatparse.runtime.parser.StreamParser.fork`). For questions about the end of the text
+        takes `text`: `chatparse.runtime.stream.parser.StreamParser.fork`). For questions about the end of the text
         so far, as vLLM's reasoning-end check asks by feeding a NUL; feed the text to continue."""
         return self._core.fork().feed(text)
 
@@ -155,5 +155,5 @@ def parse_compiled(compiled: CompiledTemplate, text: str, prefix: str | None, to
         raise text_error(prefix, "parse_response() argument 'prefix' (the chat prompt)")
     params = tool_params(_tool_schemas(tools)) if tools else check_tools(tools) or {}
     head = compiled.tables.cut_prefix(prefix) if prefix else ""
-    # The whole text is known: decide delimiters with `regex` at each candidate (see runtime/oneshot.py).
+    # The whole text is known: decide delimiters with `regex` at each candidate (see runtime/oneshot/parse.py).
     return parse_whole(compiled.tables, params, head + text)

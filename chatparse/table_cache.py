@@ -108,7 +108,7 @@ def cached_table_bytes(template: Any, make: Callable[[], bytes]) -> bytes:
     except OSError:
         data = None
     if data is not None:
-        from .runtime.loader import compiled_from_bytes
+        from .runtime.tables.loader import compiled_from_bytes
 
         try:
             compiled_from_bytes(data)

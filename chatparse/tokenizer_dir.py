@@ -203,7 +203,7 @@ def load_dir(directory, *, tokenizer=None, template: Any = None, name: str = TAB
     tokenizer (given, or a tokenizer.json beside the tables), the token tables are rebuilt with a warning.
     `template` and `name`: as for `compile_dir`."""
     from .compiler.validate import load_template
-    from .runtime.loader import load, template_hash
+    from .runtime.tables.loader import load, template_hash
 
     directory = Path(directory)
     if template is None:
@@ -282,7 +282,7 @@ def check_dir(directory) -> tuple[bool, str]:
     from . import __version__
     from .compiled import compile_template
     from .compiler.validate import load_template
-    from .runtime.loader import load, template_hash
+    from .runtime.tables.loader import load, template_hash
 
     directory = Path(directory)
     try:
@@ -321,7 +321,7 @@ def stale_tables(directory) -> str | None:
     from . import __version__
     from .compiled import compile_template
     from .compiler.validate import load_template
-    from .runtime.loader import load, template_hash
+    from .runtime.tables.loader import load, template_hash
 
     directory = Path(directory)
     tables = directory / TABLES_NAME
@@ -375,7 +375,7 @@ def token_tables_differ(a: dict, b: dict) -> str | None:
     """None when two token sections hold the same vocabulary and per-mode tables, else the first difference."""
     import numpy as np
 
-    from .runtime.loader import TOKEN_ARRAYS
+    from .runtime.tables.loader import TOKEN_ARRAYS
 
     for k in ("size", "kind", "strip_char", "strip_start", "cleanup"):
         if a["meta"][k] != b["meta"][k]:
@@ -457,7 +457,7 @@ def main_compile(args) -> int:
     except (OSError, ValueError, TypeError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from .runtime.loader import load
+    from .runtime.tables.loader import load
 
     raw = load(out)
     note = f", token tables for {raw['tokens']['meta']['size']} tokens" if "tokens" in raw else ""

@@ -2,8 +2,8 @@
 //
 // Reads the table format of FORMAT.md (one `.cpt` file: header, canonical template JSON, metadata JSON, flat
 // little-endian integer arrays, SHA-256 trailer), validates it, streams text through the character tables
-// exactly as chatparse/runtime/scanner.py does, and reproduces chatparse's events and final message: region
-// logic as chatparse/runtime/parser.py, value parsers as values.py, transforms as transform.py, tool-argument
+// exactly as chatparse/runtime/stream/scanner.py does, and reproduces chatparse's events and final message: region
+// logic as chatparse/runtime/stream/parser.py, value parsers as values.py, transforms as transform.py, tool-argument
 // coercion as coerce.py.
 //
 // Regexes: the table file's port section holds every regex the runtime needs already translated by the
@@ -21,7 +21,7 @@
 //   for (const chunk of stream) for (const ev of parser.feed(chunk)) render(ev);
 //   const [message, finalEvents] = parser.finalize();
 //
-// The serving dialect of vLLM 0.33.0 (chatparse/runtime/dialect.py): `new ResponseParser(tables, prompt,
+// The serving dialect of vLLM 0.33.0 (chatparse/runtime/stream/dialect.py): `new ResponseParser(tables, prompt,
 // { dialect: "vllm" })` - spans (code points) and captures on events, region_malformed events that do not end
 // the parse, prompt text kept out of chunks, `parser.inputText`; `offsets` and `malformed` options as in Python.
 //
@@ -37,7 +37,7 @@ const STREAMABLE = new Set(["text", "int", "float", "bool"]);
 // Python `regex`'s \w when a table file carries no exact class (written with js=False).
 const WORD_FALLBACK = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
 const PARSER_NAMES = ["text", "int", "float", "bool", "json", "xml-inline", "kv-lines"];
-// Format extensions this runtime implements (chatparse/runtime/extensions.py, FORMAT.md "Extensions"): name ->
+// Format extensions this runtime implements (chatparse/runtime/values/extensions.py, FORMAT.md "Extensions"): name ->
 // the field keys and content parser name that opt into it, and a check of each key's normalized value. A table
 // listing any other name is refused: "table uses format extension 'NAME', which this reader does not support".
 export const JS_EXTENSIONS = {
@@ -212,7 +212,7 @@ const utf8KeepBom = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }); 
 /**
  * Validate and decode a table file (Uint8Array / Buffer / ArrayBuffer). Throws PyError("ValueError") with a
  * message naming the defect for anything malformed. The checks, their order and their messages are those of
- * FORMAT.md section 1, "What a reader must check", exactly as chatparse/runtime/loader.py makes them, so that
+ * FORMAT.md section 1, "What a reader must check", exactly as chatparse/runtime/tables/loader.py makes them, so that
  * both runtimes refuse the same files with the same message (tests/test_table_fuzz.py checks this on resealed
  * mutants). The one check this runtime cannot make is that the template's patterns compile in Python's
  * `regex` (step 9); every other check comes first.
@@ -403,7 +403,7 @@ function sectionJson(b, what, fail) {
   return [text, value];
 }
 
-// ---- the template rules (FORMAT.md section 1, step 6; chatparse/runtime/table_rules.py template_rules)
+// ---- the template rules (FORMAT.md section 1, step 6; chatparse/runtime/tables/rules.py template_rules)
 
 const PY_TYPE = (v) => (v === null ? "none" : typeof v === "boolean" ? "bool" : isPyInt(v) ? "int" : v instanceof PyFloat ? "float" : typeof v === "string" ? "str" : Array.isArray(v) ? "list" : "dict");
 const NORMALIZED_KEYS = ["version", "defaults", "start_anchor", "implicit", "fields"];
@@ -760,7 +760,7 @@ function checkMetadata(meta, spec, header, data, fail) {
   return arrays;
 }
 
-// ---- the token section (FORMAT.md section 8.4): what chatparse/runtime/loader.py `_token_section` checks, in its
+// ---- the token section (FORMAT.md section 8.4): what chatparse/runtime/tables/loader.py `_token_section` checks, in its
 // order and with its messages. This runtime parses text, not token ids, so it uses nothing of the section; it
 // checks it so that both runtimes accept and refuse the same files.
 
@@ -849,7 +849,7 @@ function checkTokenSection(tm, arrays, watch, vocabHex, fail) {
   for (let k = 0; k < inert.length; k++) if (inert[k] && !usable(k % size)) bad("only tokens with non-empty text of their own can be inert");
 
   // strict UTF-8 of the TEXT tokens' bytes concatenated, each token starting at a character boundary; then the
-  // first-token texts likewise (runtime/loader.py token_texts)
+  // first-token texts likewise (runtime/tables/loader.py token_texts)
   let textLen = 0;
   for (let i = 0; i < size; i++) if (flags[i] & T_TEXT) textLen += off[i + 1] - off[i];
   const text = new Uint8Array(textLen);
@@ -996,7 +996,7 @@ function hasLoneSurrogate(value) {
 
 /** `js.word` must be a JavaScript character class in the form FORMAT.md section 7 gives: "[", an optional "^",
  * atoms and ranges `a-b` (a <= b), "]"; an atom is a code point other than \ ] [ - ^ and surrogates, "\" before
- * one of those five, or \u{1-6 hex digits} up to 10FFFF. (runtime/loader.py `_check_word` checks the same.) */
+ * one of those five, or \u{1-6 hex digits} up to 10FFFF. (runtime/tables/loader.py `_check_word` checks the same.) */
 const CLASS_ESCAPES = "\\][-^";
 function checkWord(word, fail) {
   const cps = Array.from(word);
@@ -1142,7 +1142,7 @@ function expectedPatterns(spec) {
  * runtime parses text). */
 const TOKEN_ARRAYS = ["offsets", "bytes", "flags", "first_ids", "first_offsets", "first_bytes", "inert", "delims"];
 
-/** Everything one compiled template needs at run time (the JavaScript twin of runtime/tables.py). */
+/** Everything one compiled template needs at run time (the JavaScript twin of runtime/tables/layout.py). */
 export class Tables {
   /** From a file's sections as `loadTables` validated them (`fail` reports what only this runtime refuses: a
    * pattern it must run whose translation is missing or does not compile in this JavaScript engine). */
@@ -1275,7 +1275,7 @@ function groupdict(m, t) {
 
 // ------------------------------------------------------------------------------------------------ start guards
 
-// The twin of chatparse/runtime/lead_assert.py. The tables approximate a lookbehind by the empty string, so an
+// The twin of chatparse/runtime/regex/lead_assert.py. The tables approximate a lookbehind by the empty string, so an
 // attempt of a lookbehind-led pattern would start (and hold its characters) even where the lookbehind already
 // fails. Per character class, when every pattern an attempt starting with that class could still match has a
 // leading lookbehind, the attempt starts only where one of those lookbehinds holds (Scanner.decide).
@@ -1857,7 +1857,7 @@ function keyLess(x, y) {
 }
 
 // ------------------------------------------------------------------------------------------------ JSON end
-// The close_json_end extension (chatparse/runtime/json_end.py, FORMAT.md "Extensions"): where the JSON value a
+// The close_json_end extension (chatparse/runtime/values/json_end.py, FORMAT.md "Extensions"): where the JSON value a
 // region body starts with ends, read incrementally, exactly Python's json grammar (raw_decode after JSON
 // whitespace), at most JSON_MAX_DEPTH containers deep. Offsets are UTF-16 (a surrogate is an ordinary string
 // character and an error elsewhere, as a code point is in Python).
@@ -2105,7 +2105,7 @@ export class JsonEnd {
 
 // ------------------------------------------------------------------------------------------------ dialect
 
-// Which events a parser speaks (the twin of chatparse/runtime/dialect.py): transformers 5.23's (the default)
+// Which events a parser speaks (the twin of chatparse/runtime/stream/dialect.py): transformers 5.23's (the default)
 // or vLLM 0.33.0's serving dialect.
 //   offsets       region_open / region_close / region_malformed carry `start` and `end`, the code-point span of
 //                 the parser's input (`inputText`) the event's delimiter consumed (empty for an implicit
@@ -2191,7 +2191,7 @@ const isRecoverable = (e) => e instanceof PyError && ["KeyError", "TypeError", "
 
 const isEmpty = (v) => v === null || v === undefined || ((typeof v === "string" || Array.isArray(v)) && v.length === 0) || (isDict(v) && Object.keys(v).length === 0);
 
-/** One generation's parse state (the twin of runtime/parser.py StreamParser). */
+/** One generation's parse state (the twin of runtime/stream/parser.py StreamParser). */
 export class StreamParser {
   constructor(tables, toolParams = null, warn = null, dialect = TRANSFORMERS) {
     this.t = tables;
@@ -2218,7 +2218,7 @@ export class StreamParser {
     this.promptEnd = 0;
     this.inputs = dialect.inputText ? [] : null;
     this.jsonEnd = null; // the open region's JsonEnd while it is a close_json_end field's
-    // on_error (chatparse/runtime/recovery.py): the open region's open delimiter (text, code-point offset) and,
+    // on_error (chatparse/runtime/values/recovery.py): the open region's open delimiter (text, code-point offset) and,
     // while a region is closed by its close delimiter, that delimiter's text
     this.openText = "";
     this.openStart = 0; // (code points, for the events)
@@ -2469,7 +2469,7 @@ export class StreamParser {
       } else value = this.store(field);
       if (error !== null && mode !== null) {
         // on_error: "content" stores the raw region text as one more implicit region (if that fails too, the
-        // region fails as without on_error); "drop" nothing (chatparse/runtime/recovery.py)
+        // region fails as without on_error); "drop" nothing (chatparse/runtime/values/recovery.py)
         try {
           if (mode === "content") {
             const raw = this.openText + this.body.join("") + this.closing;
@@ -2863,7 +2863,7 @@ function parseNested(raw, valueParser, tables, unescape = false) {
   if (valueParser === null) return raw;
   const name = pyGet(valueParser, "name", "text");
   if (!unescape || !isDict(valueParser) || name !== "json") return parseContent(raw, name, pyGet(valueParser, "args", {}), tables);
-  // format extension escaped_json_values (runtime/values.py `_unescaping`): where the json value parser raises a
+  // format extension escaped_json_values (runtime/values/parsers.py `_unescaping`): where the json value parser raises a
   // ValueError or gives a string, the text read as the inside of a JSON string literal, then as JSON, wins
   let value;
   try {
@@ -2959,7 +2959,7 @@ function parseKvLines(text, args, tables, unescape = false) {
 }
 
 // ------------------------------------------------------------------------------------------------ python-calls
-// The `python-calls` content parser (format extension python_calls; chatparse/runtime/pycalls.py, FORMAT.md
+// The `python-calls` content parser (format extension python_calls; chatparse/runtime/values/pycalls.py, FORMAT.md
 // "Extensions"): Python call syntax to [{name, arguments}], the same grammar, values and error messages.
 
 const PY_MAX_DEPTH = 100;
@@ -3257,7 +3257,7 @@ class PyCallsParser {
   }
 }
 
-/** The `python-calls` parser (chatparse/runtime/pycalls.py): [{name, arguments}, ...] or a ValueError naming the offset. */
+/** The `python-calls` parser (chatparse/runtime/values/pycalls.py): [{name, arguments}, ...] or a ValueError naming the offset. */
 export function parsePythonCalls(text) {
   return new PyCallsParser(text).body();
 }
@@ -3266,12 +3266,12 @@ export function parsePythonCalls(text) {
 const EXTENSION_PARSER_FNS = { "python-calls": (text) => parsePythonCalls(text), "json-values": (text) => parseJsonValues(text) };
 
 // ------------------------------------------------------------------------------------------------ json-values
-// The `json-values` content parser (format extension json_values; chatparse/runtime/json_values.py, FORMAT.md
+// The `json-values` content parser (format extension json_values; chatparse/runtime/values/json_values.py, FORMAT.md
 // "Extensions"): comma-separated JSON values (each as Python's raw_decode reads it) to the list of them.
 const JSON_VALUES_MAX_DEPTH = 512;
 
 /** The index of the first [ or { of `text` outside string literals ("..." with backslash escapes, left to right) at
- * which the nesting passes 512, or -1 (runtime/json_values.py `too_deep_at`). */
+ * which the nesting passes 512, or -1 (runtime/values/json_values.py `too_deep_at`). */
 function jsonTooDeepAt(text) {
   let openers = 0;
   for (let k = 0; k < text.length; k++) if (text[k] === "[" || text[k] === "{") openers++;
@@ -3293,7 +3293,7 @@ function jsonTooDeepAt(text) {
   return -1;
 }
 
-/** The list of the comma-separated JSON values of `text`, or the ValueError runtime/json_values.py states. */
+/** The list of the comma-separated JSON values of `text`, or the ValueError runtime/values/json_values.py states. */
 export function parseJsonValues(text) {
   if (typeof text !== "string") throw E("TypeError", "json-values: the body must be a string");
   const deep = jsonTooDeepAt(text);
@@ -3359,7 +3359,7 @@ function resolvePath(path, scope) {
   return value;
 }
 
-// `optional` (format extension optional_placeholders, runtime/optional_placeholders.py): group names whose
+// `optional` (format extension optional_placeholders, runtime/values/optional_placeholders.py): group names whose
 // placeholder, as a whole dict value, leaves its entry out when the name is not in the scope.
 function applyTransform(template, scope, tables, optional = null) {
   if (Array.isArray(template)) return template.map((x) => applyTransform(x, scope, tables, optional));
@@ -3388,7 +3388,7 @@ function processValue(body, field, captures, tables) {
   return hasOwn(field, "decode_json_strings") ? decodeJsonStrings(value, field.decode_json_strings) : value;
 }
 
-// Format extension content_fallback (runtime/content_fallback.py): the field's own parser, then each listed one on
+// Format extension content_fallback (runtime/values/content_fallback.py): the field's own parser, then each listed one on
 // a ValueError, KeyError or TypeError; the first value wins, else the field's own parser's error.
 const fallbackError = (e) => e instanceof PyError && (isValueError(e) || e.pyType === "KeyError" || e.pyType === "TypeError");
 function parseOwn(body, field, tables) {
@@ -3412,7 +3412,7 @@ function parseWithFallback(body, field, tables) {
   }
 }
 
-// Format extension unwrap_pattern (runtime/unwrap.py): each non-empty match in the body replaced by its group 'keep'.
+// Format extension unwrap_pattern (runtime/values/unwrap.py): each non-empty match in the body replaced by its group 'keep'.
 function unwrapBody(body, pattern, tables) {
   const t = tables.contentRegex(pattern);
   let out = "";
@@ -3450,8 +3450,8 @@ function transformValue(body, field, captures, tables) {
 }
 
 // ------------------------------------------------------------------------------------------------ value steps
-// Format extensions around the transform (chatparse/runtime/value_steps.py): as_list and key_aliases before it,
-// decode_json_strings after it; and schema-first typing of tool-call arguments (runtime/schema_typing.py).
+// Format extensions around the transform (chatparse/runtime/values/steps.py): as_list and key_aliases before it,
+// decode_json_strings after it; and schema-first typing of tool-call arguments (runtime/values/schema_typing.py).
 
 function renamed(d, aliases) {
   // in the value's key order: of two aliases of one canonical key, the first in the value wins
@@ -3582,7 +3582,7 @@ function argumentTexts(body, field, captures, tables) {
   }
 }
 
-/** coerceToolCalls with the schema-first rules (format extension argument_types, runtime/schema_typing.py);
+/** coerceToolCalls with the schema-first rules (format extension argument_types, runtime/values/schema_typing.py);
  * `texts` the value made without the value parser (argumentTexts) or null. */
 export function typeToolCalls(value, params, texts = null) {
   if (Array.isArray(value)) {

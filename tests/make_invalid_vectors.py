@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 import table_fuzz as tf  # noqa: E402
-from chatparse.runtime.loader import loads  # noqa: E402
+from chatparse.runtime.tables.loader import loads  # noqa: E402
 
 OUT = HERE / "vectors" / "invalid"
 

@@ -22,7 +22,7 @@ events, `finalize()`. Values that JSON cannot hold are tagged: a non-finite floa
 ``{"$py": "float", "v": "nan" | "inf" | "-inf"}`` and an integer outside +-2**53 is ``{"$py": "int", "v": "<digits>"}``.
 
 **Dialects.** A case with ``"dialect"`` is parsed with ``ResponseParser(..., dialect=<it>)`` (absent: the
-default, transformers'). In ``"vllm"`` (vLLM 0.33.0's serving dialect, `chatparse.runtime.dialect`) the events
+default, transformers'). In ``"vllm"`` (vLLM 0.33.0's serving dialect, `chatparse.runtime.stream.dialect`) the events
 carry ``start``/``end`` (code-point offsets into `input_text`) and explicit opens ``captures``; a region whose
 value fails ends with ``{"type": "region_malformed", "field", "start", "end", "error": E}`` and the parse goes
 on; prompt characters held back and released later are left out of the chunks. ``input_start`` is
@@ -54,7 +54,7 @@ the zero-width stall, bodies that fail to parse, zero-width opens and closes). E
 seeded random chunkings; then again in the vllm dialect (`dialect_cases`: every hand-written case, two of
 each bundled template's, whole and cut at random places, plus prompts that end inside a delimiter).
 Lookbehind-led delimiters (llama3_json, minimax_m1, xlam, the hand-written ones) also check the start guard
-(`chatparse.runtime.lead_assert`): their per-feed events change without it.
+(`chatparse.runtime.regex.lead_assert`): their per-feed events change without it.
 """
 
 from __future__ import annotations
@@ -598,7 +598,7 @@ def _first_delimiter(compiled, prefix: str, text: str, tools, dialect: str):
 def held_prompt_cases(compiled, cid: str, prefix: str, text: str, tools, dialect: str) -> list[dict]:
     from dataclasses import replace
 
-    from chatparse.runtime.dialect import resolve
+    from chatparse.runtime.stream.dialect import resolve
 
     span = _first_delimiter(compiled, prefix, text, tools, dialect)
     if span is None:
@@ -689,7 +689,7 @@ def random_case(compiled, rng: random.Random, case_id: str, prefix: str, text: s
 def write_vector(out_dir: Path, name: str, template, compiled, cases: list[dict]) -> None:
     """`<name>.cpt` and `<name>.json` (a template vector holding `cases`) in `out_dir`."""
     from chatparse.compiler.writer import dumps
-    from chatparse.runtime.loader import template_hash
+    from chatparse.runtime.tables.loader import template_hash
 
     (out_dir / f"{name}.cpt").write_bytes(dumps(compiled.raw_tables))
     vec = {"kind": "template", "name": name, "template": template, "tables": f"{name}.cpt",
@@ -754,8 +754,8 @@ def fuzz(out_dir: Path, per_template: int = 20, seed: int = 0, dialect: str | No
 
 
 def value_cases() -> list[dict]:
-    from chatparse.runtime.coerce import coerce
-    from chatparse.runtime.values import parse_content
+    from chatparse.runtime.values.coerce import coerce
+    from chatparse.runtime.values.parsers import parse_content
 
     out = []
     for parser, arg_list in VALUE_ARGS.items():
@@ -788,9 +788,9 @@ def check(vec_dir: Path = VECTORS) -> tuple[int, list[str]]:
     import corpus_cases as cc
 
     from chatparse import CompiledTemplate, compile_template
-    from chatparse.runtime.coerce import coerce
-    from chatparse.runtime.loader import load, template_hash
-    from chatparse.runtime.values import parse_content
+    from chatparse.runtime.values.coerce import coerce
+    from chatparse.runtime.tables.loader import load, template_hash
+    from chatparse.runtime.values.parsers import parse_content
 
     failures: list[str] = []
     count = 0

@@ -610,8 +610,8 @@ def python_outcome(data: bytes, texts: list, ids: list = ()) -> dict:
     damaged `inert` table may cause). The JavaScript runtime parses text only, so this part is Python's
     alone: it must not crash or hang."""
     from chatparse.response_parser import ResponseParser
-    from chatparse.runtime.loader import loads
-    from chatparse.runtime.template import template_class
+    from chatparse.runtime.tables.loader import loads
+    from chatparse.runtime.tables.template import template_class
     from chatparse.runtime.tokens import token_binding
 
     try:

@@ -6,7 +6,7 @@ import pytest
 
 import chatparse
 from chatparse import templates
-from chatparse.runtime.dialect import TRANSFORMERS, VLLM, resolve
+from chatparse.runtime.stream.dialect import TRANSFORMERS, VLLM, resolve
 
 PROMPT = "<|im_start|>assistant\n<think>\n"
 TEXT = "a</think>\n\nb<tool_call>\n{bad}\n</tool_call>c"

@@ -104,7 +104,7 @@ def test_one_shot_paths_agree_with_reference(data):
     """parse_response takes the lean path, or decides with `regex` at candidates inside the streaming
     parser's region logic, or with the automaton (long texts, whitespace-led modes) or after a fallback:
     force each path and compare with the reference."""
-    from chatparse.runtime import oneshot
+    from chatparse.runtime.oneshot import parse as oneshot
 
     template = data.draw(templates())
     assume(compiles(template))

@@ -67,7 +67,7 @@ def test_zero_width_open_and_close_meeting_at_one_offset_stop_where_reference_ha
                                                      "content": content, "transform": {"g": "{g}", "c": "{content}"}}}}
     text = ">bx >bx <a><b\n\nb<a><<a>a//>b<a><<"
     chatparse.compile_template(t)  # not refused: at most offsets one of them consumes text
-    from chatparse.runtime import oneshot
+    from chatparse.runtime.oneshot import parse as oneshot
 
     want = run_chatparse(t, [text])
     if content == "text":

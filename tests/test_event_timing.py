@@ -46,7 +46,7 @@ from hypothesis import strategies as st
 from transformers.utils.chat_parsing import ResponseParser as RefParser
 
 import chatparse
-from chatparse.runtime.lead_assert import _live_patterns
+from chatparse.runtime.regex.lead_assert import _live_patterns
 from harness import RefTimeout, normalize, time_limit
 from strategies import _delims, compiles, templates, texts_for
 

@@ -3,7 +3,7 @@ value its body starts with, so that text after a tool call goes on to the implic
 
 Checked against plain-Python statements of its semantics (`oracle_end`: ``json.JSONDecoder().raw_decode``;
 `oracle_message`: a few lines of ``str.find``/``re.search`` that cut a text into regions) with
-hypothesis-generated texts and chunkings: the incremental tracker (runtime/json_end.py) under any cut; whole
+hypothesis-generated texts and chunkings: the incremental tracker (runtime/values/json_end.py) under any cut; whole
 parses one-shot and streamed in both dialects; per token with a tokenizer trained here (TokenParser and
 TokenStreams). The motivating families' real outputs (tests/ext_close_templates.py) give the messages peers
 give. The JavaScript runtime runs the same templates through the ``ext_*`` vectors.
@@ -27,9 +27,9 @@ import chatparse
 from chatparse import ResponseParser, compile_template, parse_response
 from chatparse.compiler.validate import load_template
 from chatparse.compiler.writer import dumps
-from chatparse.runtime import extensions
-from chatparse.runtime.json_end import MAX_DEPTH, JsonEnd
-from chatparse.runtime.loader import compiled_from_bytes, loads
+from chatparse.runtime.values import extensions
+from chatparse.runtime.values.json_end import MAX_DEPTH, JsonEnd
+from chatparse.runtime.tables.loader import compiled_from_bytes, loads
 from corpus_cases import show, strict_equal
 from ext_close_templates import EXTRA_CASES, FAMILIES
 from harness import check_well_formed, normalize, outcome_of, readme_example, stream_in
@@ -200,7 +200,7 @@ def _count_tracker_reads(monkeypatch) -> list:
     """Count the characters the tracker reads (`json_end`'s C-level runs of string, whitespace and digit
     characters: the characters each run covers; and one per character stepped in Python, `JsonEnd._step`) into
     the returned one-item list: work done, which no machine's speed or load changes."""
-    from chatparse.runtime import json_end
+    from chatparse.runtime.values import json_end
 
     read = [0]
 
@@ -311,7 +311,7 @@ def test_parses_equal_the_plain_statement_one_shot_and_streamed(text, close, cut
 def test_every_path_of_the_one_shot_parse_agrees(text, close):
     """The one-shot paths (the candidate scanner, the automaton; the lean path does not take these templates)
     give the streaming parser's answer."""
-    from chatparse.runtime import oneshot
+    from chatparse.runtime.oneshot import parse as oneshot
 
     template = region_template(close)
     compiled = compile_template(template)
@@ -382,8 +382,9 @@ def test_a_fork_and_a_probe_leave_the_tracker_alone():
 def _count_search_reads(monkeypatch) -> list:
     """Count the characters the delimiter searches read (`Mode.skip_to`, `skip_within`: from where a search
     starts to the offset it returns, in every mode) into the returned one-item list."""
-    from chatparse.runtime import oneshot, scanner
-    from chatparse.runtime.tables import Mode
+    from chatparse.runtime.oneshot import parse as oneshot
+    from chatparse.runtime.stream import scanner
+    from chatparse.runtime.tables.layout import Mode
 
     looked = [0]
     real_skip, real_within = Mode.skip_to, scanner.skip_within
@@ -411,7 +412,7 @@ def test_long_outputs_cost_flat_per_character(monkeypatch):
     path by the clock (a `regex` timeout; its candidate paths' deadline, past which the automaton redoes the
     parse), so each path is counted with the clock out of the choice: no deadline, and a deadline already
     past."""
-    from chatparse.runtime import oneshot
+    from chatparse.runtime.oneshot import parse as oneshot
 
     read, looked = _count_tracker_reads(monkeypatch), _count_search_reads(monkeypatch)
     monkeypatch.setattr(oneshot, "MATCH_TIMEOUT", 3600.0)
@@ -443,8 +444,9 @@ def test_the_close_search_stops_at_the_end_of_the_value(monkeypatch):
     """Work, not time: in a call's mode the delimiter search reads up to the value's end (plus the prefilter's
     look-ahead), not the rest of the text, so many calls with text after them cost linear work one-shot and
     streamed. Counted: characters the call mode's candidate searches are given to look over."""
-    from chatparse.runtime import oneshot, scanner
-    from chatparse.runtime.tables import Mode
+    from chatparse.runtime.oneshot import parse as oneshot
+    from chatparse.runtime.stream import scanner
+    from chatparse.runtime.tables.layout import Mode
 
     looked = [0]
     real_skip, real_within = Mode.skip_to, scanner.skip_within

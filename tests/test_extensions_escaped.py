@@ -207,8 +207,8 @@ def test_refused_by_the_reference_by_grammar_export_and_by_a_reader_without_it(m
     from transformers.utils.chat_parsing import ResponseParser as Reference
 
     from chatparse.compiler.writer import dumps
-    from chatparse.runtime import extensions
-    from chatparse.runtime.loader import loads
+    from chatparse.runtime.values import extensions
+    from chatparse.runtime.tables.loader import loads
 
     with pytest.raises(ValueError, match="unknown keys"):
         Reference(esc_template(), prefix="")

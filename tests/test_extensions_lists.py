@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from chatparse import ResponseParser, compile_template, parse_response
 from chatparse.compiler.validate import load_template
-from chatparse.runtime.json_values import MAX_DEPTH, parse_json_values
+from chatparse.runtime.values.json_values import MAX_DEPTH, parse_json_values
 from corpus_cases import show, strict_equal
 from ext_list_templates import EXTRA_CASES, FAMILIES, VECTORS
 from js_support import NODE, run_js_map, run_py_map, same_as_js
@@ -266,8 +266,8 @@ def test_refused_by_the_reference_by_grammar_export_and_by_a_reader_without_it(e
     from transformers.utils.chat_parsing import ResponseParser as Reference
 
     from chatparse.compiler.writer import dumps
-    from chatparse.runtime import extensions
-    from chatparse.runtime.loader import loads
+    from chatparse.runtime.values import extensions
+    from chatparse.runtime.tables.loader import loads
 
     field = {"content": "json-values"} if ext == "json_values" else {"content": "json", "flatten": True}
     only = {"start_anchor": "<A>", "fields": {"n": {"open": "<n>", "close": "</n>", "repeats": True, **field}}}

@@ -203,8 +203,8 @@ def test_optional_placeholders_refused_by_the_reference_and_by_a_reader_without_
     from transformers.utils.chat_parsing import ResponseParser as Reference
 
     from chatparse.compiler.writer import dumps
-    from chatparse.runtime import extensions
-    from chatparse.runtime.loader import loads
+    from chatparse.runtime.values import extensions
+    from chatparse.runtime.tables.loader import loads
 
     with pytest.raises(ValueError, match="unknown keys"):
         Reference(opt_template(), prefix="")
@@ -298,8 +298,8 @@ def test_content_fallback_refused_by_the_reference_and_by_a_reader_without_it(mo
     from transformers.utils.chat_parsing import ResponseParser as Reference
 
     from chatparse.compiler.writer import dumps
-    from chatparse.runtime import extensions
-    from chatparse.runtime.loader import loads
+    from chatparse.runtime.values import extensions
+    from chatparse.runtime.tables.loader import loads
 
     with pytest.raises(ValueError, match="unknown keys"):
         Reference(fb_template(FALLBACKS["int"]), prefix="")
@@ -390,8 +390,8 @@ def test_unwrap_pattern_key_is_validated_and_refused_by_readers_without_it(monke
     from transformers.utils.chat_parsing import ResponseParser as Reference
 
     from chatparse.compiler.writer import dumps
-    from chatparse.runtime import extensions
-    from chatparse.runtime.loader import loads
+    from chatparse.runtime.values import extensions
+    from chatparse.runtime.tables.loader import loads
 
     spec = load_template(uw_template(CITATION))
     assert spec["version"] == 2 and spec["extensions"] == ["unwrap_pattern"]

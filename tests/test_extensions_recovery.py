@@ -147,7 +147,7 @@ def test_parses_equal_the_plain_statement(text, on_error, json_end, vllm, cuts):
 @FEW
 @given(texts, st.sampled_from(MODES))
 def test_every_path_of_the_one_shot_parse_agrees(text, on_error):
-    from chatparse.runtime import oneshot
+    from chatparse.runtime.oneshot import parse as oneshot
 
     tpl = template(on_error)
     compiled = compile_template(tpl)
@@ -351,8 +351,8 @@ def test_the_reference_refuses_the_key(mode):
 
 def test_a_reader_without_the_extension_refuses_its_tables(monkeypatch):
     from chatparse.compiler.writer import dumps
-    from chatparse.runtime import extensions
-    from chatparse.runtime.loader import compiled_from_bytes, loads
+    from chatparse.runtime.values import extensions
+    from chatparse.runtime.tables.loader import compiled_from_bytes, loads
 
     data = dumps(compile_template(template("content")).raw_tables)
     assert parse_response("<c>x</c>", compiled_from_bytes(data), prefix="") == {"role": "assistant",

@@ -1,4 +1,4 @@
-"""Format extensions (issue #17 item 2): the framework (runtime/extensions.py) and the value-level extensions
+"""Format extensions (issue #17 item 2): the framework (runtime/values/extensions.py) and the value-level extensions
 python_calls, argument_types, key_aliases, as_list and decode_json_strings.
 
 Each extension is checked against a plain-Python statement of its semantics (the ``oracle_*`` functions
@@ -29,9 +29,9 @@ import chatparse
 from chatparse import ResponseParser, compile_template, parse_response, templates
 from chatparse.compiler.validate import load_template
 from chatparse.compiler.writer import dumps
-from chatparse.runtime.extensions import EXTENSIONS, field_extensions
-from chatparse.runtime.loader import loads
-from chatparse.runtime.pycalls import MAX_DEPTH, parse_python_calls
+from chatparse.runtime.values.extensions import EXTENSIONS, field_extensions
+from chatparse.runtime.tables.loader import loads
+from chatparse.runtime.values.pycalls import MAX_DEPTH, parse_python_calls
 from corpus_cases import show, strict_equal
 from ext_templates import EXTRA_CASES, FAMILIES, VECTORS
 
@@ -599,7 +599,7 @@ class _count_reads:
     by the python-calls parser's regexes (each match: the characters it matched, plus one)."""
 
     def __enter__(self):
-        from chatparse.runtime import pycalls
+        from chatparse.runtime.values import pycalls
 
         read = _CountedStr.read
         read[0] = 0
@@ -623,7 +623,7 @@ class _count_reads:
         return _CountedStr, read
 
     def __exit__(self, *exc):
-        from chatparse.runtime import pycalls
+        from chatparse.runtime.values import pycalls
 
         for name, rx in self.saved.items():
             setattr(pycalls, name, rx)
@@ -723,7 +723,7 @@ def oracle_typed_text(text: str, types: list):
 
 
 def json_guess(text: str):
-    from chatparse.runtime.values import parse_content
+    from chatparse.runtime.values.parsers import parse_content
 
     return parse_content(text, "json", {"allow_non_json": True})
 

@@ -39,8 +39,8 @@ import make_vectors as mv
 from harness import time_limit
 from chatparse import CompiledTemplate, compile_template, templates
 from chatparse.compiler.writer import HEADER_SIZE, dumps, save, translate_js
-from chatparse.runtime.loader import load, loads, template_hash
-from chatparse.runtime.tables import Tables
+from chatparse.runtime.tables.loader import load, loads, template_hash
+from chatparse.runtime.tables.layout import Tables
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "tests" / "vectors"
@@ -370,7 +370,7 @@ def test_pickle_round_trip():
         ct = compile_template(templates.get(name))
         data = pickle.dumps(ct)
         assert len(data) < 20_000
-        assert b"chatparse.runtime.loader" in data and b"compiled_from_bytes" in data
+        assert b"chatparse.runtime.tables.loader" in data and b"compiled_from_bytes" in data
         assert b"numpy" not in data and b"Tables" not in data  # only bytes and a plain function
         back = pickle.loads(data)
         assert isinstance(back, CompiledTemplate) and back.spec == ct.spec
@@ -511,9 +511,9 @@ class Block(importlib.abc.MetaPathFinder):
             raise ImportError("blocked " + name)
 sys.meta_path.insert(0, Block())
 pkg = types.ModuleType("chatparse"); pkg.__path__ = [{str(ROOT / 'chatparse')!r}]; sys.modules["chatparse"] = pkg
-from chatparse.runtime.loader import load
-from chatparse.runtime.tables import Tables
-from chatparse.runtime.parser import StreamParser
+from chatparse.runtime.tables.loader import load
+from chatparse.runtime.tables.layout import Tables
+from chatparse.runtime.stream.parser import StreamParser
 t = Tables(load({str(VECTORS / 'qwen3.cpt')!r}))
 p = StreamParser(t)
 if {case['prefix']!r}:
@@ -670,7 +670,7 @@ def test_js_vllm_dialect_random_differential(tmp_path):
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_js_start_guards_match_python(tmp_path):
     """Per mode and character class, the JS runtime guards attempt starts with the same lookbehinds as Python
-    (`chatparse.runtime.lead_assert.start_guards`): the JS guard is the head of the pattern's translation,
+    (`chatparse.runtime.regex.lead_assert.start_guards`): the JS guard is the head of the pattern's translation,
     which must be the translation of the lookbehind Python runs, for every vector template and for patterns
     whose lookbehind has classes, alternatives, a negation or a lookahead, or that share a mode with a
     pattern without one."""

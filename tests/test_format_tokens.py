@@ -41,7 +41,7 @@ import chatparse.tokenizer_dir as td  # noqa: E402
 from chatparse import CompiledTemplate, templates  # noqa: E402
 from chatparse.compiler.tokens import TokenVocab, bind, vocab_for  # noqa: E402
 from chatparse.compiler.writer import dumps, save, vocab_hash  # noqa: E402
-from chatparse.runtime.loader import load, loads, vocab_digest  # noqa: E402
+from chatparse.runtime.tables.loader import load, loads, vocab_digest  # noqa: E402
 from chatparse.runtime.tokens import TokenParser, binding_from_data, token_binding  # noqa: E402
 from token_support import (CASES, metaspace_tokenizer, mutate, split_into_bytes, tekken_tokenizer,  # noqa: E402
                            trained_tokenizers)
@@ -76,7 +76,7 @@ def round_trip(binding, tmp_path: Path, name: str = "t.cpt", **kw):
 
 
 def assert_same_tables(a, b):
-    """The loaded vocabulary and per-mode tables equal the bound ones (everything runtime/tokens.py reads)."""
+    """The loaded vocabulary and per-mode tables equal the bound ones (everything runtime/tokens/__init__.py reads)."""
     va, vb = a.vocab, b.vocab
     for k in ("kind", "size", "strip_char", "strip_start", "cleanup", "tok_bytes", "tok_text", "byte_val_list",
               "first_text", "has_bytes_tokens", "n_partial"):
@@ -712,7 +712,7 @@ class Block(importlib.abc.MetaPathFinder):
             raise ImportError("blocked " + name)
 sys.meta_path.insert(0, Block())
 pkg = types.ModuleType("chatparse"); pkg.__path__ = [{str(ROOT / 'chatparse')!r}]; sys.modules["chatparse"] = pkg
-from chatparse.runtime.loader import load
+from chatparse.runtime.tables.loader import load
 from chatparse.compiled import CompiledTemplate
 from chatparse.runtime.tokens import TokenParser
 raw = load({str(path)!r})

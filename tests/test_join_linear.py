@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import chatparse
 from chatparse import templates
-from chatparse.runtime.parser import JoinedParts
+from chatparse.runtime.stream.parser import JoinedParts
 
 
 def _text(n: int) -> str:
@@ -54,7 +54,7 @@ def test_final_output_is_the_plain_rule():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from chatparse.runtime.parser import final_output
+    from chatparse.runtime.stream.parser import final_output
 
     keys = st.sampled_from(["role", "content", "reasoning_content", "tool_calls", "x"])
     values = st.one_of(st.none(), st.sampled_from(["", "a", 0, 1, False, 0.0]), st.lists(st.integers(), max_size=2),

@@ -69,4 +69,4 @@ def test_imports_inside_functions_and_submodule_names_are_followed(tmp_path):
                      "        from .scanner import Scanner\n")
     assert {m for m in _forbidden(_imports(probe)) if m in FORBIDDEN} == {
         "chatparse.authoring", "chatparse.cli", "chatparse.compiled", "chatparse.response_parser", "transformers"}
-    assert "chatparse.runtime.scanner" in _imports(probe)
+    assert "chatparse.runtime.stream.scanner" in _imports(probe)

@@ -1,4 +1,4 @@
-"""The lean path's native regions (`chatparse.runtime._lean_regions`, issue #20) against its Python loop.
+"""The lean path's native regions (`chatparse.runtime.oneshot._lean_regions`, issue #20) against its Python loop.
 
 For a template whose every mode is decided by string tests (one literal, literals with whitespace around
 them, or no delimiter at all), `oneshot._parse_lean` hands the whole delimiter loop to the C module and only
@@ -22,15 +22,16 @@ from hypothesis import strategies as st
 
 import chatparse
 from chatparse import templates
-from chatparse.runtime import lean_regions, oneshot
-from chatparse.runtime.oneshot_plan import plan_for
+from chatparse.runtime.oneshot import lean_regions
+from chatparse.runtime.oneshot import parse as oneshot
+from chatparse.runtime.oneshot.plan import plan_for
 from strategies import shaped_templates
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-native = pytest.mark.skipif(not lean_regions.NATIVE, reason="chatparse.runtime._lean_regions is not built (no "
+native = pytest.mark.skipif(not lean_regions.NATIVE, reason="chatparse.runtime.oneshot._lean_regions is not built (no "
                             "C compiler when chatparse was installed); the Python loop is tested by test_oneshot.py")
 
 # the bundled templates the module takes (every mode one literal, shaped literals, or nothing)

@@ -1,4 +1,4 @@
-"""The lean one-shot path (chatparse/runtime/oneshot.py) and its shortcuts (runtime/literals.py) against `regex`.
+"""The lean one-shot path (chatparse/runtime/oneshot/parse.py) and its shortcuts (runtime/regex/literals.py) against `regex`.
 
 `literal_pieces` lets ``str.find``/``str.startswith`` stand in for a pattern's `regex` match, and
 `literal_prefixes` skips a `regex` call where no match can start. Both must agree with `regex` at every
@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import chatparse
-from chatparse.runtime import oneshot
-from chatparse.runtime.backtrack import backtracking_risk
-from chatparse.runtime.literals import literal_pieces, literal_prefixes
+from chatparse.runtime.oneshot import parse as oneshot
+from chatparse.runtime.regex.backtrack import backtracking_risk
+from chatparse.runtime.regex.literals import literal_pieces, literal_prefixes
 from strategies import GLM45_CALLS, LIT_TEXT_PIECES, glm45_generation, literal_led_templates, shaped_templates
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -78,8 +78,8 @@ def test_literals_after_whitespace_never_skip_a_match(alts, text):
     """Where `literals_after_whitespace` names literals, every match at any offset has one of them starting
     where the run of `regex`'s whitespace from that offset ends (`oneshot._decide_at` skips the call
     otherwise); the run is found with `oneshot_plan._WS_CHARS`, as the one-shot path finds it."""
-    from chatparse.runtime.literals import literals_after_whitespace
-    from chatparse.runtime.oneshot_plan import _WS_CHARS
+    from chatparse.runtime.regex.literals import literals_after_whitespace
+    from chatparse.runtime.oneshot.plan import _WS_CHARS
 
     source = "|".join(lead + "".join(parts) for lead, parts in alts)
     lits = literals_after_whitespace(source)
@@ -112,8 +112,8 @@ def test_literal_shapes_decide_like_regex(alts, text):
     (the run found with `oneshot_plan._WS_CHARS`): the one-shot path's string tests instead of `regex`
     calls (qwen3's delimiters, for one). Zero-width matches are rejected by no one here: a lookahead's end is
     its run's end."""
-    from chatparse.runtime.literals import literal_shapes
-    from chatparse.runtime.oneshot_plan import _WS_CHARS, shaped_entries
+    from chatparse.runtime.regex.literals import literal_shapes
+    from chatparse.runtime.oneshot.plan import _WS_CHARS, shaped_entries
 
     source = "|".join(lead + body + tail for lead, body, tail in alts)
     shapes = literal_shapes(source)
@@ -138,7 +138,7 @@ def test_literal_shapes_decide_like_regex(alts, text):
 
 
 def test_literal_shapes_on_known_sources():
-    from chatparse.runtime.literals import SHAPE_AHEAD, SHAPE_END, SHAPE_TRAIL, literal_shapes
+    from chatparse.runtime.regex.literals import SHAPE_AHEAD, SHAPE_END, SHAPE_TRAIL, literal_shapes
 
     many = 1 << 62
     assert literal_shapes(r"\s*</think>\s*|\s*(?=<tool_call>)") == (
@@ -152,7 +152,7 @@ def test_literal_shapes_on_known_sources():
 
 def test_whitespace_set_is_regexs():
     """`oneshot_plan._WS_CHARS` is exactly what `regex`'s \\s takes, over all of Unicode."""
-    from chatparse.runtime.oneshot_plan import _WS_CHARS
+    from chatparse.runtime.oneshot.plan import _WS_CHARS
 
     assert _WS_CHARS == {chr(c) for c in range(0x110000) if regex.match(r"\s", chr(c))}
 
@@ -168,7 +168,7 @@ def test_literal_shortcuts_on_known_sources():
     assert literal_prefixes("ab*c") == ("a",)
     for refused in [r"\s*<tool_call>", "a(?i)b", "(?:a|b)c", "[|]x|y", "x|"]:
         assert literal_prefixes(refused) is None, refused
-    from chatparse.runtime.literals import literals_after_whitespace
+    from chatparse.runtime.regex.literals import literals_after_whitespace
 
     assert literals_after_whitespace(r"\s*</think>\s*|\s*(?=<tool_call>)") == ("</think>", "<tool_call>")
     assert literals_after_whitespace(r"\s*(?:<\|im_end\|>|<\|endoftext\|>)\s*") == ("<|im_end|>", "<|endoftext|>")
@@ -351,7 +351,7 @@ def test_wide_prefilter_that_stops_on_whitespace():
     (r"<(?:a|aa)+>", None), (r"x[^<]*<", None),  # exponential; not risky at all
 ])
 def test_match_bound_on_known_sources(source, bound):
-    from chatparse.runtime.backtrack import match_bound
+    from chatparse.runtime.regex.backtrack import match_bound
 
     assert match_bound(source) == bound
 
@@ -392,7 +392,7 @@ def test_match_bound_never_changes_a_match(parts, alternation, text, p):
     """Where `match_bound` gives (c, k) (quadratic and cubic patterns, lookarounds among them), `regex`
     stopped anywhere at or after the (k+1)-th c from p matches exactly as it does on the whole text: same span,
     same groups; `stops_within` says so exactly there."""
-    from chatparse.runtime.backtrack import match_bound, span_test, stops_within
+    from chatparse.runtime.regex.backtrack import match_bound, span_test, stops_within
 
     source = "".join(parts)
     if alternation:
@@ -443,7 +443,7 @@ def test_cut_prefix_shortcut_is_taken_where_anchors_cannot_overlap():
 @given(st.lists(st.sampled_from(PIECES + ["(?P<m>b)", "|", "(?P<n>a)?"]), min_size=1, max_size=6), TEXT)
 def test_capture_reader_reads_what_groupdict_reads(parts, text):
     """`capture_reader` (one group read directly) gives `captures_of`'s dict at every offset."""
-    from chatparse.runtime.parser import capture_reader, captures_of
+    from chatparse.runtime.stream.parser import capture_reader, captures_of
 
     rx = _compiled("".join(parts))
     if rx is None:
@@ -459,7 +459,7 @@ def test_capture_reader_reads_what_groupdict_reads(parts, text):
 def test_keyed_modes_need_literals_that_name_one_pattern():
     """`oneshot_plan._keyed` keys a mode by the literal its candidate search finds only where that literal
     names the one pattern that can match there: no literal a prefix of another, none shared."""
-    from chatparse.runtime.oneshot_plan import plan_for
+    from chatparse.runtime.oneshot.plan import plan_for
 
     def keyed(fields):
         tables = chatparse.compile_template({"start_anchor": "S", "fields": fields}).tables
@@ -494,7 +494,7 @@ ASCII_TEXT = st.text(alphabet="<ab |.\n#AB_1\t\x1c\x0b-", max_size=14)
 def test_ascii_twin_matches_like_regex_on_ascii_text(parts, text):
     """Where `re_compat.ascii_twin` gives an `re` pattern, it matches ASCII text as `regex` does: same span
     and groups at every offset, with and without an end."""
-    from chatparse.runtime.re_compat import ascii_twin
+    from chatparse.runtime.regex.re_compat import ascii_twin
 
     source = "".join(parts)
     rx = _compiled(source)
@@ -510,7 +510,7 @@ def test_ascii_twin_matches_like_regex_on_ascii_text(parts, text):
 def test_ascii_class_escapes_agree_on_every_ascii_character():
     """The premise of `re_compat`: `regex`'s Unicode \\w \\d \\s and the twins' agree on all 128 ASCII
     characters (plain `re` does not: its \\s takes \\x1c to \\x1f)."""
-    from chatparse.runtime.re_compat import ascii_twin
+    from chatparse.runtime.regex.re_compat import ascii_twin
 
     for esc in (r"\w", r"\d", r"\s", r"\W", r"\D", r"\S", r"[^\s<]", r"a\b", r"a\B"):
         rx, twin = regex.compile(esc), ascii_twin(esc)
@@ -540,7 +540,7 @@ def test_window_twin_runs_only_where_its_span_is_ascii(name, before, sep, body):
     sits (before the call, in the name, past the span, past the span's stop: the (k+1)-th '<')."""
     from harness import run_reference
 
-    from chatparse.runtime.oneshot_plan import WindowTwin, plan_for
+    from chatparse.runtime.oneshot.plan import WindowTwin, plan_for
 
     template = _gpt_oss_literal_content_open()
     compiled = chatparse.compile_template(template)
@@ -564,7 +564,7 @@ def test_a_literal_two_patterns_start_with_is_decided_by_both():
     from harness import run_reference
 
     from chatparse import templates
-    from chatparse.runtime.oneshot_plan import plan_for
+    from chatparse.runtime.oneshot.plan import plan_for
 
     template = templates.get("gpt_oss")
     compiled = chatparse.compile_template(template)
@@ -586,7 +586,7 @@ def _shared_literal_plan(a: str, b: str):
     """A template whose two fields open with patterns `a` and `b` (both starting with ``<x>``), its mode 0's
     keyed entry for a literal both start with (or None where there is none), and the two compiled
     patterns."""
-    from chatparse.runtime.oneshot_plan import plan_for
+    from chatparse.runtime.oneshot.plan import plan_for
 
     template = {"start_anchor": "S", "fields": {"a": {"open_pattern": a, "close": "!"},
                                                 "b": {"open_pattern": b, "close": "!"},
@@ -659,7 +659,7 @@ def test_patterns_asked_by_the_literal_after_whitespace_give_streamings_message(
     (`oneshot_plan.WideFinder.by_lit`); its message is streaming's and the reference's."""
     from harness import run_reference
 
-    from chatparse.runtime.oneshot_plan import plan_for
+    from chatparse.runtime.oneshot.plan import plan_for
 
     fields = {f"f{k}": {"open_pattern": lead + lit, "close": "!", "content_args": {"strip": False}}
               for k, lit in enumerate(lits)}
@@ -689,7 +689,7 @@ def test_modes_of_literal_led_patterns_find_candidates_by_their_literals(templat
     from harness import RefTimeout, run_chatparse, run_reference
     from strategies import compiles
 
-    from chatparse.runtime.oneshot_plan import plan_for
+    from chatparse.runtime.oneshot.plan import plan_for
 
     if not compiles(template):
         return

@@ -19,7 +19,7 @@ For each case:
 * `test_real_output_with_extension` runs the cases that carry `template_overrides` (keys merged into the
   bundled template's fields: extension keys, and base keys where the source's parser cuts or joins otherwise,
   which the note says) with that template, once every extension the case `needs` is registered in
-  `chatparse.runtime.extensions`; until then it skips, saying which is missing. The template must use exactly
+  `chatparse.runtime.values.extensions`; until then it skips, saying which is missing. The template must use exactly
   the extensions `needs` names (`needs: []`: a base-format template, which transformers' reference must then
   parse to the same message). A case whose source expects what the extension does not give carries
   ``"extension_xfail": "<why>"`` (strict).
@@ -73,11 +73,11 @@ CASES = _load()
 
 
 def registered_extensions() -> set[str]:
-    """Names under which extensions are registered in `chatparse.runtime.extensions`: each registry name
+    """Names under which extensions are registered in `chatparse.runtime.values.extensions`: each registry name
     (``python_calls``), each field key that opts into one (``key_aliases``) and each content parser name
     (``python-calls``), so a case may name an extension either way. Empty when the registry does not exist."""
     try:
-        from chatparse.runtime import extensions
+        from chatparse.runtime.values import extensions
     except ImportError:
         return set()
     return set(extensions.EXTENSIONS) | set(extensions.field_keys()) | set(extensions.content_names())
@@ -194,7 +194,7 @@ def test_real_output_with_extension(case):
 def extension_names(needs: list) -> list:
     """The sorted extension names (what a normalized template's ``extensions`` lists) of `needs`, whose entries
     may name an extension, one of its field keys or its content parser."""
-    from chatparse.runtime import extensions
+    from chatparse.runtime.values import extensions
     by = {**{n: n for n in extensions.EXTENSIONS}, **extensions.field_keys(), **extensions.content_names()}
     return sorted({by[n] for n in needs})
 

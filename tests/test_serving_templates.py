@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from chatparse import templates
-from chatparse.runtime import extensions
+from chatparse.runtime.values import extensions
 from test_real_outputs import CASES, check
 
 # Case id -> why the serving-grade template does not give what the case's source expects.

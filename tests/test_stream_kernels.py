@@ -1,4 +1,4 @@
-"""The native kernels of `TokenStreams` (`chatparse.runtime.stream_kernels`): each gives exactly what its
+"""The native kernels of `TokenStreams` (`chatparse.runtime.tokens.kernels`): each gives exactly what its
 Python spelling gives, errors included, and TokenStreams gives the same events and messages with either.
 
 The native module is built by ``pip install`` where a C compiler is; where it is not, the tests of the native
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatparse.runtime import stream_kernels
-from chatparse.runtime.stream_kernels import TokenTexts, python_join_columns
+from chatparse.runtime.tokens import kernels as stream_kernels
+from chatparse.runtime.tokens.kernels import TokenTexts, python_join_columns
 
-native = pytest.mark.skipif(not stream_kernels.NATIVE, reason="chatparse.runtime._stream_kernels is not built "
+native = pytest.mark.skipif(not stream_kernels.NATIVE, reason="chatparse.runtime.tokens._stream_kernels is not built "
                             "(no C compiler at install time): TokenStreams runs on the Python spellings")
 
 
@@ -65,7 +65,7 @@ def test_join_columns_is_the_plain_join(case):
 
 @native
 def test_join_columns_refuses_what_the_python_spelling_refuses():
-    from chatparse.runtime._stream_kernels import join_bytes_columns, join_str_columns
+    from chatparse.runtime.tokens._stream_kernels import join_bytes_columns, join_str_columns
 
     buf = np.array([[0, 5], [1, -1]], dtype=np.int64)
     texts = TokenTexts([b"a", b"bc", b""])
@@ -164,7 +164,7 @@ def test_token_streams_with_either_kernels(toks, monkeypatch, test, kernels):  #
         monkeypatch.setattr(stream_kernels, "advance", None)
         monkeypatch.setattr(stream_kernels, "_native_join", None)
     elif not stream_kernels.NATIVE:
-        pytest.skip("chatparse.runtime._stream_kernels is not built")
+        pytest.skip("chatparse.runtime.tokens._stream_kernels is not built")
     test(toks=toks)
 
 
@@ -175,7 +175,7 @@ def test_out_of_range_ids_with_either_kernels(toks, monkeypatch, kernels):  # no
     if kernels == "python":
         monkeypatch.setattr(stream_kernels, "advance", None)
     elif not stream_kernels.NATIVE:
-        pytest.skip("chatparse.runtime._stream_kernels is not built")
+        pytest.skip("chatparse.runtime.tokens._stream_kernels is not built")
     tok = toks["bl-plain"]
     b = streams_tests.bind(streams_tests.templates.get("qwen3"), tok)
     ids = tok.encode("<think>\nSome words.\n</think>\n\nAn answer.<|im_end|>").ids
@@ -200,8 +200,8 @@ def test_streams_reaching_a_close_in_one_step_catch_up_together(toks, monkeypatc
         monkeypatch.setattr(stream_kernels, "advance", None)
         monkeypatch.setattr(stream_kernels, "_native_join", None)
     elif not stream_kernels.NATIVE:
-        pytest.skip("chatparse.runtime._stream_kernels is not built")
-    from chatparse.runtime.token_streams import TokenStreams
+        pytest.skip("chatparse.runtime.tokens._stream_kernels is not built")
+    from chatparse.runtime.tokens.streams import TokenStreams
 
     tok = toks[tokname]
     b = streams_tests.bind(streams_tests.templates.get("qwen3"), tok)

@@ -8,7 +8,7 @@ import pytest
 
 from chatparse import compile_template, templates
 from chatparse.arrow import table_bytes
-from chatparse.runtime.loader import compiled_from_bytes
+from chatparse.runtime.tables.loader import compiled_from_bytes
 from chatparse.table_cache import cache_key, cached_table_bytes
 
 

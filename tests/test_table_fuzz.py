@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import table_fuzz as tf
-from chatparse.runtime.loader import loads
+from chatparse.runtime.tables.loader import loads
 
 ROOT = Path(__file__).resolve().parents[1]
 INVALID = ROOT / "tests" / "vectors" / "invalid"

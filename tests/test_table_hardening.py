@@ -28,9 +28,9 @@ import pytest
 
 from chatparse import CompiledTemplate, compile_template, templates
 from chatparse.compiler.writer import dumps
-from chatparse.runtime.loader import loads
-from chatparse.runtime.table_rules import prefilter_pairs
-from chatparse.runtime.tables import Tables
+from chatparse.runtime.tables.loader import loads
+from chatparse.runtime.tables.rules import prefilter_pairs
+from chatparse.runtime.tables.layout import Tables
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")

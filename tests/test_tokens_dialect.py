@@ -22,7 +22,7 @@ import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
 from chatparse.compiler.tokens import bind  # noqa: E402
 from chatparse.runtime.tokens import parse_tokens  # noqa: E402
-from chatparse.runtime.token_decode import _Decoder  # noqa: E402
+from chatparse.runtime.tokens.decode import _Decoder  # noqa: E402
 from strategies import VALUE_PIECES, compiles  # noqa: E402
 from strategies import templates as gen_templates  # noqa: E402
 from strategies import texts_for  # noqa: E402

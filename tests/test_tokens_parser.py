@@ -455,7 +455,7 @@ def test_hot_objects_keep_every_attribute_in_slots(toks):
     (see `TokenParser.__slots__`): after the samples run through them token by token, as a whole, streamed as
     text and finalized, no attribute has landed in an instance dict (an attribute added without its slot would
     quietly cost the dict the slots are there to save)."""
-    from chatparse.runtime.parser import StreamParser
+    from chatparse.runtime.stream.parser import StreamParser
 
     for kind in ("bl-plain", "sp-special"):
         tok = toks[kind]

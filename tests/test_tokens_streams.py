@@ -396,7 +396,7 @@ def test_generated_templates_by_streams_match_single_parsers(toks, data):
 def test_held_rows_leave_room_for_pending_rows(toks, monkeypatch):
     """Split characters vary more than pending attempts do: at most `MAX_HELD_ROWS` H rows are made of 128 rows
     (then such streams take their parser), so P rows always keep room; events and messages stay exact."""
-    from chatparse.runtime.token_streams import _Rows
+    from chatparse.runtime.tokens.streams import _Rows
 
     monkeypatch.setattr(_Rows, "MAX_ROWS_CAP", _Rows.MAX_ROWS)  # 128 rows for this small vocabulary too
     tok = toks["bl-plain"]
@@ -483,7 +483,7 @@ def test_streams_take_a_quiet_region_to_its_match_row_by_the_tables(toks):
 def test_minus_one_needle_finds_exactly_the_unknown_entries(V, dtype, data):
     """`TokenStreams.step` tells a gather with an unknown (-1) entry from one without by searching its bytes
     for `minus_one_needle`: true exactly when some entry is -1, for every vocabulary size and row offset."""
-    from chatparse.runtime.token_streams import max_rows, minus_one_needle
+    from chatparse.runtime.tokens.streams import max_rows, minus_one_needle
 
     rows = data.draw(st.lists(st.integers(-1, max_rows(V) - 1), min_size=1, max_size=64))
     arr = np.array([-1 if r < 0 else r * V for r in rows], dtype=dtype)
@@ -557,7 +557,7 @@ def test_fresh_row_events_are_bounded(toks, monkeypatch):
     """Each distinct first token that opens a region from a fresh row keeps its events (`_Rows.fresh_events`);
     past `MAX_FRESH_EVENTS` such transitions are no longer learned (the streams' parsers take them), and events
     and messages stay exactly those of single parsers."""
-    from chatparse.runtime.token_streams import _Rows
+    from chatparse.runtime.tokens.streams import _Rows
 
     monkeypatch.setattr(_Rows, "MAX_FRESH_EVENTS", 3)
     tok = toks["bl-plain"]
@@ -578,7 +578,7 @@ def test_fresh_rows_leave_room_for_other_rows(toks, monkeypatch):
     """A prefix without the start anchor is kept whole, so every such prefix keys fresh rows of its own: at
     most `MAX_FRESH_ROWS` are made (then such streams start from their parser's state), so the rows of
     pending attempts keep room; events and messages stay exactly those of single parsers."""
-    from chatparse.runtime.token_streams import _Rows
+    from chatparse.runtime.tokens.streams import _Rows
 
     monkeypatch.setattr(_Rows, "MAX_FRESH_ROWS", 2)
     tok = toks["bl-plain"]
@@ -682,7 +682,7 @@ def test_quiet_rows_learn_tokens_whose_attempts_die_within_them(toks):
 def test_a_small_vocabulary_gets_more_rows():
     """Rows cost 8 bytes per token: a vocabulary of 131,072 tokens gets `MAX_ROWS` (128 MiB at most), a smaller
     one as many more as the same memory holds, up to `MAX_ROWS_CAP`."""
-    from chatparse.runtime.token_streams import _Rows, max_rows
+    from chatparse.runtime.tokens.streams import _Rows, max_rows
 
     assert max_rows(2 ** 17) == _Rows.MAX_ROWS == 128
     assert max_rows(200_019) == 128 and max_rows(32_000) == 524 and max_rows(8_000) == _Rows.MAX_ROWS_CAP

@@ -346,7 +346,7 @@ def _normalized():
 
 
 def test_check_normalized_accepts_what_load_template_makes():
-    from chatparse.runtime.validate import check_normalized
+    from chatparse.runtime.tables.validate import check_normalized
 
     check_normalized(json.loads(json.dumps(_normalized())))
 
@@ -366,7 +366,7 @@ def test_check_normalized_accepts_what_load_template_makes():
 ])
 def test_check_normalized_applies_the_template_rules(mutate, words):
     """The loader checks a table file's template with the same rules as `load_template` (one validator)."""
-    from chatparse.runtime.validate import check_normalized
+    from chatparse.runtime.tables.validate import check_normalized
 
     spec = json.loads(json.dumps(_normalized()))
     mutate(spec)

@@ -25,9 +25,9 @@ from transformers.utils.chat_parsing import response_parser as ref_rp
 from transformers.utils.chat_parsing import response_templates as ref_rt
 
 from chatparse.compiler.validate import load_template
-from chatparse.runtime.coerce import coerce, coerce_tool_calls, schema_types, tool_params
-from chatparse.runtime.transform import process_value
-from chatparse.runtime.values import STREAMABLE, parse_content
+from chatparse.runtime.values.coerce import coerce, coerce_tool_calls, schema_types, tool_params
+from chatparse.runtime.values.transform import process_value
+from chatparse.runtime.values.parsers import STREAMABLE, parse_content
 from corpus_cases import strict_equal
 
 # No example database: the tests must not write into the project tree.
@@ -297,7 +297,7 @@ def placeholder_case(draw):
 def test_json_with_placeholders_matches_reference(case, minimum):
     """Delimited strings parsed through placeholders (`values._with_placeholders`, forced on from `minimum`
     characters) give the reference's value or exception."""
-    from chatparse.runtime import values as V
+    from chatparse.runtime.values import parsers as V
 
     text, args = case
     saved = V._PLACEHOLDER_MIN
@@ -311,7 +311,7 @@ def test_json_with_placeholders_matches_reference(case, minimum):
 @given(st.text(alphabet=' \t\n\r{}[]",:01-.eEtruefalsnNI\\u\ufeff', max_size=12))
 @FAST
 def test_loads_equals_json_loads(text):
-    from chatparse.runtime import values as V
+    from chatparse.runtime.values import parsers as V
 
     assert_same(outcome(V._loads, text), outcome(json.loads, text))
 
@@ -372,7 +372,7 @@ def test_tag_matches_equal_regex_finditer(pieces, text):
     any text, or on ASCII text one for ``\\s``, ``\\w``, ``\\b``: `re_compat`) or `regex` does."""
     import regex
 
-    from chatparse.runtime.values import _tag_matches
+    from chatparse.runtime.values.parsers import _tag_matches
 
     pattern = "".join(pieces)
     try:
@@ -385,7 +385,7 @@ def test_tag_matches_equal_regex_finditer(pieces, text):
 
 
 def test_same_in_re_is_conservative():
-    from chatparse.runtime.re_compat import same_in_re
+    from chatparse.runtime.regex.re_compat import same_in_re
 
     for ok in [r"<parameter=(?P<key>[^>\n]+)>\n?(?P<value>.*?)\n?</parameter>", r"<(?P<k>[a-z]+)>.*?</(?P=k)>",
                r"[]a]+", r"\<\1", r"(?=a)(?!b)(?<=c)(?<!d)"]:
@@ -400,7 +400,7 @@ def test_same_in_re_is_conservative():
 @FAST
 @given(st.text(alphabet=' \t\n\r{}[]"-019tfnNIxa\ufeff٣\u3000', max_size=6))
 def test_cannot_be_json_is_only_said_of_non_json(text):
-    from chatparse.runtime.values import _cannot_be_json
+    from chatparse.runtime.values.parsers import _cannot_be_json
 
     if _cannot_be_json(text):
         with pytest.raises(json.JSONDecodeError):
@@ -416,7 +416,7 @@ def test_one_pair_rewrite_equals_the_general_rewrite(text, pair, unquoted):
     """The one-pair fast rewrites give the general path's text (extract to sentinels, quote keys, restore)."""
     import regex
 
-    from chatparse.runtime import values as V
+    from chatparse.runtime.values import parsers as V
 
     captured: list = []
     want = V._extract_delimited(text, [list(pair)], captured)
@@ -610,7 +610,7 @@ def test_transform_errors(body, transform, each, exc, fragment):
 def test_direct_transform_is_one_generated_function(transform, captures):
     # `_direct_maker` builds these (no dotted placeholder) as one function whose source holds only generated
     # names; the value, or the exception, is the reference's, including the KeyError fallback's message.
-    from chatparse.runtime.transform import _direct_maker, value_maker
+    from chatparse.runtime.values.transform import _direct_maker, value_maker
 
     field = load_template({"start_anchor": "S", "fields": {"f": _field_spec(transform, False, "json")}})["fields"][0]
     assert _direct_maker(transform, json.loads, None) is not None
@@ -620,7 +620,7 @@ def test_direct_transform_is_one_generated_function(transform, captures):
 
 
 def test_direct_transform_leaves_dotted_and_large_templates_to_the_closures():
-    from chatparse.runtime.transform import _DIRECT_NODES, _direct_maker
+    from chatparse.runtime.values.transform import _DIRECT_NODES, _direct_maker
 
     assert _direct_maker({"a": "{content.x}"}, json.loads, None) is None
     assert _direct_maker(list(range(_DIRECT_NODES)), json.loads, None) is None

@@ -285,7 +285,7 @@ def test_last_delta_with_a_hidden_stop_token(tokenizer_object, output, want):
 def test_tool_dicts_give_what_vllms_conversion_gives_argument_typing():
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
 
-    from chatparse.runtime.coerce import tool_params
+    from chatparse.runtime.values.coerce import tool_params
 
     raw = [{"type": "function", "function": {"name": "f", "description": None, "parameters": {
         "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": ["string", "null"]}}}}},

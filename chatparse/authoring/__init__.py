@@ -57,7 +57,7 @@ def load_template_arg(arg: str, *, bundled: str = "serving") -> tuple[Any, str |
             chat = _text_of(jinja)
         return cfg["response_template"], chat
     if path.is_file():
-        from chatparse.runtime import loader
+        from chatparse.runtime.tables import loader
 
         data = _bytes_of(path)
         if data.startswith(loader.MAGIC) or path.suffix == ".cpt":

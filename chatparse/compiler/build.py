@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import regex
 
-from ..runtime.lead_assert import leading_assertion
+from ..runtime.regex.lead_assert import leading_assertion
 from .charsets import normalize, partition
 from .dfa import build_mode_dfa
 from .nfa import build_nfa
@@ -220,7 +220,7 @@ def _nullable(node) -> bool:
 
 
 def _prunable_after_lead(source: str) -> bool:
-    """Whether a pattern that begins with a lookbehind (`runtime/lead_assert.py`) orders its matches, after
+    """Whether a pattern that begins with a lookbehind (`runtime/regex/lead_assert.py`) orders its matches, after
     that lookbehind, as its AST does (`Analysis.loose`): its DFA threads are then pruned as an exact pattern's
     are (leftmost-first), so the tables say when its match can no longer change as soon as `regex` could. The
     runtime checks the lookbehind where an attempt starts and `regex` still decides the match, but the attempt

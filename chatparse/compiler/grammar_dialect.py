@@ -4,7 +4,7 @@ rules for the grammar export (`chatparse.compiler.grammar`, llguidance only).
 
 The parser turns such a body into JSON before ``json.loads``: each ``OPEN(.*?)CLOSE`` string (the first
 CLOSE after OPEN) becomes a JSON string, then each bare ``\w+`` right after ``{`` or ``,`` and before ``:``
-is quoted (`chatparse.runtime.values`). The rules here write only text that turns into a JSON value of the
+is quoted (`chatparse.runtime.values.parsers`). The rules here write only text that turns into a JSON value of the
 schema, compactly (no whitespace):
 
 * a string is ``OPEN text CLOSE`` where text holds neither CLOSE, nor the region closer's cores, nor the

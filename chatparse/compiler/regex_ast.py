@@ -204,7 +204,7 @@ def _node(op, av, flags: int, an: Analysis, tail: bool) -> tuple:
             # Expanded, x{2000} is 2000 automaton states, and text such as "aaaa..." keeps an attempt alive
             # in each of them at once. The tables step the superset x+ (x* when lo == 0) instead, and `regex`
             # decides the real match on the attempt's short span (the runtime bounds that span by the
-            # pattern's maximum width, `runtime/tables.py` `_max_width`).
+            # pattern's maximum width, `runtime/tables/layout.py` `_max_width`).
             an.need_regex("large counted repetition")
             return ("rep", min(lo, 1), None, True, body)
         return ("rep", lo, hi, op is not C.MIN_REPEAT, body)

@@ -134,7 +134,7 @@ class TokenVocab(VocabBase):
         # Tokens whose text is not available on its own (incomplete UTF-8, byte tokens).
         self.n_partial = sum(1 for t in texts if t is None)
 
-    # `decode(ids)` (the reference for the incremental decoders) is `VocabBase.decode` in runtime/tokens.py.
+    # `decode(ids)` (the reference for the incremental decoders) is `VocabBase.decode` in runtime/tokens/__init__.py.
 
 
 # -- building a vocab from a tokenizer ----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ translated is marked ``{"error": why}`` instead, so a port refuses it up front i
 
 `compiled_reduce` makes a `CompiledTemplate` pickle through this format (`chatparse.tokenizer_dir` registers
 it with `copyreg`): a few kB, validated on unpickling, and the only callable a pickle names is
-`chatparse.runtime.loader.compiled_from_bytes`.
+`chatparse.runtime.tables.loader.compiled_from_bytes`.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ __all__ = ["dumps", "save", "compiled_reduce", "translate_js", "token_data", "vo
            "FORMAT_VERSION", "HEADER_SIZE"]
 
 # The layout constants live with the reader (the runtime never imports the compiler; the reverse is fine).
-from ..runtime.loader import (_HEADER, FLAG_TOKENS, FLAG_VOCAB_HASH, FORMAT_VERSION, HEADER_SIZE,  # noqa: E402
+from ..runtime.tables.loader import (_HEADER, FLAG_TOKENS, FLAG_VOCAB_HASH, FORMAT_VERSION, HEADER_SIZE,  # noqa: E402
                               MAGIC, TOKEN_ARRAYS, TOKEN_META_KEYS, TRAILER_SIZE, _align8, vocab_digest)
-from ..runtime.validate import canonical_json as _canonical_json  # noqa: E402  (the template hash's text)
+from ..runtime.tables.validate import canonical_json as _canonical_json  # noqa: E402  (the template hash's text)
 
 assert _HEADER.size == HEADER_SIZE
 
@@ -342,7 +342,7 @@ _pickled: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def compiled_reduce(ct):
     """`__reduce__` for CompiledTemplate: rebuild from the table bytes (no port section), cached per object."""
-    from chatparse.runtime.loader import compiled_from_bytes
+    from chatparse.runtime.tables.loader import compiled_from_bytes
 
     data = _pickled.get(ct)
     if data is None:

@@ -136,7 +136,7 @@ def from_choice(choice: str, *, what: str = f"${ENV}") -> Resolution:
                          f"add '{templates.BASE_SUFFIX}' for the base format) nor an existing file (a template JSON, a "
                          f"tokenizer_config.json or a .cpt table file)")
     if choice.endswith(".cpt"):
-        from chatparse.runtime import loader
+        from chatparse.runtime.tables import loader
 
         try:
             raw = loader.load(choice)

@@ -57,7 +57,7 @@ from chatparse.integrations import vllm_reasoning as _reasoning
 from chatparse.integrations.resolve import Resolution, TemplateNotFound, inner_tokenizer, log_once, resolve
 from chatparse.integrations.vllm_template import (SERVING_TABLES_NAME, serving_template, serving_variant, text_joins,
                                                   vllm_view)
-from chatparse.runtime.token_binding import token_binding
+from chatparse.runtime.tokens.binding import token_binding
 from chatparse.template_objects import is_template_object, to_template_dict
 
 __all__ = ["CompiledResponseTemplateParser", "ChatparseReasoningParser", "ChatparseToolParser", "register",

@@ -83,7 +83,7 @@ def vllm_view(template: dict) -> dict:
     ``repeats`` (vLLM refuses a joined reasoning field, and with ``repeats`` it would never call reasoning
     ended; gpt-oss's analysis channel is both, and its end is then the last region's, as for any field). A
     template that uses none of these is returned as it is (a copy)."""
-    from chatparse.runtime import extensions
+    from chatparse.runtime.values import extensions
 
     ext_keys, ext_content = set(extensions.field_keys()), set(extensions.content_names())
     out = {k: v for k, v in copy.deepcopy(template).items() if k not in ("version", "extensions")}

@@ -1,66 +1,10 @@
-"""The native regions of the lean path: templates whose every mode is decided by string tests alone.
+"""Kept path: `chatparse.runtime.lean_regions` is `chatparse.runtime.oneshot.lean_regions` (whether the one-shot path's C half is built: `NATIVE`).
 
-`oneshot._parse_lean` finds a text's delimiters mode by mode, and where a mode's delimiters are one literal
-(``str.find``), literals with whitespace around them (`oneshot_plan._shaped`), or nothing at all (a field
-without a close), every decision is a string test: no `regex` call, no capture. For a template whose modes
-are all of these kinds (qwen3, hermes, smollm3, granite and ten more of the 36 bundled ones),
-`chatparse.runtime._lean_regions` (C) runs that whole loop, the region rules included, and hands back the
-regions to store; `_parse_lean` stores them, in order, with the same store functions. The answer is the
-Python loop's, step for step: the same delimiters, the same stall and loop stops, the same candidate budget
-and deadline (whose end sends the parse to the automaton after the regions found before it are stored, as
-the Python loop would have stored them). Templates with any other mode keep the Python loop. Why: that loop
-was about three quarters of a short row's lean parse (bench/PERF_NOTES.md#lean-regions).
+The documentation has named this path, so it stays importable; it is the same module object, not a copy
+(an attribute set through one name is set through the other). Code in chatparse imports the real path."""
 
-`native_spec(plan, ...)` builds the module's spec from a `oneshot_plan.Plan` (None where a mode is of
-another kind, or without the module: an install with no C compiler). ``NATIVE`` says whether the module is
-built; ``_use_native`` switches it off for tests and the bench.
-"""
+import sys
 
-from __future__ import annotations
+from .oneshot import lean_regions as _module
 
-import re
-
-try:
-    from . import _lean_regions
-except ImportError:  # pragma: no cover - the Python loop gives the same answer
-    _lean_regions = None
-
-NATIVE = _lean_regions is not None
-_use_native = NATIVE  # (False: `_parse_lean` takes its Python loop; tests and the bench switch it)
-
-
-def native_spec(plan, ws_chars, nowhere):
-    """The compiled spec of `plan`'s modes for `_lean_regions.regions`, or None (module docstring).
-    `ws_chars`: the characters `\\s` matches (`oneshot_plan._WS_CHARS`); `nowhere`: the candidate search of
-    a mode that watches no pattern (`oneshot_plan._NOWHERE`)."""
-    if _lean_regions is None or not plan.lean.usable:
-        return None
-    _, _, implicit, opens, pat_field, _, _, _ = plan.lean
-    if any(type(f) is not int for f in pat_field):
-        return None
-    modes, ranks = [], {}
-    for first_re, start0, wide, single, _watched, _keyed, shaped in plan.mode_tuples:
-        if type(single) is tuple:  # (the branch order of `_parse_lean`: single, shaped, then the others)
-            modes.append(("single", *single))
-        elif shaped is not None:
-            search, by_lit, solos, led = shaped
-            literals = tuple(by_lit)
-            if search.pattern != "|".join(map(re.escape, literals)) or search.flags & ~re.UNICODE:
-                return None  # (built otherwise than `_shaped` builds it: not what the module searches for)
-            modes.append(("shaped", led, literals, tuple(solos.get(lit) for lit in literals),
-                          tuple(tuple(by_lit[lit]) for lit in literals)))
-            for entries in by_lit.values():
-                for _pi, rank, _alts in entries:
-                    ranks[rank] = None
-        elif first_re is nowhere and not start0 and wide is None and single is None:
-            modes.append(("nowhere",))
-        else:
-            return None
-    try:
-        order = {rank: k for k, rank in enumerate(sorted(ranks))}
-    except TypeError:  # (ranks that do not compare: the Python loop compares them itself)
-        return None
-    modes = [m if m[0] != "shaped" else (*m[:4], tuple(tuple((pi, order[rank], alts) for pi, rank, alts in entries)
-                                                       for entries in m[4])) for m in modes]
-    return _lean_regions.compile("".join(sorted(ws_chars)), -1 if implicit is None else implicit,
-                                 tuple(map(bool, opens)), tuple(pat_field), tuple(modes))
+sys.modules[__name__] = _module

@@ -18,7 +18,7 @@ few held characters after a match, so the cost of a feed does not grow with what
 
 from __future__ import annotations
 
-from .tables import PREFILTER_DEPTH
+from ..tables.layout import PREFILTER_DEPTH
 
 WAIT = object()
 
@@ -455,7 +455,7 @@ def skip_within(mode, text: str, i: int, stop: int) -> int:
 def _guarded_start(guard: tuple, text: str, i: int) -> int:
     """The state an attempt starting at buffer index `i` starts in, where that would be `startN` (`guard` is the
     `Mode.lead_starts` entry of its first character's class): `startN` without the patterns whose leading
-    lookbehind fails there (`runtime/lead_assert.py`), the dead state when that is every pattern it could
+    lookbehind fails there (`runtime/regex/lead_assert.py`), the dead state when that is every pattern it could
     match."""
     rxs, by_failed, _ = guard
     k = 0
@@ -482,7 +482,7 @@ def pick_winner(tables, mode, text: str, base: int, start: int, ends: dict):
     begins at absolute offset `base`. A pattern the tables do not decide exactly is asked of `regex` at
     `start` (its own end then counts); the winner is the longest match, then an open over a close, then the
     smaller field name; an exact winner's named groups are read by `regex` within its span. Shared by
-    `Scanner` and the one-shot path's automaton attempts (runtime/oneshot.py)."""
+    `Scanner` and the one-shot path's automaton attempts (runtime/oneshot/parse.py)."""
     best_key = best = None
     patterns, fields = tables.patterns, tables.fields
     for local, end in ends.items():

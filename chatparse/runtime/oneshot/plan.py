@@ -2,10 +2,10 @@
 
 Per mode: how to find candidate starts (one literal with ``str.find``, a `re` alternation of the literals
 every match starts with, an 8-character prefilter, or, for whitespace-led modes, `WideFinder`), and per
-watched pattern its literal pieces or prefixes (runtime/literals.py), whether its `regex` calls need a
-timeout (runtime/backtrack.py) and its tie rank. Where the literal a candidate search finds names the one
+watched pattern its literal pieces or prefixes (runtime/regex/literals.py), whether its `regex` calls need a
+timeout (runtime/regex/backtrack.py) and its tie rank. Where the literal a candidate search finds names the one
 pattern that can match there, a table from literal to that pattern (`_keyed`), with the `re` twins of its
-alternatives (runtime/re_compat.py). runtime/oneshot.py runs the parse.
+alternatives (runtime/regex/re_compat.py). runtime/oneshot/parse.py runs the parse.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Any, NamedTuple, Optional, Union
 import numpy as np
 import regex
 
-from .backtrack import SpanBound, backtracking_risk, bounded_call
-from .json_end import json_end_fields
+from ..regex.backtrack import SpanBound, backtracking_risk, bounded_call
+from ..values.json_end import json_end_fields
 from .lean_regions import native_spec
-from .recovery import on_error_modes
-from .literals import literal_pieces, literal_prefixes, literal_shapes, literals_after_whitespace, top_alternatives
-from .parser import capture_reader, flat_defaults, stores_for
-from .re_compat import ascii_twin
-from .tables import _prefilter, whitespace_closure
+from ..values.recovery import on_error_modes
+from ..regex.literals import literal_pieces, literal_prefixes, literal_shapes, literals_after_whitespace, top_alternatives
+from ..stream.parser import capture_reader, flat_defaults, stores_for
+from ..regex.re_compat import ascii_twin
+from ..tables.layout import _prefilter, whitespace_closure
 
 LEAN_PREFILTER_DEPTH = 8  # characters the one-shot prefilters look ahead (streaming uses 3)
 

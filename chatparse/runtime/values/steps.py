@@ -1,5 +1,5 @@
 """Value steps of format extensions around a field's transform: ``as_list`` and ``key_aliases`` before it,
-``decode_json_strings`` after it (FORMAT.md, "Extensions"; registered in runtime/extensions.py).
+``decode_json_strings`` after it (FORMAT.md, "Extensions"; registered in runtime/values/extensions.py).
 
 A region's value is made in this order (`steps_maker` wraps `transform.value_maker`'s parse and result):
 
@@ -16,7 +16,7 @@ A region's value is made in this order (`steps_maker` wraps `transform.value_mak
    element of a list: when the path leads through dicts to a string, and that string is one JSON document
    (Python's ``json.loads``) whose value is an object, the string is replaced by that object. Anything else
    (a missing key, a non-dict on the way, a string that is not JSON or holds no object) is left unchanged;
-6. tool-argument typing (runtime/parser.py, with ``tools=``).
+6. tool-argument typing (runtime/stream/parser.py, with ``tools=``).
 
 Errors of the base format (``transform_each`` on a non-list, ...) are raised as before; these steps never
 raise on a value. Only the standard library is imported.

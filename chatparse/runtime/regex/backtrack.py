@@ -1,6 +1,6 @@
 """Which patterns can make `regex` backtrack badly, read from their source (`backtracking_risk`).
 
-The one-shot path (runtime/oneshot.py) asks `regex` to match delimiter patterns at candidate starts. A
+The one-shot path (runtime/oneshot/parse.py) asks `regex` to match delimiter patterns at candidate starts. A
 `regex` call is linear in the text it reads unless the pattern lets the engine try many ways to split the
 same text. Calls on such patterns get a timeout (which costs time on every call, so only they get one: see
 bench/PERF_NOTES.md#regex-timeout).
@@ -60,7 +60,7 @@ def match_bound(source: str) -> tuple[str, int] | None:
     occurrences of `c`, and nothing in the pattern tests where the text ends (``$``, ``\\Z``, ``\\b``, ...).
     Then a call at `p` may stop the text just before the (k+1)-th `c` from `p` (``endpos``) without changing
     its result, and its time is polynomial in that span (of the pattern's degree), so a short span needs no
-    timeout (`bounded_call`, runtime/oneshot.py). None when there is no such character.
+    timeout (`bounded_call`, runtime/oneshot/parse.py). None when there is no such character.
 
     Why the stop changes nothing: a path reads a position only after taking everything from `p` up to it (a
     lookaround's path: the main path up to the lookaround, then its own), and the count covers lookarounds

@@ -23,8 +23,8 @@ import threading
 
 import numpy as np
 
-from .scanner import WAIT, Attempt, Scanner
-from .token_decode import clean_up_tokenization, decode_run
+from ..stream.scanner import WAIT, Attempt, Scanner
+from .decode import clean_up_tokenization, decode_run
 
 __all__ = ["VocabBase", "LoadedVocab", "TokenTablesBase", "TOKEN_SKIP", "TOKEN_TEXT", "TOKEN_BYTE"]
 
@@ -108,13 +108,13 @@ def _slices(s, offsets: list) -> list:
 
 
 class LoadedVocab(VocabBase):
-    """A vocabulary read from the token section of a table file (`chatparse.runtime.loader.loads` validated it).
+    """A vocabulary read from the token section of a table file (`chatparse.runtime.tables.loader.loads` validated it).
 
     Builds the per-token Python lists the hot paths index (bytes, text) with slicing at C speed; no
     tokenizer, no decoder analysis, no per-token decoding."""
 
     def __init__(self, data: dict):
-        from .loader import token_texts
+        from ..tables.loader import token_texts
 
         meta = data["meta"]
         self.kind = meta["kind"]

@@ -16,9 +16,9 @@ from array import array
 import numpy as np
 import regex
 
-from .lead_assert import start_guards
+from ..regex.lead_assert import start_guards
 
-from .values import STREAMABLE
+from ..values.parsers import STREAMABLE
 
 logger = logging.getLogger("chatparse")
 
@@ -461,7 +461,7 @@ class Tables:
         facts = class_facts(sources)
         self.modes = [Mode(m, self.n_classes, len(self.patterns), f"mode {i}", sources, facts)
                       for i, m in enumerate(raw["modes"])]
-        self.class_sources = sources  # for deeper prefilters built on demand (runtime/oneshot.py)
+        self.class_sources = sources  # for deeper prefilters built on demand (runtime/oneshot/parse.py)
         for mode in self.modes:
             mode.exact = all(self.patterns[pi].exact for pi in mode.patterns)
             sources = [self.patterns[pi].source for pi in mode.patterns]

@@ -1,6 +1,6 @@
 """The template object the runtime parses with: a normalized template and its tables.
 
-`RuntimeTemplate` is what `chatparse.runtime.loader.compiled_from_bytes` returns and what `TokenParser`,
+`RuntimeTemplate` is what `chatparse.runtime.tables.loader.compiled_from_bytes` returns and what `TokenParser`,
 `token_binding` and the one-shot path read (``spec``, ``raw_tables``, ``tables``). The public
 `chatparse.CompiledTemplate` (chatparse/compiled.py) builds on it: it adds the parse methods of the public API
 and pickling through the table writer, which live above the runtime.
@@ -15,18 +15,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .tables import Tables
+from .layout import Tables
 
 __all__ = ["RuntimeTemplate", "register_template_class", "template_class"]
 
 
 class RuntimeTemplate:
-    """A response template compiled to tables: ``spec`` (the normalized template, `chatparse.runtime.validate.
+    """A response template compiled to tables: ``spec`` (the normalized template, `chatparse.runtime.tables.validate.
     load_template`'s form), ``raw_tables`` (the table dict the compiler builds or the loader reads) and
     ``tables`` (`Tables` over them)."""
 
     #: turns ``tools=`` into JSON schemas (Python functions included) for a binding built from this
-    #: template's token tables (`chatparse.runtime.token_binding.token_binding`); None: dicts only.
+    #: template's token tables (`chatparse.runtime.tokens.binding.token_binding`); None: dicts only.
     convert_tools: Callable[[Any], list] | None = None
 
     def __init__(self, spec: dict, raw_tables: dict):

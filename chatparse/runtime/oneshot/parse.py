@@ -8,12 +8,12 @@ decision (earliest start first; the prefilters prove no earlier start can match)
 Three paths give the same answer; `parse_whole` takes the first that applies:
 
 1. The lean path (`_parse_lean`): no scanner, no region buffers, no events - a region's body is the slice
-   since the previous delimiter. Per mode (runtime/oneshot_plan.py), candidates come from ``str.find`` when
+   since the previous delimiter. Per mode (runtime/oneshot/plan.py), candidates come from ``str.find`` when
    the mode's only delimiter is one literal, from a `re` alternation of the literals every match starts
    with, or from an 8-character prefilter; literal delimiters are decided by ``str.startswith``, other
    patterns by `regex` after a literal-prefix test. Where the literal found names the only pattern (and
    top-level alternative) that can match there (`oneshot_plan._keyed`), only that one is asked, by its `re`
-   twin where the text it may read is ASCII (runtime/re_compat.py). Where every pattern of a mode is a
+   twin where the text it may read is ASCII (runtime/regex/re_compat.py). Where every pattern of a mode is a
    whitespace lead, literals and a whitespace tail (`literals.literal_shapes`: qwen3's ``\\s*</think>\\s*``),
    one `re` search finds the next literal and string tests decide (`_decide_shaped`): no `regex` call at all.
    Where every pattern is a whitespace lead and a literal but some go on in ways only `regex` decides
@@ -28,7 +28,7 @@ Three paths give the same answer; `parse_whole` takes the first that applies:
 3. The streaming parser alone (the automaton), which is linear.
 
 `regex` backtracks, so the first two are guarded: match calls on patterns that could backtrack badly
-(runtime/backtrack.py) have a timeout, and the number of candidate starts is bounded by the text length.
+(runtime/regex/backtrack.py) have a timeout, and the number of candidate starts is bounded by the text length.
 Each other call reads the text in linear time, but many of them could still add up to quadratic time (a
 pattern such as ``x[^<]*<`` on ``"xxxx..."`` reads to the end of the text at every ``x``), so the time spent
 is checked every `CLOCK_EVERY` candidates against `SCAN_SECONDS` + `SCAN_SECONDS_PER_CHAR` per character.
@@ -40,12 +40,12 @@ from __future__ import annotations
 
 from time import perf_counter
 
-from .backtrack import stops_within
-from .literals import SHAPE_AHEAD, SHAPE_TRAIL
+from ..regex.backtrack import stops_within
+from ..regex.literals import SHAPE_AHEAD, SHAPE_TRAIL
 from . import lean_regions
-from .oneshot_plan import _WS_CHARS, WindowTwin, plan_for
-from .parser import StreamParser, final_output, fresh_output, warn_loop, warn_stall
-from .scanner import Scanner, pick_winner, record_ends, skip_within
+from .plan import _WS_CHARS, WindowTwin, plan_for
+from ..stream.parser import StreamParser, final_output, fresh_output, warn_loop, warn_stall
+from ..stream.scanner import Scanner, pick_winner, record_ends, skip_within
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
@@ -120,7 +120,7 @@ class WholeTextScanner(Scanner):
 def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     """The message for the complete `text`, computed without a scanner, a region buffer or events.
 
-    The region rules are `StreamParser`'s, step for step (see runtime/parser.py): every delimiter closes the
+    The region rules are `StreamParser`'s, step for step (see runtime/stream/parser.py): every delimiter closes the
     current region, whose raw body is simply the text since the previous delimiter; an open delimiter
     opens its field; the implicit field opens only on a non-empty body; a zero-width close of the empty
     implicit region stops the parse. Delimiters are decided as `WholeTextScanner.decide` decides them. Raises

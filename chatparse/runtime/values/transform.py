@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import regex
 
-from .value_steps import decode_json_strings, steps_maker
-from .values import content_parser
+from .steps import decode_json_strings, steps_maker
+from .parsers import content_parser
 
 __all__ = ["PLACEHOLDER", "compile_transform", "process_value", "value_maker"]
 
@@ -109,13 +109,13 @@ def value_maker(field: dict) -> Callable[[str, dict], Any]:
     ``field`` is one normalized field dict from ``chatparse.compiler.validate.load_template`` (keys
     ``name``, ``content``, ``content_args``, ``transform``, ``transform_each``, and the value-level format
     extension keys ``as_list``, ``key_aliases``, ``decode_json_strings``, applied in the order
-    runtime/value_steps.py states); ``captures`` are the named groups of the open match (groups that did not
+    runtime/values/steps.py states); ``captures`` are the named groups of the open match (groups that did not
     participate must already be left out)."""
     parse = content_parser(field["content"], field["content_args"], field.get("escaped_json_values", False))
-    if field.get("content_fallback"):  # format extension (runtime/content_fallback.py)
+    if field.get("content_fallback"):  # format extension (runtime/values/content_fallback.py)
         from .content_fallback import with_fallback
         parse = with_fallback(parse, field["content_fallback"])
-    if field.get("unwrap_pattern") is not None:  # format extension (runtime/unwrap.py): the body first
+    if field.get("unwrap_pattern") is not None:  # format extension (runtime/values/unwrap.py): the body first
         from .unwrap import unwrapping
         parse = unwrapping(parse, field["unwrap_pattern"])
     parse = steps_maker(field, parse)
@@ -131,7 +131,7 @@ def _maker(field: dict, parse: Callable[[str], Any]) -> Callable[[str, dict], An
     template = field.get("transform")
     if template is None:
         return lambda body, captures: parse(body)
-    optional = field.get("optional_placeholders")  # format extension (runtime/optional_placeholders.py)
+    optional = field.get("optional_placeholders")  # format extension (runtime/values/optional_placeholders.py)
     if optional:
         from .optional_placeholders import compile_optional_transform
         fn = compile_optional_transform(template, optional)

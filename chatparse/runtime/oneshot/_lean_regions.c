@@ -1,4 +1,4 @@
-/* chatparse.runtime._lean_regions: the delimiters and regions of a whole text, for templates whose every mode is
+/* chatparse.runtime.oneshot._lean_regions: the delimiters and regions of a whole text, for templates whose every mode is
  * decided by string tests alone (the native half of oneshot._parse_lean's `single` and `shaped` branches, and of
  * a mode that watches nothing; oneshot_plan.native_spec builds the spec, lean_regions.py says when it runs).
  *

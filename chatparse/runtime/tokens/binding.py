@@ -14,7 +14,7 @@ Guarantees:
 * ``binding.parse`` / `parse_tokens` / `parse_tokens_batch` give the same message as
   ``chatparse.parse_response`` on the decoded text: they decode the whole sequence and feed it to a plain
   `StreamParser` (as ``chatparse.ResponseParser`` would), where ``parse_response`` takes the one-shot path
-  of runtime/oneshot.py to the same message. The prefix (text or ids) is required, or explicitly empty,
+  of runtime/oneshot/parse.py to the same message. The prefix (text or ids) is required, or explicitly empty,
   because chat templates often pre-write part of the assistant message.
 * ``binding.parser(...)`` / ``binding.streams(...)`` build `TokenParser` / `TokenStreams` (imported when
   called, since those modules import this one).
@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .args import check_tools
-from .coerce import tool_params
-from .dialect import resolve
-from .parser import StreamParser, raise_malformed
-from .token_decode import _decode_all, _ids_list
-from .token_tables import LoadedVocab, TokenTablesBase, _whole_delimiter
+from ..values.args import check_tools
+from ..values.coerce import tool_params
+from ..stream.dialect import resolve
+from ..stream.parser import StreamParser, raise_malformed
+from .decode import _decode_all, _ids_list
+from .tables import LoadedVocab, TokenTablesBase, _whole_delimiter
 
 if TYPE_CHECKING:
-    from .token_parser import TokenParser
-    from .token_streams import TokenStreams
+    from .parser import TokenParser
+    from .streams import TokenStreams
 
 __all__ = ["TokenBinding", "binding_from_data", "token_binding", "parse_tokens", "parse_tokens_batch"]
 
@@ -94,7 +94,7 @@ class TokenBinding:
 
     def parser(self, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False,
                dialect=None, offsets: bool | None = None, malformed: str | None = None) -> "TokenParser":
-        from .token_parser import TokenParser  # imports this module
+        from .parser import TokenParser  # imports this module
 
         return TokenParser(self, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans, dialect=dialect,
                            offsets=offsets, malformed=malformed)
@@ -107,7 +107,7 @@ class TokenBinding:
         prefix = self._prefix_text(prefix, prefix_ids)
         d = resolve(dialect, malformed=malformed)
         if spans:
-            from .token_parser import TokenParser
+            from .parser import TokenParser
 
             p = TokenParser(self, prefix=prefix, tools=tools, spans=True, dialect=d)
             events = p.initial_events + p.feed_tokens(ids)
@@ -137,7 +137,7 @@ class TokenBinding:
                 spans: bool = False, capacity: int = 1024, dialect=None, offsets: bool | None = None,
                 malformed: str | None = None) -> "TokenStreams":
         """`TokenStreams` for `n` generations (prefix: one for all or one per stream)."""
-        from .token_streams import TokenStreams  # imports this module
+        from .streams import TokenStreams  # imports this module
 
         return TokenStreams(self, n, prefix=prefix, prefix_ids=prefix_ids, tools=tools, spans=spans,
                             capacity=capacity, dialect=dialect, offsets=offsets, malformed=malformed)

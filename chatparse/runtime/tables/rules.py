@@ -7,7 +7,7 @@
 * `check_depth`: JSON nesting is bounded (`MAX_DEPTH`) before parsing, so deep nesting is a table-file error at
   the same point in both runtimes rather than whichever recursion limit is hit first;
 * `template_rules`: the normalized-template rules as an ordered list of checks that need no Python regex
-  engine (the regex compilation and the final round trip through `load_template` stay in runtime/loader.py,
+  engine (the regex compilation and the final round trip through `load_template` stay in runtime/tables/loader.py,
   after every check a port can make);
 * `prefilter_pairs`: a mode's two-character prefilter (``modes[m].first``) as its automaton defines it; a
   file's ``first`` must be exactly this, so a runtime may use it or ignore it with the same result.
@@ -22,9 +22,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .extensions import EXTENSIONS, check_field_keys, content_names, field_keys
-from .transform import PLACEHOLDER
-from .values import PARSER_NAMES
+from ..values.extensions import EXTENSIONS, check_field_keys, content_names, field_keys
+from ..values.transform import PLACEHOLDER
+from ..values.parsers import PARSER_NAMES
 
 __all__ = ["MAX_DEPTH", "quote", "quote_list", "check_depth", "template_rules", "prefilter_pairs"]
 

@@ -2,7 +2,7 @@
 
 ``load_template`` turns a template dict into its normalized form (the compiler's input, the template section of
 a table file); ``check_normalized`` checks that a normalized template read from a table file is exactly what
-``load_template`` makes of some template, so the loader (runtime/loader.py) and the compiler
+``load_template`` makes of some template, so the loader (runtime/tables/loader.py) and the compiler
 (``chatparse.compiler.validate`` re-exports this module) apply the same rules.
 
 ``load_template`` accepts exactly the templates transformers 5.23.0 (``load_response_template``) accepts,
@@ -21,7 +21,7 @@ Order of checks (the first failure wins, as in the reference):
 4. exactly one of ``start_anchor`` / ``start_anchor_pattern``.
 
 ``content_args`` are deliberately *not* checked here: the reference only fails on them when a body is
-parsed, and chatparse keeps that parse-time behaviour (see ``chatparse.runtime.values``).
+parsed, and chatparse keeps that parse-time behaviour (see ``chatparse.runtime.values.parsers``).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import Any
 
 import regex
 
-from .extensions import check_field_keys, check_supported, content_names, field_extensions, field_keys
-from .transform import PLACEHOLDER
-from .values import PARSER_NAMES
+from ..values.extensions import check_field_keys, check_supported, content_names, field_extensions, field_keys
+from ..values.transform import PLACEHOLDER
+from ..values.parsers import PARSER_NAMES
 
 __all__ = ["load_template", "check_normalized", "canonical_json"]
 
@@ -176,7 +176,7 @@ def _field(name: Any, spec: Any) -> dict:
                 "template (where they appear alongside 'content'). Either add a 'transform' that uses "
                 "the captures, or remove the named groups from the pattern."
             )
-    extended = check_field_keys(scope, spec)  # format extensions (runtime/extensions.py): checked last
+    extended = check_field_keys(scope, spec)  # format extensions (runtime/values/extensions.py): checked last
     if extended.get("close_json_end") and open_norm is None:
         raise ValueError(f"{scope}: 'close_json_end' needs an explicit 'open' or 'open_pattern': the implicit "
                          "field has no region body of its own to read a JSON value from (format extension "
@@ -241,7 +241,7 @@ def load_template(spec: Any) -> dict:
     ``{"pattern": str}``; ``repeats``/``optional`` are normalized to bools by truthiness, which is how
     the reference reads them.
 
-    Format extensions (runtime/extensions.py): a field may also hold extension keys, and ``content`` may name
+    Format extensions (runtime/values/extensions.py): a field may also hold extension keys, and ``content`` may name
     an extension parser; the reference refuses those templates. A field keeps the extension keys it uses
     (normalized, after the keys above), and a template with any is ``{"version": 2, "extensions": [sorted
     names], "defaults", ...}``; one without any is exactly the form above."""

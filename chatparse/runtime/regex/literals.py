@@ -1,6 +1,6 @@
 """Literal strings a delimiter pattern's matches are made of, or start with, read from its source.
 
-A one-shot parse (runtime/oneshot.py) uses them to let ``str.find`` and ``str.startswith`` stand in for
+A one-shot parse (runtime/oneshot/parse.py) uses them to let ``str.find`` and ``str.startswith`` stand in for
 `regex`: a pattern that is a list of literals is decided without `regex`, and a pattern whose every match
 starts with one of a few literals is not asked where none starts. Both functions answer None whenever the
 source uses anything they do not read exactly (classes, groups, quantifiers on the last character, inline
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 _META = frozenset(".^$*+?{}[]()|")
 # Groups that only group, name, refer back or look around: they mean the same in `re` and `regex` and set
-# no flags (runtime/values.py uses them too).
+# no flags (runtime/values/parsers.py uses them too).
 PLAIN_GROUP_STARTS = ("(?:", "(?P<", "(?P=", "(?=", "(?!", "(?<=", "(?<!")
 
 

@@ -9,7 +9,7 @@ exception class for exception class, including the places where the reference is
 * Only ``json.JSONDecodeError`` falls back under ``allow_non_json``; other ``ValueError`` s raised by
   ``json.loads`` (e.g. an integer with too many digits) propagate.
 
-Only the standard library, ``regex`` and runtime/re_compat.py are imported, so the runtime stays independent
+Only the standard library, ``regex`` and runtime/regex/re_compat.py are imported, so the runtime stays independent
 of the compiler and of transformers. Regexes mean what the reference's ``regex`` calls mean (Unicode
 ``\\w``, DOTALL where it uses it); `re` runs one only where its meaning is provably the same (a tag
 pattern `re_compat.same_in_re` accepts, bare keys in ASCII text, our own sentinels), because it is faster
@@ -28,7 +28,7 @@ import regex
 
 from .json_values import parse_json_values, too_deep_at
 from .pycalls import parse_python_calls
-from .re_compat import ascii_twin, re_twin
+from ..regex.re_compat import ascii_twin, re_twin
 
 __all__ = ["PARSERS", "PARSER_NAMES", "STREAMABLE", "content_parser", "parse_content"]
 
@@ -544,7 +544,7 @@ PARSERS: dict[str, Callable[[str, dict], Any]] = {
 # The names a template may use in ``content`` (and a ``value_parser`` may use in ``name``).
 PARSER_NAMES = frozenset(PARSERS)
 
-# Content parsers of format extensions (runtime/extensions.py): a field's ``content`` only, never a nested
+# Content parsers of format extensions (runtime/values/extensions.py): a field's ``content`` only, never a nested
 # ``value_parser``; transformers does not know them.
 EXTENSION_PARSERS: dict[str, Callable[[str, Any], Any]] = {"python-calls": parse_python_calls,
                                                          "json-values": parse_json_values}

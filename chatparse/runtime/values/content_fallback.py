@@ -8,14 +8,14 @@ error of the field's own parser is raised, exactly as without the key. The value
 field's steps and transform as any parsed value (DeepSeek V3.2 writes an invoke's arguments as parameter tags
 or as one JSON object: ``"content": "json"`` with an ``xml-inline`` fallback).
 
-Only the standard library and runtime/values.py are used.
+Only the standard library and runtime/values/parsers.py are used.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from .values import content_parser
+from .parsers import content_parser
 
 __all__ = ["FALLBACK_ERRORS", "with_fallback"]
 

@@ -23,11 +23,11 @@ modules imports the compiler, interegular or transformers.
 
 from __future__ import annotations
 
-from .token_binding import TokenBinding, binding_from_data, parse_tokens, parse_tokens_batch, token_binding
-from .token_decode import CLEANUP_RULES, _Decoder, clean_up_tokenization, decode_run  # noqa: F401
-from .token_parser import TokenParser
-from .token_streams import StepEvents, TokenStreams
-from .token_tables import (TOKEN_BYTE, TOKEN_SKIP, TOKEN_TEXT, LoadedVocab, TokenTablesBase,  # noqa: F401
+from .binding import TokenBinding, binding_from_data, parse_tokens, parse_tokens_batch, token_binding
+from .decode import CLEANUP_RULES, _Decoder, clean_up_tokenization, decode_run  # noqa: F401
+from .parser import TokenParser
+from .streams import StepEvents, TokenStreams
+from .tables import (TOKEN_BYTE, TOKEN_SKIP, TOKEN_TEXT, LoadedVocab, TokenTablesBase,  # noqa: F401
                            VocabBase, _whole_delimiter)
 
 __all__ = ["TokenBinding", "TokenParser", "TokenStreams", "StepEvents", "parse_tokens", "parse_tokens_batch",

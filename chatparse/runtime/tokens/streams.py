@@ -48,13 +48,13 @@ from typing import Any
 
 import numpy as np
 
-from .collector import collector_paused
-from .token_binding import TokenBinding
-from .token_decode import _out_of_range
-from . import stream_kernels
-from .stream_kernels import TokenTexts, join_columns
-from .token_parser import TokenParser
-from .token_tables import ROW_DETACHED, ROW_FRESH, ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET
+from ..stream.collector import collector_paused
+from .binding import TokenBinding
+from .decode import _out_of_range
+from . import kernels as stream_kernels
+from .kernels import TokenTexts, join_columns
+from .parser import TokenParser
+from .tables import ROW_DETACHED, ROW_FRESH, ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET
 
 __all__ = ["TokenStreams", "StepEvents"]
 

@@ -24,17 +24,17 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any, Callable
 
-from .args import text_error
-from .coerce import coerce_tool_calls
+from ..values.args import text_error
+from ..values.coerce import coerce_tool_calls
 from .dialect import TRANSFORMERS, Dialect
-from .json_end import JSON_END, JsonEnd, json_end_fields
-from .recovery import on_error_modes, recover_region
+from ..values.json_end import JSON_END, JsonEnd, json_end_fields
+from ..values.recovery import on_error_modes, recover_region
 from .scanner import Scanner, copy_slots
-from .schema_typing import schema_typer
-from .tables import Tables, logger
-from .transform import value_maker
-from .value_steps import VALUE_STEP_KEYS
-from .values import content_parser
+from ..values.schema_typing import schema_typer
+from ..tables.layout import Tables, logger
+from ..values.transform import value_maker
+from ..values.steps import VALUE_STEP_KEYS
+from ..values.parsers import content_parser
 
 
 def _is_empty(v: Any) -> bool:
@@ -244,15 +244,15 @@ class StreamParser:
         self.usable = True  # False once finished or failed
         self.names = [f["name"] for f in tables.fields]
         self.stores = stores_for(tables)
-        # close_json_end (runtime/json_end.py): per field, whether it closes at the end of its JSON value; the
+        # close_json_end (runtime/values/json_end.py): per field, whether it closes at the end of its JSON value; the
         # open region's tracker while it is such a field's (None otherwise: the token paths then apply)
         self.json_ends = json_end_fields(tables)
         self.json_end: JsonEnd | None = None
-        # on_error (runtime/recovery.py): per field, its mode or None; the open region's open delimiter (text,
+        # on_error (runtime/values/recovery.py): per field, its mode or None; the open region's open delimiter (text,
         # offset) and, while a region is being closed by its close delimiter, that delimiter's text
         self.on_errors = on_error_modes(tables)
         self.open_text, self.open_start, self.closing = "", 0, ""
-        # The serving dialect (runtime/dialect.py): spans on events, malformed regions as events, prompt text
+        # The serving dialect (runtime/stream/dialect.py): spans on events, malformed regions as events, prompt text
         # kept out of chunks from `prompt_end` on (set by the owner once the prefix is fed), the whole input.
         self.offsets = dialect.offsets
         self.recover = dialect.malformed == "event"
@@ -340,7 +340,7 @@ class StreamParser:
         attempts pending now end without one, so the text they hold is region text). The same events and
         state as ``feed(text)``, without stepping the automaton over `text`.
 
-        For a caller that proved it (`chatparse.runtime.token_parser`: the text its token tables handed out
+        For a caller that proved it (`chatparse.runtime.tokens.parser`: the text its token tables handed out
         from a state they track). In a whitespace-led mode (``\\s*</think>``) `feed` steps an attempt at
         every whitespace run, which this does not (see bench/PERF_NOTES.md#feed-plain). An exception leaves the
         parser failed, as in `feed`."""
@@ -381,7 +381,7 @@ class StreamParser:
         ``feed(text)``: the step `_process` takes for that delimiter, then `_process` from its end, without
         stepping the automaton up to it.
 
-        For `chatparse.runtime.token_parser`, whose `TokenTablesBase.decision` ran the scanner on the same
+        For `chatparse.runtime.tokens.parser`, whose `TokenTablesBase.decision` ran the scanner on the same
         characters once for every parser that meets them (qwen3's ``</think>`` split over ordinary tokens).
         With `plain` (a string, maybe empty): ``feed_plain(plain)`` first, its events dropped (the caller
         handed them out already).
@@ -452,7 +452,7 @@ class StreamParser:
         """Feed `text` that is known to be exactly one whole delimiter of pattern `pattern_index` (`match`: its
         match object, or anything with ``groupdict()``, for the captures; None for none), and return the events.
 
-        For a caller that decided the delimiter without the scanner (`chatparse.runtime.token_parser`: a token
+        For a caller that decided the delimiter without the scanner (`chatparse.runtime.tokens.parser`: a token
         that is a whole delimiter on its own). The scanner must be quiet: everything fed so far handed out, no
         attempt pending. Then the events and the state afterwards are those of ``feed(text)``: the same step
         `_process` takes for a delimiter the scanner decides (`_delimiter`), then a flush. An exception leaves
@@ -685,7 +685,7 @@ class StreamParser:
 
     def _failed_value(self, events: list, fi: int, body: str, s: int, e: int, error: Exception) -> None:
         """The value of field `fi`'s region (raw `body`, closed at ``[s, e)``) raised `error`: recovered as its
-        ``on_error`` says (runtime/recovery.py), else a ``region_malformed`` event where the dialect asks for
+        ``on_error`` says (runtime/values/recovery.py), else a ``region_malformed`` event where the dialect asks for
         one (`recover`), else the error propagates."""
         mode = self.on_errors[fi]
         if mode is not None:

@@ -2,7 +2,7 @@
 
 With ``"argument_types": "schema"`` on a field and ``tools=`` given, the arguments of each tool call the
 field's value holds are typed by the tool's JSON Schema, in the schema's declaration order, instead of
-transformers' rule (runtime/coerce.py: only *string* arguments are cast, and a string is never kept while
+transformers' rule (runtime/values/coerce.py: only *string* arguments are cast, and a string is never kept while
 another declared type accepts it). The calls touched, and the arguments looked at, are exactly those the
 base coercion looks at (a dict whose ``function`` is a dict with a string ``name`` naming a tool with
 non-empty ``properties``, and a dict ``arguments``; declared keys only; a list of calls element by element).

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from codecs import utf_8_decode
 
-from .dialect import resolve
-from .json_end import JSON_END
-from .parser import StreamParser, joined
-from .scanner import Scanner
-from .token_binding import TokenBinding, token_binding
-from .token_decode import _Decoder, _ids_list, _out_of_range
-from .token_tables import (ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET, attempt_of, attempt_record,
+from ..stream.dialect import resolve
+from ..values.json_end import JSON_END
+from ..stream.parser import StreamParser, joined
+from ..stream.scanner import Scanner
+from .binding import TokenBinding, token_binding
+from .decode import _Decoder, _ids_list, _out_of_range
+from .tables import (ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET, attempt_of, attempt_record,
                            undecided)
 
 __all__ = ["TokenParser"]

@@ -21,7 +21,7 @@ server needs in four ways that transformers 5.23's does not give:
   character generated, beyond the open region's body.
 
 A field with the ``on_error`` format extension recovers from a failed value in every dialect, with a
-``region_malformed`` event that says ``"recovered"`` (runtime/recovery.py); ``malformed`` decides only for the
+``region_malformed`` event that says ``"recovered"`` (runtime/values/recovery.py); ``malformed`` decides only for the
 other fields.
 
 `TRANSFORMERS` and `VLLM` are the two presets; `resolve` turns a caller's ``dialect=`` and keyword overrides
