@@ -1,0 +1,135 @@
+"""What a test needs beside chatparse, asked for in one place: it skips where that is missing, and fails in CI.
+
+Every test that cannot run without an optional package, a program or a downloaded folder asks for it here,
+never with ``pytest.importorskip`` or a ``skipif`` of its own:
+
+- ``need("xgrammar", why)`` returns the imported module; ``need_program("node", why)`` the program's path;
+  ``need_folder(ENV, why)`` the folder an environment variable names; ``need_vllm(module)`` a module of
+  vLLM 0.33.0. Each skips where the thing is missing, naming how to get it.
+- ``needs(...)`` / ``needs_program(...)`` are the same as marks, for a decorator (checked by tests/conftest.py
+  when the test is set up).
+
+``CHATPARSE_REQUIRE_DEPS`` turns every such skip into a failure, as ``CHATPARSE_REQUIRE_NATIVE`` does for the
+native modules. `.ci/run`, which installs all of it, sets ``CHATPARSE_REQUIRE_DEPS=1`` for the suite, and
+``CHATPARSE_REQUIRE_DEPS=vllm`` for the tests it runs in the venv it makes for vLLM 0.33.0. With ``1``, vLLM
+itself is still not required (it cannot share a Python with the transformers the rest of the suite compares
+against), so the ``tests/test_vllm_*.py`` files skip in the main Python and run in the venv; with ``vllm`` it is
+required too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ENV = "CHATPARSE_REQUIRE_DEPS"
+VLLM_VERSION = "0.33.0"
+VLLM_WHY = f"needs vLLM {VLLM_VERSION}: run in the venv .ci/run makes"
+
+# how to get what is not installed with `pip install -e ".[test]"` (everything else is)
+PROGRAMS = {
+    "node": "Node.js, for the JavaScript reader (js/): apt-get install nodejs",
+    "dot": "Graphviz, for `chatparse show --format svg`: apt-get install graphviz",
+    "bash": "bash: apt-get install bash",
+}
+TEST_EXTRA = "pip install -e \".[test]\""
+
+
+def _mode() -> str:
+    return os.environ.get(ENV, "")
+
+
+def _required(vllm: bool = False) -> bool:
+    mode = _mode()
+    return mode == "vllm" if vllm else mode in ("1", "vllm")
+
+
+def _missing(what: str, why: str, how: str, *, vllm: bool = False, item_location: bool = False):
+    """Skip (anywhere, module level included), or fail when CHATPARSE_REQUIRE_DEPS says it must be there. The
+    skip is reported at the line that asked (these functions hide their own frames), or at the test's own
+    line for a mark."""
+    __tracebackhide__ = True
+    because = f", needed for {why}" if why else ""
+    if _required(vllm):
+        pytest.fail(f"{what}{because}; {ENV}={_mode()} (set by .ci/run) requires it. {how}", pytrace=False)
+    raise pytest.skip.Exception(f"{what}{because}; {how}", allow_module_level=True,
+                                _use_item_location=item_location)
+
+
+def need(module: str, why: str = "", how: str = TEST_EXTRA, *, _item_location: bool = False) -> ModuleType:
+    """The module, imported; a skip when it cannot be imported (an ImportError: anything else it raises is a
+    failure), or a failure under CHATPARSE_REQUIRE_DEPS. `how` says how to install it (by default, the test
+    extra holds it)."""
+    __tracebackhide__ = True
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        what = (f"{module} is not installed" if isinstance(e, ModuleNotFoundError) and e.name == module.split(".")[0]
+                else f"{module} cannot be imported ({e})")
+        _missing(what, why, how, item_location=_item_location)
+
+
+def need_program(name: str, why: str = "", *, _item_location: bool = False) -> str:
+    """The path of the program `name` on PATH; a skip when there is none (a failure under CHATPARSE_REQUIRE_DEPS)."""
+    __tracebackhide__ = True
+    path = shutil.which(name)
+    if path is None:
+        _missing(f"{name} is not installed", why, PROGRAMS.get(name, f"install {name}"), item_location=_item_location)
+    return path
+
+
+def need_folder(env: str, how: str) -> Path:
+    """The folder the environment variable `env` names; a skip when it is unset or not a folder."""
+    __tracebackhide__ = True
+    folder = os.environ.get(env)
+    if not folder:
+        _missing(f"{env} is not set", "", how)
+    if not Path(folder).is_dir():
+        _missing(f"{env}={folder!r} is not a folder", "", how)
+    return Path(folder)
+
+
+def need_vllm(module: str = "vllm") -> ModuleType:
+    """A module of vLLM 0.33.0 (the version the serving dialect and the plugin are tested against): a skip where
+    vLLM is not that version or not installed, which is the main Python (.ci/run runs these tests in a venv of
+    their own); a failure there only under CHATPARSE_REQUIRE_DEPS=vllm."""
+    __tracebackhide__ = True
+    try:
+        import vllm
+    except ModuleNotFoundError as e:
+        _missing("vllm is not installed" if e.name == "vllm" else f"vllm cannot be imported ({e})", "", VLLM_WHY,
+                 vllm=True)
+    except ImportError as e:
+        _missing(f"vllm cannot be imported ({e})", "", VLLM_WHY, vllm=True)
+    if vllm.__version__ != VLLM_VERSION:
+        _missing(f"vllm is {vllm.__version__}", "", VLLM_WHY, vllm=True)
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        _missing(f"{module} cannot be imported ({e})", "", VLLM_WHY, vllm=True)
+
+
+def needs(module: str, why: str = ""):
+    """`need(module, why)` as a mark: ``@needs("xgrammar", "the structural-tag export")``."""
+    return pytest.mark.needs("module", module, why)
+
+
+def needs_program(name: str, why: str = ""):
+    """`need_program(name, why)` as a mark: ``@needs_program("node", "the JavaScript reader")``."""
+    return pytest.mark.needs("program", name, why)
+
+
+def check_marks(item) -> None:
+    """What tests/conftest.py runs when a test is set up: each of its `needs` marks asked for."""
+    __tracebackhide__ = True
+    for mark in item.iter_markers("needs"):
+        kind, name, why = mark.args
+        if kind == "module":
+            need(name, why, _item_location=True)
+        else:
+            need_program(name, why, _item_location=True)
