@@ -109,19 +109,23 @@ def outcome_of(fn):
 
 
 def readme_example(after: str) -> tuple[str, str]:
-    """The first README.md example after the text `after` (a ```python block and the ```text block after it),
-    run: ``(what it printed, the text block)``."""
+    """The first documented example after the text `after` (a ```python block and the ```text block after it),
+    in README.md or the first page of docs/ that holds `after`, run: ``(what it printed, the text block)``.
+    (tests/test_docs_examples.py runs every example; this runs one beside the tests of what it shows.)"""
     import contextlib
     import io
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    rest = readme[readme.index(after):]
+    root = Path(__file__).resolve().parents[1]
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    page = next(p for p in pages if after in p.read_text(encoding="utf-8"))
+    text = page.read_text(encoding="utf-8")
+    rest = text[text.index(after):]
     m = re.search(r"```python\n(.*?)```\s*```text\n(.*?)```", rest, re.S)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(m.group(1), "README.md", "exec"), {})
+        exec(compile(m.group(1), str(page.relative_to(root)), "exec"), {})
     return out.getvalue(), m.group(2)
 
 

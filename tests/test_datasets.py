@@ -598,11 +598,11 @@ def test_ray_data_is_parse_batch(ray_module, big_rows):
         # parse_dataset: the same call, made for you
         few = parse_dataset(ray.data.from_arrow(table.slice(0, 3000)), "qwen3:base", prefix_column="prompt", concurrency=1)
         few = pa.concat_tables(ray.get(few.to_arrow_refs())).sort_by("id")
-        # the README's example, in the same local cluster (it does not start one itself)
-        code, expected_out = _readme_example("## Parsing datasets")
+        # the example of docs/datasets.md, in the same local cluster (it does not start one itself)
+        code, expected_out = _docs_example("docs/datasets.md", "On Ray")
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            exec(compile(code, "README.md", "exec"), {})
+            exec(compile(code, "docs/datasets.md", "exec"), {})
     finally:
         ray.shutdown()
     assert printed.getvalue() == expected_out
@@ -612,9 +612,9 @@ def test_ray_data_is_parse_batch(ray_module, big_rows):
     _same_columns(few, columns.slice(0, 3000))
 
 
-def _readme_example(heading: str) -> tuple[str, str]:
-    """The ```python block after `heading` in README.md and the ```text block right after it."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def _docs_example(page: str, heading: str) -> tuple[str, str]:
+    """The ```python block after `heading` in `page` and the ```text block right after it."""
+    readme = (ROOT / page).read_text(encoding="utf-8")
     rest = readme[readme.index(heading):]
     m = re.search(r"```python\n(.*?)```\s*```text\n(.*?)```", rest, re.S)
     assert m, f"no python + text example after {heading!r}"

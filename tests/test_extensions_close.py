@@ -681,7 +681,7 @@ def test_the_readme_example_runs_as_written():
 
 def test_the_extension_is_documented():
     fmt = (ROOT / "FORMAT.md").read_text(encoding="utf-8")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
     js = (ROOT / "js" / "chatparse.mjs").read_text(encoding="utf-8")
     assert "#### `close_json_end`" in fmt and "* `close_json_end`" in readme
     assert "  close_json_end: {" in js

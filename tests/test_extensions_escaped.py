@@ -222,7 +222,7 @@ def test_refused_by_the_reference_by_grammar_export_and_by_a_reader_without_it(m
 
 def test_documented_and_in_the_js_runtime():
     assert "#### `escaped_json_values`" in (ROOT / "FORMAT.md").read_text(encoding="utf-8")
-    assert "* `escaped_json_values`" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "* `escaped_json_values`" in (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
     assert "  escaped_json_values: {" in (ROOT / "js" / "chatparse.mjs").read_text(encoding="utf-8")
 
 

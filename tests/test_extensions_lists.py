@@ -305,7 +305,7 @@ def test_the_javascript_reader_refuses_a_table_with_an_extension_it_lacks(tmp_pa
 @pytest.mark.parametrize("name", ["json_values", "flatten"])
 def test_documented_and_in_the_js_runtime(name):
     assert f"#### `{name}`" in (ROOT / "FORMAT.md").read_text(encoding="utf-8")
-    assert f"* `{name}`" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"* `{name}`" in (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
     assert f"  {name}: {{" in (ROOT / "js" / "chatparse.mjs").read_text(encoding="utf-8")
 
 

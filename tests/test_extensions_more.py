@@ -413,5 +413,5 @@ def test_unwrap_pattern_key_is_validated_and_refused_by_readers_without_it(monke
 @pytest.mark.parametrize("name", ["optional_placeholders", "content_fallback", "unwrap_pattern"])
 def test_each_new_extension_is_documented_and_in_the_js_runtime(name):
     assert f"#### `{name}`" in (ROOT / "FORMAT.md").read_text(encoding="utf-8")
-    assert f"* `{name}`" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"* `{name}`" in (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
     assert f"  {name}: {{" in (ROOT / "js" / "chatparse.mjs").read_text(encoding="utf-8")

@@ -377,7 +377,7 @@ def test_the_readme_example_runs_as_written_and_the_extension_is_documented():
     root = Path(__file__).resolve().parents[1]
     printed, shown = readme_example("A malformed call kept as content")
     assert printed == shown
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    readme = (root / "docs" / "format.md").read_text(encoding="utf-8")
     assert "* `on_error`" in readme
     assert "#### `on_error`" in (root / "FORMAT.md").read_text(encoding="utf-8")
     assert "  on_error: {" in (root / "js" / "chatparse.mjs").read_text(encoding="utf-8")

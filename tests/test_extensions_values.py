@@ -161,7 +161,7 @@ def test_python_calls_is_not_a_nested_value_parser():
 
 def test_every_registered_extension_is_documented_and_in_the_js_runtime():
     fmt = (ROOT / "FORMAT.md").read_text(encoding="utf-8")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
     js = (ROOT / "js" / "chatparse.mjs").read_text(encoding="utf-8")
     ours = ["python_calls", "argument_types", "key_aliases", "as_list", "decode_json_strings"]
     for name in ours:
