@@ -1,4 +1,4 @@
-"""The README's per-family comparison table for the grammar export (issue #18): for each bundled family,
+"""The per-family comparison table of docs/grammar.md for the grammar export (issue #18): for each bundled family,
 whether chatparse's Lark grammar and structural tag are exact (every delimiter converted exactly and no
 ``superset`` entry in `ExportedGrammar.approximated`), what each approximates, whether the structural tag is
 refused (`structural_tag.Unconstrainable`), and whether vLLM 0.33.0 derives a tool-call structural tag.

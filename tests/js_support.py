@@ -4,7 +4,7 @@ comparison of what it returns with what Python returns.
 JavaScript has one number type, a double, so ``1.0`` comes back as ``1`` and an integer beyond 2**53 as the
 nearest double; non-finite floats cannot be written as JSON; and a JavaScript object lists its array-index keys
 ("0", "7") first, ascending, whatever order they were set in (a limit of the JS runtime's plain objects, stated
-in the README). `same_as_js` compares a Python result with a JavaScript one under exactly those differences
+in docs/other-languages.md). `same_as_js` compares a Python result with a JavaScript one under exactly those differences
 and no others (the order of other keys, value types and error text must all agree).
 """
 

@@ -1,6 +1,6 @@
 """When events are handed out, against the installed transformers reference, at every one-character feed.
 
-The rule under test is the README's (Differences from the reference, "When events are handed out"): at every
+The rule under test is docs/differences.md's ("When events are handed out"): at every
 feed, chatparse has handed out what the reference has, or more; where more, it was certain (every one-shot
 run of the reference over the text so far and a continuation begins with it). chatparse is behind the
 reference only

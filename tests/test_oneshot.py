@@ -243,7 +243,7 @@ def test_whitespace_led_modes_lean_equals_reference(template, text):
     except ValueError as exc:
         # discarded only for the input's reason: the reference refuses the template too, or it is the one
         # template chatparse refuses on purpose (open and close both empty: the reference loops forever there,
-        # README "Differences"); any other refusal fails here
+        # docs/differences.md, "Hangs"); any other refusal fails here
         if "can both match the empty string" not in str(exc):
             from transformers.utils.chat_parsing.response_templates import load_response_template
 
