@@ -11,7 +11,7 @@ long mix), and writes bench/results/DATASETS.md (``--out`` elsewhere):
   each run's ratio divides by the faster of the two passes beside it, as fast as the host was then (its
   speed drifts by a third over minutes), and a path's figure is its median run by that ratio (three runs of
   each one-worker path);
-* `chatparse.arrow.parse_arrow` in this process (and `CompiledTemplate.parse` row by row, for scale);
+* `chatparse.data.arrow.parse_arrow` in this process (and `CompiledTemplate.parse` row by row, for scale);
 * `chatparse parse-file` JSONL -> Parquet, 1 and 2 workers (a subprocess with its default --batch-size; start-up
   included; the compiled tables come from the disk cache, filled first, as on every run after a template's
   first), and the same command on a one-row file, whose CPU time (interpreter, imports, tables, output
@@ -312,7 +312,7 @@ def bench_inprocess(prefixes, texts, beside: Beside) -> dict:
 
     import chatparse
     from chatparse import templates
-    from chatparse.arrow import parse_arrow
+    from chatparse.data.arrow import parse_arrow
 
     compiled = chatparse.compile_template(templates.get(TEMPLATE))
     table = pa.table({"prompt": prefixes, "text": texts})
@@ -497,9 +497,9 @@ def main(argv=None) -> Path:
              "long": generations(TEMPLATE, args.long_rows, seed=0, length="long")}
     ref_rows = {"short": args.reference_rows, "long": max(1, args.reference_rows // 5)}
     res: dict = {"mixes": {}, "load": [os.getloadavg()[0]]}
-    # parse-file reads the compiled tables from the disk cache (chatparse/table_cache.py) after its first
+    # parse-file reads the compiled tables from the disk cache (chatparse/data/table_cache.py) after its first
     # run on a template: fill it, so that every run below starts as every run after the first does
-    from chatparse.parse_file import _tables_of
+    from chatparse.data.parse_file import _tables_of
 
     _tables_of(TEMPLATE_NAME)
     with tempfile.TemporaryDirectory(prefix="chatparse-bench-", dir="/tmp") as tmp_name:
@@ -644,7 +644,7 @@ def report(res: dict, when, args) -> str:
                   "|---|---|---|---|---|---|---|---|---|---|---|---|",
                   row("transformers `parse_response`, row by row, template loaded once (reference)", ref),
                   row("`CompiledTemplate.parse`, row by row", r["parse"]),
-                  row("`chatparse.arrow.parse_arrow` (one table)", r["parse_arrow"])]
+                  row("`chatparse.data.arrow.parse_arrow` (one table)", r["parse_arrow"])]
         for w in (1, 2):
             x = r[f"cli_{w}"]
             lines.append(row("`chatparse parse-file` JSONL -> Parquet (start-up included, tables from the cache)", x))

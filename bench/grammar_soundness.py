@@ -72,7 +72,7 @@ def open_region_prompt(name: str) -> str | None:
     from pathlib import Path
 
     from chatparse import compile_template, templates
-    from chatparse.compiler.grammar import start_mode
+    from chatparse.export.grammar import start_mode
 
     path = Path(__file__).resolve().parents[1] / "tests" / "real_outputs" / f"{name}.json"
     prompts = [c.get("prefix") for c in json.loads(path.read_text(encoding="utf-8"))["cases"]] \

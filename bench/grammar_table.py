@@ -35,7 +35,7 @@ def short(how: str) -> str:
 
 
 def status(compiled, tools, fmt: str) -> str:
-    from chatparse.compiler.structural_tag import Unconstrainable
+    from chatparse.export.structural_tag import Unconstrainable
 
     try:
         g = compiled.grammar(tools, format=fmt)

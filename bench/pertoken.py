@@ -305,7 +305,7 @@ class Sides:
     def __init__(self, vocab: Vocabulary, template_name: str = TEMPLATE, reference: bool = True):
         import chatparse
         from chatparse import templates
-        from chatparse.compiler.tokens import bind
+        from chatparse import bind
 
         self.vocab = vocab
         self.tok = vocab.tok

@@ -9,20 +9,19 @@ Public API (call-compatible with `transformers.utils.chat_parsing`):
 * `bind(template, tokenizer)`, `TokenParser.feed_tokens(ids)`, `parse_tokens`, `TokenStreams`: per token id
 """
 
-from .compiled import CompiledTemplate, compile_template
-from .response_parser import ResponseParser, parse_response
+from ._version import __version__
+from .compiled import CompiledTemplate, ResponseParser, compile_template, parse_response
 from .runtime.stream.dialect import Dialect
 from .runtime.tokens import TokenParser, TokenStreams, parse_tokens, parse_tokens_batch
 
 
-def bind(template, tokenizer):
-    """Bind a template to a tokenizer for per-token-id parsing (see `chatparse.compiler.tokens.bind`)."""
-    from .compiler.tokens import bind as _bind
+def bind(template, tokenizer, *, skip_special_tokens: bool = False):
+    """Bind a template to a tokenizer for per-token-id parsing (see `chatparse.tokenizer_dir.bind`)."""
+    from .tokenizer_dir import bind as _bind
 
-    return _bind(template, tokenizer)
+    return _bind(template, tokenizer, skip_special_tokens=skip_special_tokens)
 
 
-__version__ = "0.1.0"
 __all__ = [
     "CompiledTemplate", "Dialect", "ResponseParser", "TokenParser", "TokenStreams", "bind", "compile_template",
     "parse_response", "parse_tokens", "parse_tokens_batch", "__version__",

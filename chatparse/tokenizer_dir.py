@@ -33,6 +33,8 @@ import hashlib
 import json
 import logging
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +120,6 @@ def _dir_tokenizer(directory):
 def _bind_dir(compiled, directory, tokenizer=None, *, quiet: bool = False):
     """`(binding or None, tokenizer_sha256 or None)`: `compiled` bound to `tokenizer`, else to the
     directory's tokenizer.json (a tokenizer chatparse cannot derive token bytes for gives None, logged)."""
-    from .compiler.tokens import bind
-
     if tokenizer is not None:
         return bind(compiled, tokenizer), None
     try:
@@ -146,6 +146,69 @@ def _write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------------ binding
+
+
+_path_lock = threading.Lock()
+_path_tokenizers: OrderedDict = OrderedDict()  # (path, mtime, size) -> tokenizer: a path binds like one object
+
+
+def tokenizer_from_path(path) -> Any:
+    """The tokenizer of a ``tokenizer.json`` file, or of a tokenizer directory holding one (read as
+    `chatparse.tokenizer_dir` reads it: a `tokenizers.Tokenizer`, wrapped in transformers' fast tokenizer when
+    tokenizer_config.json beside it turns on ``clean_up_tokenization_spaces`` for a non-BPE model). Cached
+    while the file is unchanged, so that binding the same path twice reuses one vocabulary."""
+    p = os.path.abspath(os.fspath(path))
+    file = os.path.join(p, TOKENIZER_NAME) if os.path.isdir(p) else p
+    try:
+        st = os.stat(file)
+    except FileNotFoundError:
+        what = f"{path} has no {TOKENIZER_NAME}" if os.path.isdir(p) else f"{path} does not exist"
+        raise FileNotFoundError(f"bind: {what} (pass a tokenizer.json file, a tokenizer directory or a "
+                                "tokenizer object)") from None
+    key = (file, st.st_mtime_ns, st.st_size)
+    with _path_lock:
+        hit = _path_tokenizers.get(key)
+    if hit is not None:
+        return hit
+    try:
+        if os.path.basename(file) == TOKENIZER_NAME:
+            tok, _ = _dir_tokenizer(os.path.dirname(file))
+        else:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(file)
+    except ImportError:
+        raise
+    except Exception as e:
+        raise ValueError(f"bind: {file} cannot be read as a tokenizer ({type(e).__name__}: {e})") from None
+    with _path_lock:
+        _path_tokenizers[key] = tok
+        while len(_path_tokenizers) > 4:
+            _path_tokenizers.popitem(last=False)
+    return tok
+
+
+def bind(template, tokenizer, *, skip_special_tokens: bool = False):
+    """Bind a response template (dict or CompiledTemplate) to a tokenizer (`tokenizers.Tokenizer`, a
+    transformers tokenizer, a `TokenVocab`, or the path of a ``tokenizer.json`` file or of a tokenizer
+    directory: `tokenizer_from_path`): the runtime `TokenBinding` that parses token ids
+    (`chatparse.compiler.tokens.bind`, which caches it per template and tokenizer). This is `chatparse.bind`.
+
+    ``skip_special_tokens=True`` decodes like ``decode(ids, skip_special_tokens=True)`` (special tokens
+    vanish); the default keeps them, as transformers' ``decode`` and ``parse_response`` do.
+    """
+    from .compiled import compile_template
+    from .compiler.tokens import bind as bind_compiled
+    from .runtime.tokens import TokenBinding
+
+    if isinstance(template, TokenBinding):
+        return template
+    if isinstance(tokenizer, (str, os.PathLike)):
+        tokenizer = tokenizer_from_path(tokenizer)
+    return bind_compiled(compile_template(template), tokenizer, skip_special_tokens=skip_special_tokens)
 
 
 # ------------------------------------------------------------------------------------------------ API
@@ -349,7 +412,6 @@ def stale_tables(directory) -> str | None:
 def _check_tokens(directory: Path, tables: Path, raw: dict, compiled) -> str | None:
     """None when the token section (or its absence) is what `compile_dir` writes now, else why not."""
     from . import __version__
-    from .compiler.tokens import bind
     from .compiler.writer import token_data
     from .runtime.tokens import LoadedVocab
 
@@ -412,57 +474,6 @@ def tables_differ(a: dict, b: dict) -> str | None:
         if norm(ma["first"]) != norm(mb["first"]):
             return f"mode {i} prefilter"
     return None
-
-
-# ------------------------------------------------------------------------------------------------ CLI
-
-
-def register(subparsers) -> None:
-    """Add `chatparse compile DIR` and `chatparse compile --check DIR` to the chatparse CLI."""
-    p = subparsers.add_parser(
-        "compile",
-        help="precompile a tokenizer directory's response_template into response_template.cpt",
-        description="Compile the response_template in DIR/tokenizer_config.json into DIR/response_template.cpt "
-                    "(the table format of FORMAT.md), with token tables for DIR/tokenizer.json when there is one. "
-                    "With --check, write nothing: verify that the tables exist, are intact, belong to the "
-                    "template and the tokenizer, and equal what this chatparse compiles.",
-    )
-    p.add_argument("directory", metavar="DIR", help="tokenizer directory (holds tokenizer_config.json)")
-    p.add_argument("--check", action="store_true", help="verify instead of writing; exit status 1 if stale")
-    p.add_argument("--vllm", action="store_true",
-                   help="write the tables of the template as vLLM 0.33.0 serves it through chatparse's plugin "
-                        "(response_template.vllm.cpt), which the plugin loads instead of compiling")
-    p.set_defaults(func=main_compile)
-
-
-def main_compile(args) -> int:
-    import sys
-
-    directory = Path(args.directory)
-    if not (directory / CONFIG_NAME).is_file():
-        what = "is not a directory" if not directory.is_dir() else f"has no {CONFIG_NAME}"
-        print(f"error: {directory} {what}: not a tokenizer directory", file=sys.stderr)
-        return 2
-    if args.check:
-        ok, msg = check_dir(args.directory)
-        print(("ok: " if ok else "stale: ") + msg, file=sys.stdout if ok else sys.stderr)
-        return 0 if ok else 1
-    try:
-        if getattr(args, "vllm", False):
-            from .integrations.vllm_template import compile_serving_dir
-
-            out = compile_serving_dir(args.directory)
-        else:
-            out = compile_dir(args.directory)
-    except (OSError, ValueError, TypeError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    from .runtime.tables.loader import load
-
-    raw = load(out)
-    note = f", token tables for {raw['tokens']['meta']['size']} tokens" if "tokens" in raw else ""
-    print(f"wrote {out} ({out.stat().st_size} bytes{note})")
-    return 0
 
 
 def _same_order(a: dict, b: dict) -> bool:

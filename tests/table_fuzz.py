@@ -526,7 +526,7 @@ def load_bases(names=BASES) -> dict:
     section for a tokenizer trained now, and its texts encoded by that tokenizer plus one sequence of
     arbitrary ids (what the Python runtime also parses as token ids)."""
     from chatparse import compile_template
-    from chatparse.compiler.tokens import bind
+    from chatparse import bind
     from chatparse.compiler.writer import dumps
 
     out = {}
@@ -609,7 +609,7 @@ def python_outcome(data: bytes, texts: list, ids: list = ()) -> dict:
     n, "differ": k}``: k sequences whose message differs from the text parser's on the decoded ids, which a
     damaged `inert` table may cause). The JavaScript runtime parses text only, so this part is Python's
     alone: it must not crash or hang."""
-    from chatparse.response_parser import ResponseParser
+    from chatparse.compiled import ResponseParser
     from chatparse.runtime.tables.loader import loads
     from chatparse.runtime.tables.template import template_class
     from chatparse.runtime.tokens import token_binding
@@ -663,7 +663,7 @@ def _message(feed, items, finalize):
 
 def _token_outcome(token_binding, compiled, ids: list) -> dict:
     """The token-id part of `python_outcome` (see there)."""
-    from chatparse.response_parser import ResponseParser
+    from chatparse.compiled import ResponseParser
 
     try:
         b = token_binding(compiled)

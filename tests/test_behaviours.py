@@ -28,7 +28,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import chatparse  # noqa: E402
-from chatparse import response_parser as cp_module  # noqa: E402
+from chatparse import compiled as cp_module  # noqa: E402
 from transformers.utils.chat_parsing import ResponseParser as RefParser  # noqa: E402
 from transformers.utils.chat_parsing import parse_response as ref_parse_response  # noqa: E402
 from transformers.utils.chat_parsing import response_parser as ref_module  # noqa: E402

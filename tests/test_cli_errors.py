@@ -52,7 +52,7 @@ def own_process(monkeypatch):
     """parse-file's `_own_process` refuses pandas in the command's process; here that process is pytest's, where
     a refused pandas stays refused for later tests (pyarrow keeps the import error), so it is off. Yields the
     real one, for a test to put back."""
-    import chatparse.parse_file as pf
+    import chatparse.data.parse_file as pf
 
     real = pf._own_process
     monkeypatch.setattr(pf, "_own_process", lambda: None)
@@ -99,7 +99,7 @@ def test_grammar_other_errors(files, capsys):
 
 
 def test_grammar_takes_every_template_form_a_name_as_its_base_format(files, capsys):
-    from chatparse.arrow import compiled_of
+    from chatparse.data.arrow import compiled_of
 
     grammars = []
     for arg in ("qwen3", "qwen3:base", files.dir, files.cpt):
@@ -241,7 +241,7 @@ def test_parse_file_column_of_mixed_types_is_named(tmp_path, capsys):
 
 def test_parse_file_without_pyarrow_names_the_extra(tmp_path, capsys, monkeypatch, own_process):
     src = _jsonl(tmp_path / "in.jsonl", {"text": "a"})
-    monkeypatch.setattr("chatparse.parse_file._own_process", own_process)  # (it imports pyarrow: fails at once)
+    monkeypatch.setattr("chatparse.data.parse_file._own_process", own_process)  # (it imports pyarrow: fails at once)
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     one_error(capsys, ["parse-file", src, tmp_path / "out.jsonl", "--template", "qwen3", "--prefix", ""],
               "pyarrow", "pip install 'chatparse[data]'")

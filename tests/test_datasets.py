@@ -1,4 +1,4 @@
-"""Datasets of generations (issue #20): `chatparse.arrow`, `chatparse parse-file`, Ray Data and `datasets`.
+"""Datasets of generations (issue #20): `chatparse.data.arrow`, `chatparse parse-file`, Ray Data and `datasets`.
 
 Every path is checked against single-process parsing of the same rows: `CompiledTemplate.parse_batch` (or
 `parse_tokens_batch`) over the rows that parse, and, for the rows that raise, the exception's class and
@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
 import chatparse  # noqa: E402
 from bench.datasets_gen import FAMILIES, generations  # noqa: E402
 from chatparse import templates  # noqa: E402
-from chatparse.arrow import (  # noqa: E402
+from chatparse.data.arrow import (  # noqa: E402
     MESSAGE_SCHEMA, compiled_of, error_of, parse_arrow, parse_arrow_tokens, table_bytes, to_messages,
 )
 
@@ -222,7 +222,7 @@ def test_columns_built_by_column_are_those_built_row_by_row(rows):
     them exactly, else halves the batch down to 32 rows built row by row (`_Columns`): both give the same
     arrays, for messages of any shape (other keys, None values, non-string texts, calls of other shapes,
     NaN and lone surrogates), failed rows among them; a batch of usual messages goes column by column."""
-    from chatparse.arrow import _FAILED, _Columns, _message_parts
+    from chatparse.data.arrow import _FAILED, _Columns, _message_parts
 
     messages = [_FAILED if kind == "error" else m for kind, m in rows]
     errors = ["ValueError: bad row" if kind == "error" else None for kind, _ in rows]
@@ -246,7 +246,7 @@ def test_columns_built_by_column_are_those_built_row_by_row(rows):
 def test_call_fit_flags_are_call_fits(calls):
     """The per-call flags `_typed_arrays` computes by C-level passes, where a batch's calls are all dicts
     with dict functions, are `_call_fits` of each call (keys, None values, types, the function's two keys)."""
-    from chatparse.arrow import _call_columns, _call_fit_flags, _call_fits
+    from chatparse.data.arrow import _call_columns, _call_fit_flags, _call_fits
 
     columns = _call_columns(calls)
     if columns is None:
@@ -264,7 +264,7 @@ def test_one_odd_message_costs_its_own_row(odd):
     another shape (about one generation in 2,000 of bench/datasets_gen.py's mix) does not even leave the
     column-by-column way: its list goes to ``extra`` there. Either way the arrays are those built row by
     row."""
-    from chatparse.arrow import _Columns, _message_parts
+    from chatparse.data.arrow import _Columns, _message_parts
 
     usual = {"role": "assistant", "content": "hi", "tool_calls": [_ONE_CALL]}
     messages = [usual] * 700 + [odd] + [usual] * 323
@@ -432,7 +432,7 @@ def test_parse_file_is_parse_batch(tmp_path, file_rows, src_ext, dst_ext, worker
 def test_parse_file_row_groups(tmp_path, file_rows, monkeypatch, rows_bound, bytes_bound):
     """Parquet output: batches held until a row group reaches its rows or its bytes bound (and the last one at
     the end), whatever the batch size; the rows are the same."""
-    from chatparse.parse_file import _jsonl_batches, _Writer, parse_file
+    from chatparse.data.parse_file import _jsonl_batches, _Writer, parse_file
 
     monkeypatch.setattr(_Writer, "ROW_GROUP_ROWS", rows_bound)
     monkeypatch.setattr(_Writer, "ROW_GROUP_BYTES", bytes_bound)
@@ -505,7 +505,7 @@ def test_jsonl_batches_cut_at_line_ends(tmp_path, monkeypatch, block):
     import gzip
     import random
 
-    from chatparse import parse_file as pf
+    from chatparse.data import parse_file as pf
 
     monkeypatch.setattr(pf, "BATCH_BYTES", block)
     rng = random.Random(block)
@@ -533,7 +533,7 @@ def test_jsonl_batches_cut_at_line_ends(tmp_path, monkeypatch, block):
 def test_parquet_batches_bounded_in_bytes(tmp_path, monkeypatch, width, want_rows):
     """Parquet input is read in batches of --batch-size rows, or fewer where rows are long, so that a batch
     holds about BATCH_BYTES (as JSONL batches do): every row once, in order, in batches of the same size."""
-    from chatparse import parse_file as pf
+    from chatparse.data import parse_file as pf
 
     monkeypatch.setattr(pf, "BATCH_BYTES", 64_000)
     path = tmp_path / "in.parquet"

@@ -39,7 +39,8 @@ tokenizers = pytest.importorskip("tokenizers")
 import chatparse  # noqa: E402
 import chatparse.tokenizer_dir as td  # noqa: E402
 from chatparse import CompiledTemplate, templates  # noqa: E402
-from chatparse.compiler.tokens import TokenVocab, bind, vocab_for  # noqa: E402
+from chatparse import bind  # noqa: E402
+from chatparse.compiler.tokens import TokenVocab, vocab_for  # noqa: E402
 from chatparse.compiler.writer import dumps, save, vocab_hash  # noqa: E402
 from chatparse.runtime.tables.loader import load, loads, vocab_digest  # noqa: E402
 from chatparse.runtime.tokens import TokenParser, binding_from_data, token_binding  # noqa: E402

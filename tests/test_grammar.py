@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
 from bench import grammar_engines as ge  # noqa: E402
 from bench.grammar_soundness import TOOLS, check  # noqa: E402
 from chatparse import compile_template, templates  # noqa: E402
-from chatparse.compiler.structural_tag import Unconstrainable  # noqa: E402
+from chatparse.export.structural_tag import Unconstrainable  # noqa: E402
 from corpus_cases import load  # noqa: E402
 
 CORPUS, WHY = load()

@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
 
 from bench import grammar_engines as ge  # noqa: E402
 from chatparse import compile_template, parse_response, templates  # noqa: E402
-from chatparse.compiler.structural_tag import Unconstrainable  # noqa: E402
+from chatparse.export.structural_tag import Unconstrainable  # noqa: E402
 from test_real_outputs import CASES, same  # noqa: E402
 
 # Families whose models write a JSON dialect the parser reads (content_args unquoted_keys / string_delims:

@@ -1,4 +1,4 @@
-"""The regex operations the structural-tag export builds on (`chatparse.compiler.regex_lark`), checked against
+"""The regex operations the structural-tag export builds on (`chatparse.export.regex_lark`), checked against
 the `regex` module on every string up to a length over a small alphabet:
 
 * `restrict_first(rx, allowed)` matches exactly the non-empty matches of rx whose first character is in
@@ -14,8 +14,8 @@ import itertools
 
 import regex
 
-from chatparse.compiler import regex_lark as rl
-from chatparse.compiler.grammar import _ANY_KEY, other_key
+from chatparse.export import regex_lark as rl
+from chatparse.export.grammar import _ANY_KEY, other_key
 
 ALPHABET = "ab< \n"
 PATTERNS = [

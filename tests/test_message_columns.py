@@ -1,6 +1,6 @@
-"""The native message columns (`chatparse._message_columns`, issue #20) against their Python spelling.
+"""The native message columns (`chatparse.data._message_columns`, issue #20) against their Python spelling.
 
-`chatparse.arrow._typed_arrays` builds a batch's message columns with the native module where it is built and
+`chatparse.data.arrow._typed_arrays` builds a batch's message columns with the native module where it is built and
 takes the batch, else with its Python spelling (C-level passes of `map`). Both must give the same arrays for
 any batch the native module takes, and the module must take the usual batch; a call's arguments' JSON text
 must be ``json.dumps(value, ensure_ascii=False, allow_nan=False)`` exactly. Without the module (an install
@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'chatparse[data]')")
 
-from chatparse import arrow  # noqa: E402
+from chatparse.data import arrow  # noqa: E402
 
-native = pytest.mark.skipif(not arrow.NATIVE, reason="chatparse._message_columns is not built (no C compiler "
+native = pytest.mark.skipif(not arrow.NATIVE, reason="chatparse.data._message_columns is not built (no C compiler "
                             "when chatparse was installed); the Python spelling is tested by tests/test_datasets.py")
 
 

@@ -1,4 +1,4 @@
-"""The disk cache of compiled tables (`chatparse.table_cache`), which `chatparse parse-file` reads first."""
+"""The disk cache of compiled tables (`chatparse.data.table_cache`), which `chatparse parse-file` reads first."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 
 from chatparse import compile_template, templates
-from chatparse.arrow import table_bytes
+from chatparse.data.arrow import table_bytes
 from chatparse.runtime.tables.loader import compiled_from_bytes
-from chatparse.table_cache import cache_key, cached_table_bytes
+from chatparse.data.table_cache import cache_key, cached_table_bytes
 
 
 def _never():
@@ -68,7 +68,7 @@ def test_off_and_uncacheable(tmp_path, monkeypatch):
 def test_templates_differing_only_in_key_order_have_their_own_entries():
     """A transform's key order is the order of the output's keys: a template that differs from another only in
     it must not get the other's tables from the cache."""
-    from chatparse.table_cache import cache_key
+    from chatparse.data.table_cache import cache_key
 
     a = {"defaults": {"role": "assistant"}, "start_anchor": "<s>",
          "fields": {"calls": {"open": "<t>", "close": "</t>", "content": "json",

@@ -20,7 +20,7 @@ pytest.importorskip("tokenizers")
 
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
-from chatparse.compiler.tokens import bind  # noqa: E402
+from chatparse import bind  # noqa: E402
 from chatparse.runtime.tokens import parse_tokens  # noqa: E402
 from chatparse.runtime.tokens.decode import _Decoder  # noqa: E402
 from strategies import VALUE_PIECES, compiles  # noqa: E402

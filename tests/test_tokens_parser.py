@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 pytest.importorskip("tokenizers")
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
-from chatparse.compiler.tokens import bind, vocab_for  # noqa: E402
+from chatparse import bind  # noqa: E402
+from chatparse.compiler.tokens import vocab_for  # noqa: E402
 from chatparse.runtime.tokens import (TokenParser, TokenStreams, _Decoder, parse_tokens,  # noqa: E402
                                      parse_tokens_batch)
 from harness import normalize  # noqa: E402

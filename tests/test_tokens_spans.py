@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("tokenizers")
 from chatparse import templates  # noqa: E402
-from chatparse.compiler.tokens import bind  # noqa: E402
+from chatparse import bind  # noqa: E402
 from chatparse.runtime.tokens import parse_tokens  # noqa: E402
 from token_support import (CASES, decode, run_tokens, split_into_bytes, token_bytes_independent, toks)
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 pytest.importorskip("tokenizers")
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
-from chatparse.compiler.tokens import bind  # noqa: E402
+from chatparse import bind  # noqa: E402
 from chatparse.runtime.tokens import TokenStreams, _Decoder  # noqa: E402
 from harness import normalize  # noqa: E402
 from token_support import (CASES, decode, fragment_ids, outcome, run_tokens, run_twice_like_the_text_parser,  # noqa: E402,F401

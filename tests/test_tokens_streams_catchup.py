@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("tokenizers")
 from chatparse import templates  # noqa: E402
-from chatparse.compiler.tokens import bind  # noqa: E402
+from chatparse import bind  # noqa: E402
 from chatparse.runtime.tokens import TokenStreams  # noqa: E402
 from token_support import outcome, toks  # noqa: E402,F401
 

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("tokenizers")
 from chatparse import templates  # noqa: E402
-from chatparse.compiler.tokens import bind  # noqa: E402
+from chatparse import bind  # noqa: E402
 from chatparse.runtime.tokens import TokenStreams  # noqa: E402
 from token_support import toks  # noqa: E402,F401
 

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 pytest.importorskip("tokenizers")
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
-from chatparse.compiler.tokens import bind  # noqa: E402
+from chatparse import bind  # noqa: E402
 from chatparse.runtime.tokens import TokenStreams  # noqa: E402
 from token_support import (CASES, draw_steps, fragment_ids, outcome, same_failure, split_into_bytes,  # noqa: E402,F401
                            step_all, toks)

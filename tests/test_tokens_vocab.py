@@ -14,7 +14,8 @@ pytest.importorskip("tokenizers")
 from tokenizers import Tokenizer, decoders, models  # noqa: E402
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
-from chatparse.compiler.tokens import bind, bytes_to_unicode, vocab_for  # noqa: E402
+from chatparse import bind  # noqa: E402
+from chatparse.compiler.tokens import bytes_to_unicode, vocab_for  # noqa: E402
 from chatparse.runtime.tokens import _Decoder  # noqa: E402
 from harness import normalize  # noqa: E402
 from token_support import (CASES, check_sequence, decode, metaspace_tokenizer, tekken_tokenizer,  # noqa: E402,F401

@@ -9,7 +9,7 @@
 * `load_template_arg(arg)`: a template from a bundled name, a JSON file, a ``.cpt`` table file or a tokenizer
   directory: how every ``chatparse`` subcommand reads its TEMPLATE.
 
-The command line (`chatparse check|show|parse`) lives in `chatparse.authoring.cli`.
+The command line (`chatparse check|show|parse`) lives in `chatparse.cli.authoring`.
 """
 
 from __future__ import annotations

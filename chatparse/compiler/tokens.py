@@ -28,14 +28,14 @@ Two layers, both built once and cached:
   ``<|im_end|>`` that opens or closes a region in one step), and, lazily, what a token does to pending
   undecided attempts (so ``"\\n"`` before a ``\\s*</think>`` close and the word after it skip the engine).
 
-`bind(template, tokenizer)` puts both together into the runtime's `TokenBinding` (cached).
+`bind(compiled, tokenizer)` puts both together into the runtime's `TokenBinding` (cached); `chatparse.bind`
+(`chatparse.tokenizer_dir.bind`) compiles a template dict and reads a tokenizer path first, then comes here.
 Building both for a 131k-token vocabulary takes well under a second (see bench/bench_tokens.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import threading
 from collections import OrderedDict
@@ -46,6 +46,7 @@ import regex
 
 from ..runtime.tokens import (TokenBinding, TokenTablesBase, VocabBase, _whole_delimiter,  # noqa: F401
                               clean_up_tokenization, decode_run)
+from .tools import tool_schemas
 
 __all__ = ["TokenVocab", "TokenTables", "bind", "vocab_for", "tables_for", "bytes_to_unicode"]
 
@@ -444,64 +445,17 @@ def tables_for(compiled, vocab: TokenVocab) -> TokenTables:
 _bindings: "OrderedDict[tuple, TokenBinding]" = OrderedDict()
 
 
-_path_tokenizers: OrderedDict = OrderedDict()  # (path, mtime, size) -> tokenizer: a path binds like one object
-
-
-def tokenizer_from_path(path) -> Any:
-    """The tokenizer of a ``tokenizer.json`` file, or of a tokenizer directory holding one (read as
-    `chatparse.tokenizer_dir` reads it: a `tokenizers.Tokenizer`, wrapped in transformers' fast tokenizer when
-    tokenizer_config.json beside it turns on ``clean_up_tokenization_spaces`` for a non-BPE model). Cached
-    while the file is unchanged, so that binding the same path twice reuses one vocabulary."""
-    from ..tokenizer_dir import TOKENIZER_NAME, _dir_tokenizer
-
-    p = os.path.abspath(os.fspath(path))
-    file = os.path.join(p, TOKENIZER_NAME) if os.path.isdir(p) else p
-    try:
-        st = os.stat(file)
-    except FileNotFoundError:
-        what = f"{path} has no {TOKENIZER_NAME}" if os.path.isdir(p) else f"{path} does not exist"
-        raise FileNotFoundError(f"bind: {what} (pass a tokenizer.json file, a tokenizer directory or a "
-                                "tokenizer object)") from None
-    key = (file, st.st_mtime_ns, st.st_size)
-    with _lock:
-        hit = _path_tokenizers.get(key)
-    if hit is not None:
-        return hit
-    try:
-        if os.path.basename(file) == TOKENIZER_NAME:
-            tok, _ = _dir_tokenizer(os.path.dirname(file))
-        else:
-            from tokenizers import Tokenizer
-
-            tok = Tokenizer.from_file(file)
-    except ImportError:
-        raise
-    except Exception as e:
-        raise ValueError(f"bind: {file} cannot be read as a tokenizer ({type(e).__name__}: {e})") from None
-    with _lock:
-        _path_tokenizers[key] = tok
-        while len(_path_tokenizers) > 4:
-            _path_tokenizers.popitem(last=False)
-    return tok
-
-
-def bind(template, tokenizer, *, skip_special_tokens: bool = False) -> TokenBinding:
-    """Bind a response template (dict or CompiledTemplate) to a tokenizer (`tokenizers.Tokenizer`, a
-    transformers tokenizer, a `TokenVocab`, or the path of a ``tokenizer.json`` file or of a tokenizer
-    directory: `tokenizer_from_path`): the runtime `TokenBinding` that parses token ids.
-    Cached per (template, tokenizer); the token tables are built once.
+def bind(compiled, tokenizer, *, skip_special_tokens: bool = False) -> TokenBinding:
+    """Bind a compiled template (a `RuntimeTemplate`: ``chatparse.compile_template(template)``) to a tokenizer
+    (`tokenizers.Tokenizer`, a transformers tokenizer or a `TokenVocab`): the runtime `TokenBinding` that
+    parses token ids. Cached per (template, tokenizer); the token tables are built once. `chatparse.bind`
+    takes a template dict or a tokenizer path too and comes here.
 
     ``skip_special_tokens=True`` decodes like ``decode(ids, skip_special_tokens=True)`` (special tokens
     vanish); the default keeps them, as transformers' ``decode`` and ``parse_response`` do.
     """
-    from ..compiled import compile_template
-    from ..response_parser import _tool_schemas
-
-    if isinstance(template, TokenBinding):
-        return template
-    if isinstance(tokenizer, (str, os.PathLike)):
-        tokenizer = tokenizer_from_path(tokenizer)
-    compiled = compile_template(template)
+    if isinstance(compiled, TokenBinding):
+        return compiled
     vocab = vocab_for(tokenizer, skip_special_tokens=skip_special_tokens)
     key = (id(compiled), id(vocab))
     with _lock:
@@ -509,7 +463,7 @@ def bind(template, tokenizer, *, skip_special_tokens: bool = False) -> TokenBind
         if hit is not None and hit.compiled is compiled and hit.vocab is vocab:
             _bindings.move_to_end(key)
             return hit
-    b = TokenBinding(compiled, vocab, tables_for(compiled, vocab), convert_tools=_tool_schemas)
+    b = TokenBinding(compiled, vocab, tables_for(compiled, vocab), convert_tools=tool_schemas)
     with _lock:
         _bindings[key] = b
         while len(_bindings) > 16:

@@ -176,7 +176,7 @@ def dumps(raw_tables: dict, *, vocab_hash: bytes | str | None = None, js: bool =
     template_bytes, template_hash = _template_section(raw["template"])
     tok, vocab, flags = _vocabulary(raw, vocab_hash, tokens, tokenizer_sha256)
 
-    from chatparse import __version__ as version
+    from .._version import __version__ as version
 
     vbytes = version.encode("ascii")
     if len(vbytes) > 16:

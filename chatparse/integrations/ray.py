@@ -1,8 +1,8 @@
 """Ray Data (and Hugging Face `datasets`): parse a dataset of generations on many workers.
 
 `ParseBatches` is a callable class for ``Dataset.map_batches``: each worker builds it once, loading the
-compiled tables from table-format bytes (`chatparse.arrow.table_bytes`; validated on load, no pickle of
-Python objects), then parses each batch with `chatparse.arrow.parse_arrow`::
+compiled tables from table-format bytes (`chatparse.data.arrow.table_bytes`; validated on load, no pickle of
+Python objects), then parses each batch with `chatparse.data.arrow.parse_arrow`::
 
     import ray
     from chatparse.integrations.ray import ParseBatches
@@ -13,7 +13,7 @@ Python objects), then parses each batch with `chatparse.arrow.parse_arrow`::
 ``ParseBatches.kwargs(template, **options)`` turns any template (a bundled name, a dict, a
 `CompiledTemplate`, a file or tokenizer directory) into those bytes on the driver; `parse_dataset` makes the
 whole call. Batches come back as the input's columns followed by the message columns
-(`chatparse.arrow.MESSAGE_SCHEMA`; ``keep_columns=False`` for the message columns alone).
+(`chatparse.data.arrow.MESSAGE_SCHEMA`; ``keep_columns=False`` for the message columns alone).
 
 The same object works with ``datasets.Dataset.map(..., batched=True, num_proc=N)``: it pickles as its table
 bytes and options, so every process loads the tables from bytes once. Batches may be pyarrow tables or record
@@ -38,13 +38,13 @@ _OPTIONS = ("text_column", "prefix", "prefix_column", "tools", "tools_column", "
 
 class ParseBatches:
     """Parse batches of generations (see the module). `template`: table-format bytes (what
-    `ParseBatches.kwargs` passes), or anything `chatparse.arrow.compiled_of` takes (compiled here, then).
-    The options are `chatparse.arrow.parse_arrow`'s; ``keep_columns`` defaults to True."""
+    `ParseBatches.kwargs` passes), or anything `chatparse.data.arrow.compiled_of` takes (compiled here, then).
+    The options are `chatparse.data.arrow.parse_arrow`'s; ``keep_columns`` defaults to True."""
 
     def __init__(self, template: Any, *, text_column: str = "text", prefix: str | None = None,
                  prefix_column: str | None = None, tools=None, tools_column: str | None = None,
                  keep_columns: bool = True, column_prefix: str = "", dialect=None, malformed: str | None = None):
-        from ..arrow import table_bytes
+        from ..data.arrow import table_bytes
 
         self._tables = bytes(template) if isinstance(template, (bytes, bytearray, memoryview)) \
             else table_bytes(template)
@@ -60,7 +60,7 @@ class ParseBatches:
     def kwargs(cls, template: Any, **options) -> dict:
         """``fn_constructor_kwargs`` for ``map_batches(ParseBatches, ...)``: the template as table bytes (made
         here, on the driver) plus `options`."""
-        from ..arrow import table_bytes
+        from ..data.arrow import table_bytes
 
         unknown = set(options) - set(_OPTIONS)
         if unknown:
@@ -68,7 +68,7 @@ class ParseBatches:
         return {"template": table_bytes(template), **options}
 
     def _load(self) -> None:
-        from ..arrow import compiled_of
+        from ..data.arrow import compiled_of
 
         self._compiled = compiled_of(self._tables)
 
@@ -83,7 +83,7 @@ class ParseBatches:
     def __call__(self, batch):
         import pyarrow as pa
 
-        from ..arrow import parse_arrow
+        from ..data.arrow import parse_arrow
 
         if isinstance(batch, (pa.Table, pa.RecordBatch)):
             return parse_arrow(batch, self._compiled, **self._options)

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ..response_parser import parse_response as _parse_text
-from ..compiler.tokens import bind
+from ..compiled import parse_response as _parse_text
+from ..tokenizer_dir import bind
 from ..runtime.tokens import TokenParser, TokenStreams
 
 __all__ = ["ChatParseStreamer", "parse_response", "get_response_parser"]

@@ -58,7 +58,7 @@ from chatparse.integrations.resolve import Resolution, TemplateNotFound, inner_t
 from chatparse.integrations.vllm_template import (SERVING_TABLES_NAME, serving_template, serving_variant, text_joins,
                                                   vllm_view)
 from chatparse.runtime.tokens.binding import token_binding
-from chatparse.template_objects import is_template_object, to_template_dict
+from chatparse.compiler.template_objects import is_template_object, to_template_dict
 
 __all__ = ["CompiledResponseTemplateParser", "ChatparseReasoningParser", "ChatparseToolParser", "register",
            "serving_template"]

@@ -214,6 +214,19 @@ def raise_malformed(events: list) -> None:
             raise ev["error"]
 
 
+def feed_prompt(core: "StreamParser", cut: str, dialect: Dialect) -> list[dict]:
+    """Feed a fresh `core` the cut prefix (the prompt after its last start anchor: `Tables.cut_prefix`); returns
+    its events, the parser's initial events. Where `dialect` keeps prompt text out of chunks, the prompt ends
+    here. Every owner of a `StreamParser` primes it this way (the public parser, token parsers, the grammar
+    export's start mode)."""
+    if not cut:
+        return []
+    events = core.feed(cut)
+    if not dialect.prompt_chunks:
+        core.prompt_end = len(cut)
+    return events
+
+
 class StreamParser:
     """One generation's parse state. `feed`/`finish` return the events they produced."""
 

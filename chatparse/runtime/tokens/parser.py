@@ -27,7 +27,7 @@ from codecs import utf_8_decode
 
 from ..stream.dialect import resolve
 from ..values.json_end import JSON_END
-from ..stream.parser import StreamParser, joined
+from ..stream.parser import StreamParser, feed_prompt, joined
 from ..stream.scanner import Scanner
 from .binding import TokenBinding, token_binding
 from .decode import _Decoder, _ids_list, _out_of_range
@@ -185,10 +185,7 @@ class TokenParser:
         cut = tables.cut_prefix(prefix) if prefix else ""
         self._pbase = len(cut)
         self._cut = cut  # (what the core's state at the start is a function of: `TokenStreams` fresh rows)
-        if cut:
-            self.initial_events = core.feed(cut)
-            if not d.prompt_chunks:
-                core.prompt_end = len(cut)
+        self.initial_events = feed_prompt(core, cut, d)
         self._tt = tt
         self._never = tt.never
         self._fast = tt.fast

@@ -1,5 +1,5 @@
-/* chatparse._message_columns: the Arrow buffers of a batch of parsed messages, in one pass (the native half of
- * chatparse/arrow.py's `_typed_arrays`, whose Python spelling stays the reference and the fallback).
+/* chatparse.data._message_columns: the Arrow buffers of a batch of parsed messages, in one pass (the native half of
+ * chatparse/data/arrow.py's `_typed_arrays`, whose Python spelling stays the reference and the fallback).
  *
  * typed_columns(messages, errors, encode) -> tuple or None
  *

@@ -5,11 +5,11 @@ after a JSONL one is read and written gzip-compressed). The file is streamed in 
 ``--batch-size`` rows, fewer where a batch would hold more than about 2 MB (JSONL: by its bytes; Parquet: by
 the bytes per row of the file's first rows), so memory stays flat in the file's size and its rows' length: at
 most ``2 * workers`` batches are in flight.
-Each batch is parsed by `chatparse.arrow.parse_arrow` (one-shot path, one row = one ``CompiledTemplate.parse``)
+Each batch is parsed by `chatparse.data.arrow.parse_arrow` (one-shot path, one row = one ``CompiledTemplate.parse``)
 in ``--workers`` processes, which load the compiled tables from the table-format bytes (not a pickle); the
-bytes come from the disk cache when a run before made them (`chatparse.table_cache`).
+bytes come from the disk cache when a run before made them (`chatparse.data.table_cache`).
 
-Output rows are the input's fields followed by the message columns (`chatparse.arrow.MESSAGE_SCHEMA`:
+Output rows are the input's fields followed by the message columns (`chatparse.data.arrow.MESSAGE_SCHEMA`:
 role, reasoning_content, content, tool_calls with arguments as JSON text, extra, error), in input order;
 ``--drop-input`` keeps the message columns only, ``--column-prefix`` renames them. A JSONL line that is not
 a JSON object becomes a row with only its ``error`` (``"JSONDecodeError: line N: ..."``). A row that fails to
@@ -119,7 +119,7 @@ def _own_process() -> None:
 
 def _init(tables: bytes, options: dict, own_process: bool = False) -> None:
     """Worker start: the compiled template from table-format bytes, once per process."""
-    from .runtime.tables.loader import compiled_from_bytes
+    from ..runtime.tables.loader import compiled_from_bytes
 
     if own_process:
         _own_process()
@@ -607,7 +607,7 @@ def _table_bytes_of(template) -> bytes:
 
 
 def _tables_of(template) -> bytes:
-    """The template's table bytes: from the disk cache (`chatparse.table_cache`: a run after the first skips
+    """The template's table bytes: from the disk cache (`chatparse.data.table_cache`: a run after the first skips
     the compiler), else made in a short-lived process, so that the compiler's working memory (about 100 MB
     for a bundled template) never joins this long-running one, which then only loads the bytes."""
     if isinstance(template, (bytes, bytearray)):
@@ -660,49 +660,3 @@ def format_summary(summary: dict, src, dst) -> str:
             err = err.replace("\n", "\\n")
             lines.append(f"    {where} {at}: {err[:160]}{'...' if len(err) > 160 else ''}")
     return "\n".join(lines)
-
-
-# ------------------------------------------------------------------------------------------------ the CLI
-def register(subparsers) -> None:
-    p = subparsers.add_parser("parse-file", help="parse a JSONL or Parquet file of generations into messages",
-                              description=__doc__.split("\n\n")[0])
-    p.add_argument("input", metavar="IN", help="input file (.jsonl / .parquet; .jsonl.gz)")
-    p.add_argument("output", metavar="OUT", help="output file (.jsonl / .parquet), format by extension")
-    p.add_argument("--template", required=True, metavar="TEMPLATE",
-                   help="a bundled name (qwen3: serving-grade; qwen3:base), a template or tokenizer_config JSON "
-                        "file, a .cpt table file, or a tokenizer directory")
-    p.add_argument("--text-column", default="text", help="the generated text's column (default: text)")
-    p.add_argument("--prefix-column", help="the column holding each row's chat prompt")
-    p.add_argument("--prefix", help='one chat prompt for all rows ("" opts out)')
-    p.add_argument("--tools-column", help="column with each row's tool schemas (a list, or JSON text)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    p.add_argument("--batch-size", type=int, default=4096,
-                   help="rows per batch (default 4096; fewer where a batch would hold more than about 2 MB)")
-    p.add_argument("--drop-input", action="store_true", help="write the message columns only")
-    p.add_argument("--column-prefix", default="", help="prefix of the message column names (e.g. parsed_)")
-    p.add_argument("--dialect", choices=("transformers", "vllm"), help="events dialect (default transformers)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=main_parse_file)
-
-
-def main_parse_file(args) -> int:
-    """The command (module docstring); errors propagate to `chatparse.cli.main`, which prints them as one line."""
-    from .cli import CLIError, template_arg
-
-    import tqdm  # noqa: F401 - (with pyarrow, below: a missing one names the extra, before any work)
-
-    _own_process()  # this process is the command's own
-    template, _ = template_arg(args.template, "--template")
-    try:
-        tables = _tables_of(template)
-    except (ValueError, TypeError) as e:
-        raise CLIError(f"--template {args.template}: {e}") from None
-    summary = parse_file(args.input, args.output, tables, text_column=args.text_column,
-                         prefix=args.prefix, prefix_column=args.prefix_column, tools_column=args.tools_column,
-                         workers=args.workers, batch_size=args.batch_size, drop_input=args.drop_input,
-                         column_prefix=args.column_prefix, dialect=args.dialect,
-                         progress=not args.no_progress)
-    print(format_summary(summary, args.input, args.output), file=sys.stderr)
-    if summary["rows"] and summary["failed"] == summary["rows"]:
-        raise CLIError(f"every row failed ({summary['rows']} of {summary['rows']}; the summary above says why)", 1)
-    return 0

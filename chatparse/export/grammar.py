@@ -28,7 +28,7 @@ no match of anything the current mode watches, then one delimiter, which decides
   the second may end.
 
 Over-approximations are listed in `ExportedGrammar.approximated` (field, which delimiter or body, how).
-``format="structural_tag"`` is in `chatparse.compiler.structural_tag`.
+``format="structural_tag"`` is in `chatparse.export.structural_tag`.
 """
 
 from __future__ import annotations
@@ -137,9 +137,9 @@ def normalize_tools(tools) -> list[Tool] | None:
     out = []
     for tool in tools:
         if callable(tool) and not isinstance(tool, dict):
-            from ..response_parser import _tool_schemas
+            from ..compiler.tools import tool_schemas
 
-            tool = _tool_schemas([tool])[0]
+            tool = tool_schemas([tool])[0]
         fn = tool.get("function", tool) if isinstance(tool, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             raise ValueError(f"a tool must be {{'type': 'function', 'function': {{'name': ...}}}}, got {tool!r}")
@@ -576,7 +576,7 @@ class _Lark:
         """A rule for the body in the field's JSON dialect (`grammar_dialect`), or None: only where the body
         is the arguments (a transform like ``{"name": "{name}", "arguments": "{content}"}``), the field has
         bare keys and one pair of string delimiters, and the schema has a dialect rule."""
-        from .grammar_dialect import DialectBody
+        from .dialect import DialectBody
 
         ca = f["content_args"]
         delims = ca.get("string_delims")
@@ -761,11 +761,13 @@ def start_mode(compiled, prefix) -> int:
     spans the closer's text (an open region's close at the end spans nothing)."""
     if not prefix:
         return 0
-    from ..response_parser import ResponseParser
+    from ..runtime.stream.dialect import resolve
+    from ..runtime.stream.parser import StreamParser, feed_prompt
 
-    parser = ResponseParser(compiled, prefix=prefix, dialect="vllm")
+    dialect = resolve("vllm")
+    parser = StreamParser(compiled.tables, {}, dialect)  # (as `ResponseParser(compiled, prefix, dialect="vllm")`)
     open_field = None
-    for e in parser.initial_events:
+    for e in feed_prompt(parser, compiled.tables.cut_prefix(prefix), dialect):
         if e["type"] == "region_open":
             open_field = e["field"]
         elif e["type"] == "region_close":
@@ -774,7 +776,7 @@ def start_mode(compiled, prefix) -> int:
     if open_field is None or open_field == compiled.spec["implicit"]:
         return 0
     try:
-        _, final = parser.finalize()
+        _, final = parser.finish()
     except ValueError:  # the prompt's region does not parse on its own: it stays open
         final = []
     if any(e["type"] == "region_close" and e["field"] == open_field and e.get("end", 0) > e.get("start", 0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .cli import CLIError, read_text, read_tools, template_arg
+from . import CLIError, read_text, read_tools, template_arg
 
 
 def _tool_choice(text: str | None):
@@ -31,7 +31,7 @@ def _tool_choice(text: str | None):
 
 
 def main_grammar(args) -> int:
-    from . import compile_template
+    from .. import compile_template
 
     template, _ = template_arg(args.template, bundled="base")
     tools = read_tools(args.tools) if args.tools else None

@@ -49,12 +49,12 @@ DEMO_OUTPUT = (
     '<tool_call>{"name": "greet_user", "arguments": {"greeting": "Hi!"}}</tool_call>'
 )
 
-_FEATURE_MODULES = ("chatparse.tokenizer_dir", "chatparse.authoring.cli", "chatparse.parse_file",
-                    "chatparse.grammar_cli")
+_FEATURE_MODULES = ("chatparse.cli.compile", "chatparse.cli.authoring", "chatparse.cli.parse_file",
+                    "chatparse.cli.grammar")
 
 
 def _demo(args) -> int:
-    from . import ResponseParser
+    from .. import ResponseParser
 
     out = sys.stdout
     parser = ResponseParser(DEMO_TEMPLATE, prefix=DEMO_PROMPT)
@@ -150,14 +150,14 @@ def template_arg(arg: str, what: str | None = None, *, bundled: str = "serving")
     ``.cpt`` table file, or a tokenizer directory; `bundled` as there). CLIError naming `what` (the option,
     e.g. ``--template``; None for the positional TEMPLATE) and the argument when it is none of these. For a
     tokenizer directory whose tables file is stale, a warning on stderr says so."""
-    from .authoring import load_template_arg
+    from ..authoring import load_template_arg
 
     try:
         loaded = load_template_arg(arg, bundled=bundled)
     except ValueError as e:
         raise CLIError(f"{what} {e}" if what else str(e)) from None  # (its message starts with `arg`)
     if os.path.isdir(arg):  # its tables file is not what is used here; say if it is stale
-        from .tokenizer_dir import stale_tables
+        from ..tokenizer_dir import stale_tables
 
         why = stale_tables(arg)
         if why:
@@ -187,7 +187,7 @@ def _error_line(exc: BaseException) -> tuple[str, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .. import __version__
 
     ap = _Parser(prog="chatparse", description=__doc__.split("\n\n")[0])
     ap.add_argument("--version", action="version", version=f"chatparse {__version__}")
@@ -232,8 +232,3 @@ def main(argv=None) -> int:
         print(f"chatparse {args.command}: error: {message}", file=sys.stderr)
         return status
 
-
-if __name__ == "__main__":  # (`python -m chatparse.cli`: run the one `chatparse.cli` the subcommands import)
-    from chatparse.cli import main as _main
-
-    sys.exit(_main())

@@ -1,6 +1,6 @@
 r"""A JSON body in the dialect a template's parser reads (``content_args`` ``unquoted_keys`` and
 ``string_delims``: gemma4's ``{city:<|"|>Paris<|"|>,days:3}``, functiongemma's ``<escape>`` strings), as Lark
-rules for the grammar export (`chatparse.compiler.grammar`, llguidance only).
+rules for the grammar export (`chatparse.export.grammar`, llguidance only).
 
 The parser turns such a body into JSON before ``json.loads``: each ``OPEN(.*?)CLOSE`` string (the first
 CLOSE after OPEN) becomes a JSON string, then each bare ``\w+`` right after ``{`` or ``,`` and before ``:``

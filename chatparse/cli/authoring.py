@@ -97,9 +97,9 @@ def _colour(enabled: bool, code: str, text: str) -> str:
 
 
 def main_check(args) -> int:
-    from . import load_chat_template_arg
-    from .checks import SEVERITIES, run_checks, sort_findings
-    from .roundtrip import format_round_trip, round_trip
+    from ..authoring import load_chat_template_arg
+    from ..authoring.checks import SEVERITIES, run_checks, sort_findings
+    from ..authoring.roundtrip import format_round_trip, round_trip
 
     template, bundled_chat = template_arg(args.template)
     try:
@@ -142,7 +142,7 @@ def main_check(args) -> int:
 
 
 def main_show(args) -> int:
-    from .show import GraphvizMissing, to_dot, to_svg
+    from ..authoring.show import GraphvizMissing, to_dot, to_svg
 
     template, _ = template_arg(args.template)
     try:

@@ -47,12 +47,12 @@ def _digest_of_code() -> str:
     if _source_digest is None:
         import regex
 
-        root = Path(__file__).resolve().parent
+        root = Path(__file__).resolve().parents[1]  # (the chatparse package)
         h = hashlib.sha256(f"{sys.version}\0{regex.__version__}\0".encode())
         for path in sorted(p for d in ("compiler", "runtime") for p in (root / d).rglob("*.py")):
             h.update(str(path.relative_to(root)).encode() + b"\0")
             h.update(path.read_bytes())
-        for name in ("compiled.py", "table_cache.py"):
+        for name in ("_version.py", "compiled.py", "data/table_cache.py"):
             h.update((root / name).read_bytes())
         _source_digest = h.hexdigest()
     return _source_digest
@@ -67,7 +67,7 @@ def _template_dict(template: Any):
         template = os.fspath(template)
     if not isinstance(template, str):
         return None
-    from . import templates
+    from .. import templates
 
     if templates.is_name(template):
         return templates.by_name(template)
@@ -108,7 +108,7 @@ def cached_table_bytes(template: Any, make: Callable[[], bytes]) -> bytes:
     except OSError:
         data = None
     if data is not None:
-        from .runtime.tables.loader import compiled_from_bytes
+        from ..runtime.tables.loader import compiled_from_bytes
 
         try:
             compiled_from_bytes(data)

@@ -1,5 +1,5 @@
 """A template's outputs as xgrammar's structural tag (the JSON vLLM 0.33.0 passes as ``structured_outputs``
-``structural_tag``), for `chatparse.compiler.grammar.export(format="structural_tag")`.
+``structural_tag``), for `chatparse.export.grammar.export(format="structural_tag")`.
 
 Structural tags have no recursion, no intersection and no negation, but the parser's modes form a star
 around mode 0 (every explicit region returns to it), so the language is regular in regions:
@@ -44,7 +44,7 @@ import re
 
 from . import regex_lark as rl
 from . import schema_guard as sg
-from .charsets import MAX_CP, complement
+from ..compiler.charsets import MAX_CP, complement
 
 _HEX = re.compile(r"\\x\{([0-9a-f]+)\}")
 _WS_CHARS = ((9, 10), (13, 13), (32, 32))

@@ -1,6 +1,6 @@
 r"""Delimiter regexes (Python `regex` syntax, DOTALL) rewritten for grammar engines' regex syntax.
 
-The grammar export (`chatparse.compiler.grammar`) needs each delimiter as a regex the engine understands:
+The grammar export (`chatparse.export.grammar`) needs each delimiter as a regex the engine understands:
 llguidance's (the Rust `regex` crate's syntax: ``\x{..}`` code points, no lookarounds, no backreferences).
 Patterns are parsed with CPython's own parser like `regex_ast` does; character sets are resolved to code-point
 ranges with `charsets` (the reference's Unicode semantics), so a set is printed as its exact ranges.
@@ -29,8 +29,8 @@ from functools import lru_cache
 import re._parser as sre_parse
 from dataclasses import dataclass, field
 
-from .charsets import MAX_CP, class_ranges, complement, literal_ranges, normalize
-from .regex_ast import _in_source  # a character class as source the reference's `re` reads
+from ..compiler.charsets import MAX_CP, class_ranges, complement, literal_ranges, normalize
+from ..compiler.regex_ast import _in_source  # a character class as source the reference's `re` reads
 
 SPLIT_MARK = "\x00SPLIT\x00"
 SUBST_MARK = "\x00SUBST\x00"  # where a substituted greedy group ends (see `grammar._Lark.seg`)

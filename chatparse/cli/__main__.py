@@ -1,0 +1,7 @@
+"""`python -m chatparse.cli`: the `chatparse` command."""
+
+import sys
+
+from chatparse.cli import main
+
+sys.exit(main())
