@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from deps import need, needs_program
 
 import chatparse
 import chatparse.tokenizer_dir as td
@@ -83,7 +83,7 @@ def test_parse_tools_file_errors_name_the_file(tmp_path, capsys):
 def test_check_with_thinking_off_reports_no_false_errors(capsys):
     """qwen3's chat template with ``enable_thinking: false`` pre-writes an empty reasoning block in the
     generation prompt: turns with reasoning cannot follow it, and are checked without their reasoning."""
-    pytest.importorskip("jinja2")
+    need("jinja2")
     chat = ROOT / "tests" / "chat_templates" / "qwen3.jinja"
     code = main(["check", "qwen3", "--chat-template", str(chat), "--chat-template-kwargs",
                  '{"enable_thinking": false}'])
@@ -167,7 +167,7 @@ def test_compile_check_on_a_directory_that_is_no_tokenizer_directory(tmp_path, c
 
 
 def _reference():
-    return pytest.importorskip("transformers.utils.chat_parsing")
+    return need("transformers.utils.chat_parsing")
 
 
 @pytest.mark.parametrize("call, argument", [
@@ -223,7 +223,7 @@ def test_tools_must_be_a_list(tools):
 
 
 def _tokenizer():
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = need("tokenizers")
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
     tok = tokenizers.Tokenizer(models.BPE())
@@ -281,26 +281,29 @@ def test_token_tools_must_be_a_list():
 
 
 def test_test_extra_installs_what_the_tekken_tests_import():
-    tomllib = pytest.importorskip("tomllib")
+    tomllib = need("tomllib")
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
-    assert any(r.split(">")[0].split("=")[0].strip() == "jsonschema" for r in extra), extra
+    names = {r.split(">")[0].split("=")[0].split("[")[0].strip() for r in extra}
+    # jsonschema: mistral-common imports it; tiktoken and pydantic-extra-types: transformers' tekken converter
+    assert {"jsonschema", "tiktoken", "pydantic-extra-types"} <= names, extra
+    assert "mistral-common" not in names, "its numpy<2.4 pin would downgrade numpy: .ci/run installs it --no-deps"
 
 
 def test_ci_installs_mistral_common_without_resolving_its_numpy_pin():
     """pip warns about mistral-common's numpy < 2.4 only when it resolves an install touching something
-    mistral-common depends on while mistral-common is installed; .ci/run installs those first and
-    mistral-common last, with --no-deps (which resolves nothing)."""
+    mistral-common depends on while mistral-common is installed; .ci/run installs those first (the test extra
+    holds them) and mistral-common after them, with --no-deps (which resolves nothing)."""
     lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines() if "pip install" in ln]
     mistral = next(i for i, ln in enumerate(lines) if "mistral-common" in ln)
     assert "--no-deps" in lines[mistral]
-    deps = next(i for i, ln in enumerate(lines) if "tiktoken" in ln and "pydantic-extra-types" in ln)
+    deps = next(i for i, ln in enumerate(lines) if '".[test]"' in ln)
     assert deps < mistral
     later = [ln for ln in lines[mistral + 1:] if "VLLM_VENV" not in ln]
     assert all(not any(d in ln for d in ("tiktoken", "pydantic", "jsonschema", "numpy", "requests", "pillow"))
                for ln in later), later
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+@needs_program("bash", "the README's shell commands")
 def test_ci_script_is_valid_bash():
     assert subprocess.run(["bash", "-n", str(ROOT / ".ci" / "run")]).returncode == 0
 
