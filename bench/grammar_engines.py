@@ -19,37 +19,16 @@ EOS = "<|grammar_eos|>"
 
 
 def corpus_texts() -> list[str]:
+    """The prompts and outputs of the format corpus (tests/data/corpus.json): the test tokenizer's training text."""
     try:
         from tests.corpus_cases import load
     except ImportError:  # under pytest, tests/ is on sys.path but is not a package
         from corpus_cases import load
 
-    corpus, why = load()
-    if corpus is None:
-        return _fallback_texts()
     out = []
-    for case in corpus.cases:
+    for case in load().cases:
         out.append(case.prefix or "")
         out.append(case.output or "")
-    return out
-
-
-def _fallback_texts() -> list[str]:
-    """Training text where the shared corpus is not beside the checkout (a clean CI clone): every bundled
-    template's source (its delimiters and patterns as text), JSON tool calls and prose, so that the tokenizer
-    still has pieces of every delimiter and of JSON."""
-    import json
-    import random
-
-    from chatparse import templates
-
-    rng = random.Random(0)
-    words = "the weather in Paris is sunny today and we should check tool results before answering".split()
-    out = [json.dumps(templates.get(name), ensure_ascii=False) for name in templates.names()]
-    for _ in range(200):
-        out.append(" ".join(rng.choice(words) for _ in range(30)))
-        out.append(json.dumps({"name": rng.choice(words), "arguments": {rng.choice(words): rng.randint(0, 99),
-                                                                       "city": rng.choice(words)}}))
     return out
 
 

@@ -78,14 +78,10 @@ def open_region_prompt(name: str) -> str | None:
     prompts = [c.get("prefix") for c in json.loads(path.read_text(encoding="utf-8"))["cases"]] \
         if path.exists() else []
     try:
-        try:
-            from tests.corpus_cases import load
-        except ImportError:  # under pytest, tests/ is on sys.path but is not a package
-            from corpus_cases import load
-        corpus, _ = load()
-        prompts += [c.prefix for c in corpus.cases if c.name == name] if corpus else []
-    except Exception:  # noqa: BLE001 - the format corpus only adds prompts
-        pass
+        from tests.corpus_cases import load
+    except ImportError:  # under pytest, tests/ is on sys.path but is not a package
+        from corpus_cases import load
+    prompts += [c.prefix for c in load().cases if c.name == name]
     compiled = compile_template(templates.get(name))
     for prompt in prompts:
         if prompt and start_mode(compiled, prompt):
@@ -99,15 +95,10 @@ def run_family(name: str, n: int, engine: str, seed: int = 0, max_tokens: int = 
     from chatparse import compile_template, templates
 
     try:
-        try:
-            from tests.corpus_cases import load
-        except ImportError:  # under pytest, tests/ is on sys.path but is not a package
-            from corpus_cases import load
-
-        corpus, _ = load()
-        examples = [c.output for c in corpus.cases if c.name == name] if corpus else []
-    except Exception:  # noqa: BLE001 - the corpus only improves the sampler's pieces
-        examples = []
+        from tests.corpus_cases import load
+    except ImportError:  # under pytest, tests/ is on sys.path but is not a package
+        from corpus_cases import load
+    examples = [c.output for c in load().cases if c.name == name]
     compiled = compile_template(templates.get(name))
     has_calls = any(f["name"] == "tool_calls" for f in compiled.spec["fields"])
     choices = ["auto", "required", "get_weather", "none"] if has_calls else ["auto"]

@@ -51,6 +51,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from deps import need
 
 import chatparse
 from chatparse import templates
@@ -403,7 +404,7 @@ def tokenizer_for(family: str):
     """A byte-level BPE tokenizer (small vocab) trained on rendered conversations of this family; its special
     tokens are the family's delimiters (the response template's literal delimiters and the special-looking
     tokens of the rendered chat), so that delimiters arrive as whole tokens, as with the real model."""
-    tk = pytest.importorskip("tokenizers")
+    tk = need("tokenizers")
     rng = random.Random(f"tok-{family}")
     caps = CAPS[family]
     texts = []

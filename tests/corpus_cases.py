@@ -1,30 +1,25 @@
-"""Load the shared format corpus (`shared/formats/corpus.json`) for the bundled-template tests.
+"""Load the format corpus (`tests/data/corpus.json`) for the bundled-template tests.
 
-The corpus is not part of the package or of this repository: it lives in the `shared` checkout that sits
-beside the repository (`<repo>/../shared/formats/corpus.json`). When it is somewhere else, point the
-environment variable ``CHATPARSE_SHARED`` at it - either the `shared` directory, its `formats` directory, or
-the `corpus.json` file itself. When neither location holds it, `load()` reports why and the corpus tests
-skip with that reason.
+The corpus is part of the project (`tests/data/README.md` says where it comes from): `load()` reads it from
+there, and nothing else.
 
 Corpus layout: ``[{"family", "source", "template", "cases": [{"prefix", "output", "expected", "tools"?}]}]``
 where ``expected`` is exactly what transformers 5.23's `parse_response` returns. Families are long
 human-readable titles; `FAMILY_NAMES` maps each bundled template name (`chatparse.templates.names()`) to the
-title of the corpus family it was taken from (the slugs are the anchors of `shared/formats/FORMATS.md`).
+title of the corpus family it was taken from (the slugs are the anchors of `tests/data/FORMATS.md`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-ENV_VAR = "CHATPARSE_SHARED"
-# <repo>/tests/corpus_cases.py -> parents[2] is the directory that holds both <repo> and `shared`.
-DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared" / "formats" / "corpus.json"
+DATA = Path(__file__).resolve().parent / "data"
+PATH = DATA / "corpus.json"
 
 # bundled template name -> corpus `family`
 FAMILY_NAMES: dict[str, str] = {
@@ -98,37 +93,10 @@ class Corpus:
     unmapped: list[str]  # corpus families that FAMILY_NAMES does not name
 
 
-def _candidates() -> list[Path]:
-    out = [DEFAULT_PATH]
-    env = os.environ.get(ENV_VAR)
-    if env:
-        p = Path(env).expanduser()
-        if p.is_dir():
-            out += [p / "formats" / "corpus.json", p / "corpus.json"]
-        else:
-            out.append(p)
-    return out
-
-
-def locate() -> tuple[Path | None, str]:
-    """`(path, "")` for the corpus file, or `(None, reason)` saying where it was looked for."""
-    tried = _candidates()
-    for p in tried:
-        if p.is_file():
-            return p, ""
-    where = ", ".join(str(p) for p in tried)
-    hint = "" if os.environ.get(ENV_VAR) else f" and ${ENV_VAR} is not set"
-    return None, (f"shared format corpus not found (looked at {where}{hint}); check out `shared` beside the "
-                  f"repository or set {ENV_VAR} to the shared directory or to corpus.json")
-
-
 @lru_cache(maxsize=1)
-def load() -> tuple[Corpus | None, str]:
-    """`(corpus, "")`, or `(None, reason)` when the corpus file cannot be found."""
-    path, reason = locate()
-    if path is None:
-        return None, reason
-    data = json.loads(path.read_text(encoding="utf-8"))
+def load() -> Corpus:
+    """The corpus, read from `tests/data/corpus.json`."""
+    data = json.loads(PATH.read_text(encoding="utf-8"))
     by_family = {fam: name for name, fam in FAMILY_NAMES.items()}
     templates: dict[str, dict] = {}
     cases: list[Case] = []
@@ -142,7 +110,7 @@ def load() -> tuple[Corpus | None, str]:
         for i, c in enumerate(fam["cases"]):
             extra = {k: v for k, v in c.items() if k not in ("prefix", "output", "expected", "tools")}
             cases.append(Case(name, i, c["prefix"], c["output"], c["expected"], c.get("tools"), extra))
-    return Corpus(path, templates, cases, unmapped), ""
+    return Corpus(PATH, templates, cases, unmapped)
 
 
 # ------------------------------------------------------------------------------------------------ comparing

@@ -45,7 +45,7 @@ changes between Python versions), of int()/float(), a region body quoted with re
 section) and Python `regex.finditer` results on sample texts: ``[start, end, groupdict]`` with code-point
 offsets: ``{"patterns": [{"pattern", "translation", "cases": [{"text", "expect"}]}]}``.
 
-Templates: every bundled template (`chatparse.templates`) with its cases from the shared format corpus and its
+Templates: every bundled template (`chatparse.templates`) with its cases from the format corpus (tests/data) and its
 gap cases (tests/test_template_gaps.py: outputs in the families' documented formats that the corpus templates
 got wrong), the fixtures of tests/fixtures_templates.py, and the hand-written templates below, which exercise
 what the corpus does not (number/bool/kv-lines/json dialects, tool-argument typing, lookbehind, word boundaries,
@@ -355,10 +355,7 @@ def regex_cases() -> list[dict]:
         sources += list(js_section(raw)["content"])
     texts_by_source = {}
     for name in templates.names():
-        tpl_texts = []
-        corpus = _corpus()
-        if corpus is not None:
-            tpl_texts = [c.output[:300] for c in corpus.cases if c.name == name][:3]
+        tpl_texts = [c.output[:300] for c in _corpus().cases if c.name == name][:3]
         raw = compile_template(templates.get(name)).raw_tables
         for src in [p["source"] for p in raw["patterns"]] + list(js_section(raw)["content"]):
             texts_by_source.setdefault(src, []).extend(tpl_texts)
@@ -382,7 +379,7 @@ def regex_cases() -> list[dict]:
 def _corpus():
     import corpus_cases as cc
 
-    return cc.load()[0]
+    return cc.load()
 
 
 # ---------------------------------------------------------------------------------------------- encoding
@@ -506,11 +503,9 @@ def _template_cases():
 
     from chatparse import templates
 
-    corpus, _ = cc.load()
+    corpus = cc.load()
     for name in templates.names():
-        cases = []
-        if corpus is not None:
-            cases = [(c.id, c.prefix, c.output, c.tools) for c in corpus.cases if c.name == name]
+        cases = [(c.id, c.prefix, c.output, c.tools) for c in corpus.cases if c.name == name]
         cases += _gap_cases(name)
         yield name, templates.get(name), cases, False
     for name, (tpl, prefix, text, _) in sorted(FIXTURES.items()):
@@ -522,7 +517,7 @@ def _template_cases():
 
 def _gap_cases(name: str) -> list:
     """The family's cases of tests/test_template_gaps.py: outputs that fell into gaps of the bundled templates
-    (issue #17), which the corpus lacks; they need no ../shared, so a clean clone writes them too."""
+    (issue #17), which the corpus lacks."""
     from test_template_gaps import GAPS
 
     return [(f"gap-{g.id}", g.prefix, g.output, None) for g in GAPS if g.family == name]

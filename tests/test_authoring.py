@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from deps import need, need_program
 
 from chatparse import compile_template, parse_response, templates
 from chatparse.authoring import load_template_arg
@@ -180,9 +181,9 @@ ROUND_TRIP_GAPS: dict[str, str] = {}
 def test_round_trip_passes(name, renderer, request):
     if name in ROUND_TRIP_GAPS:
         request.applymarker(pytest.mark.xfail(strict=True, reason=ROUND_TRIP_GAPS[name]))
-    pytest.importorskip("jinja2")
+    need("jinja2")
     if renderer == "transformers":
-        pytest.importorskip("transformers.utils.chat_template_utils")
+        need("transformers.utils.chat_template_utils")
     rt = round_trip(templates.get(name), _chat(name), renderer=renderer, reference=renderer == "transformers")
     assert rt.ok, "\n".join(map(str, rt.findings))
     statuses = {r.name: r.status for r in rt.scenarios}
@@ -410,10 +411,7 @@ def test_show_cli_dot_and_svg(capsys, monkeypatch):
 
 
 def test_show_cli_svg_with_dot(capsys):
-    import shutil
-
-    if shutil.which("dot") is None:
-        pytest.skip("Graphviz dot is not installed")
+    need_program("dot", "the SVG drawing of a template")
     assert main(["show", "hermes", "--format", "svg"]) == 0
     assert "<svg" in capsys.readouterr().out
 

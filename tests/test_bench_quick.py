@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from deps import need
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytest.importorskip("matplotlib")
-pytest.importorskip("transformers.utils.chat_parsing")
+need("matplotlib")
+need("transformers.utils.chat_parsing")
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,10 @@ template has a known gap for (``Caps.xfail``) runs in a strict-xfail test of its
 from __future__ import annotations
 
 import pytest
+from deps import need
 
-pytest.importorskip("jinja2")
-pytest.importorskip("tokenizers")
+need("jinja2")
+need("tokenizers")
 import chat_roundtrip as cr  # noqa: E402
 
 N = 500

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from deps import need
 
 import chatparse.cli as cli
 import chatparse.tokenizer_dir as td
@@ -176,7 +177,7 @@ def test_check_and_show_errors(files, capsys):
 
 
 def test_a_missing_extra_is_named(files, capsys, monkeypatch):
-    jinja2 = pytest.importorskip("jinja2")
+    jinja2 = need("jinja2")
     monkeypatch.setitem(sys.modules, "jinja2", None)
     monkeypatch.setattr("chatparse.authoring.roundtrip._transformers_render", lambda: None)
     chat = ROOT / "tests" / "chat_templates" / "qwen3.jinja"
@@ -229,7 +230,7 @@ def test_parse_file_every_row_failed_exits_1(tmp_path, capsys):
 
 
 def test_parse_file_column_of_mixed_types_is_named(tmp_path, capsys):
-    pytest.importorskip("pyarrow")
+    need("pyarrow")
     src = _jsonl(tmp_path / "in.jsonl", {"text": "a", "id": 1}, {"text": "b", "id": 2.5}, {"text": "c", "id": "x"})
     out = tmp_path / "out.parquet"
     one_error(capsys, ["parse-file", src, out, "--template", "qwen3", "--prefix", "", "--no-progress"],

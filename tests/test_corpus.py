@@ -27,12 +27,13 @@ import random
 import zlib
 
 import pytest
+from deps import need
 
 import corpus_cases as cc
 from chatparse import ResponseParser, compile_template, parse_response, templates
 
-CORPUS, SKIP_REASON = cc.load()
-CASES = CORPUS.cases if CORPUS else []
+CORPUS = cc.load()
+CASES = CORPUS.cases
 
 # Known chatparse failures: test kind ("oneshot" / "stream") -> case id -> (reason, expected exception class).
 XFAIL: dict[str, dict[str, tuple[str, type]]] = {"oneshot": {}, "stream": {}}
@@ -94,8 +95,6 @@ N_RANDOM_LARGE = 2  # random chunkings with pieces up to a third of the output
 
 
 def _params(kind: str | None = None):
-    if not CASES:
-        return [pytest.param(None, id="no-corpus", marks=pytest.mark.skip(reason=SKIP_REASON))]
     out = []
     for case in CASES:
         known = XFAIL.get(kind, {}).get(case.id) if kind else None
@@ -105,8 +104,6 @@ def _params(kind: str | None = None):
 
 
 def _family_params():
-    if not CORPUS:
-        return [pytest.param(None, id="no-corpus", marks=pytest.mark.skip(reason=SKIP_REASON))]
     return [pytest.param(name, id=name) for name in sorted(CORPUS.templates)]
 
 
@@ -128,8 +125,6 @@ def _mismatch(what: str, case: cc.Case, got, want, extra: str = "") -> str:
 
 
 def test_corpus_families_all_bundled():
-    if not CORPUS:
-        pytest.skip(SKIP_REASON)
     assert not CORPUS.unmapped, f"corpus families with no bundled template name: {CORPUS.unmapped}"
     assert sorted(CORPUS.templates) == templates.names()
 
@@ -191,7 +186,7 @@ def _check_fixed_family(name: str, bundled: dict, corpus: dict) -> None:
     assert not cc.strict_equal(bundled, corpus), f"{name} equals the corpus template again: drop it from FIXED_FAMILIES"
     cases = [case for case in CASES if case.name == name]
     assert cases, f"no corpus cases for {name}"
-    ref = pytest.importorskip("transformers.utils.chat_parsing")
+    ref = need("transformers.utils.chat_parsing")
     for case in cases:
         for who, parse in (("chatparse", parse_response), ("reference", ref.parse_response)):
             got = parse(case.output, templates.get(name), prefix=case.prefix, tools=case.tools)
@@ -276,7 +271,7 @@ def _reference_bodies(case: cc.Case) -> list[tuple[str, str, object]]:
 
 @pytest.mark.parametrize("case", _params("stream"))
 def test_streaming(case: cc.Case):
-    pytest.importorskip("transformers.utils.chat_parsing")
+    need("transformers.utils.chat_parsing")
     want_regions = _reference_bodies(case)
     compiled = _compiled_template(case.name)
     for label, chunks in _chunkings(case):
@@ -303,7 +298,7 @@ def test_streaming(case: cc.Case):
 
 @pytest.mark.parametrize("case", _params())
 def test_reference(case: cc.Case):
-    ref = pytest.importorskip("transformers.utils.chat_parsing")
+    ref = need("transformers.utils.chat_parsing")
     got = ref.parse_response(case.output, templates.get(case.name), prefix=case.prefix, tools=case.tools)
     want = REFERENCE_GIVES.get(case.id, case.expected)
     assert cc.strict_equal(got, want), _mismatch("reference parse_response", case, got, want)

@@ -18,11 +18,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from deps import need
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'chatparse[data]')")
-pq = pytest.importorskip("pyarrow.parquet")
+pa = need("pyarrow", "the Arrow columns and parse-file; the `data` extra")
+pq = need("pyarrow.parquet")
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -342,7 +343,7 @@ def test_template_forms_and_table_bytes(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ token ids
 def test_parse_arrow_tokens_is_parse_tokens_batch():
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = need("tokenizers")
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
     prefixes, texts = generations("qwen3", 1500, seed=4)
@@ -571,14 +572,14 @@ def _same_columns(out, columns) -> None:
 @pytest.fixture(scope="module")
 def ray_module():
     """ray, or a skip saying why (before `big_rows` is built: these fixtures come first in the tests)."""
-    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'chatparse[ray]')")
-    pytest.importorskip("ray.data", reason="ray.data is not installed (pip install 'ray[data]')")
+    ray = need("ray", "chatparse.integrations.ray; the `ray` extra")
+    need("ray.data", "Ray Data; the `ray` extra")
     return ray
 
 
 @pytest.fixture(scope="module")
 def datasets_module():
-    return pytest.importorskip("datasets", reason="datasets is not installed (pip install 'chatparse[datasets]')")
+    return need("datasets", "Dataset.map with ParseBatches; the `datasets` extra")
 
 
 def test_ray_data_is_parse_batch(ray_module, big_rows):

@@ -41,6 +41,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from deps import needs_program
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from transformers.utils.chat_parsing import ResponseParser as RefParser
@@ -474,7 +475,7 @@ def _projected(compiled) -> bool:
     return False
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@needs_program("node", "the JavaScript reader")
 def test_javascript_runtime_starts_attempts_where_python_does(tmp_path):
     """js/chatparse.mjs projects out the patterns whose leading lookbehind fails where an attempt starts, as
     `lead_assert` does (FORMAT.md, "Start guards"): conformance vectors of one-character feeds, in both

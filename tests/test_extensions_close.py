@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deps import need_program
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -252,8 +253,7 @@ def test_the_javascript_tracker_ends_where_pythons_decoder_ends(tmp_path_factory
     """js/chatparse.mjs's JsonEnd, fed the same bodies in the same pieces (astral characters are two UTF-16
     units there: bodies are kept to the BMP so that offsets compare), says what raw_decode says; plus the
     depth bound, exactly at MAX_DEPTH and one past it."""
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     batch = [b for b in batch if all(ord(c) < 0x10000 for c in b)]
     batch += ["[" * MAX_DEPTH + "]" * MAX_DEPTH, "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1) + " x"]
     tmp = tmp_path_factory.mktemp("jsonend")

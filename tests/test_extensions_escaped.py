@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from deps import need_program
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -175,8 +176,7 @@ def test_the_glm47_output_parses_as_sglang_parses_it_on_every_path():
 def test_the_vector_exists_and_passes_in_node(tmp_path):
     files = [ROOT / "tests" / "vectors" / f"ext_escaped_json_values.{x}" for x in ("json", "cpt")]
     assert all(f.exists() for f in files)
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     for f in files:
         shutil.copy(f, tmp_path / f.name)
     out = subprocess.run([NODE, str(ROOT / "js" / "run_vectors.mjs"), str(tmp_path)], capture_output=True, text=True,
@@ -230,8 +230,7 @@ def test_javascript_equals_python_on_generated_texts(tmp_path):
     """The compiled `esc_template` in the JavaScript runtime (`loadTables`, `parseResponse`) against Python's
     `parse_response` on generated texts: the same message (numbers compared as JavaScript holds them) or the same
     exception class and text. One node process for all."""
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     from chatparse.compiler.writer import dumps
 
     texts = []

@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from deps import need_program
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -169,8 +170,7 @@ def test_json_values_equal_json_loads_of_the_body_in_brackets(body):
 def test_json_values_in_javascript_equal_python(tmp_path):
     """`parseJsonValues` (js/chatparse.mjs) against the Python parser on generated bodies: the same value or the
     same error message. One node process for all."""
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     collected = []
 
     @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -227,8 +227,7 @@ def test_the_vectors_exist_and_pass_in_node(tmp_path):
     Python, in both dialects."""
     files = [ROOT / "tests" / "vectors" / f"ext_{ext}.{x}" for ext in VECTORS for x in ("json", "cpt")]
     assert all(f.exists() for f in files), files
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     for f in files:
         shutil.copy(f, tmp_path / f.name)
     out = subprocess.run([NODE, str(ROOT / "js" / "run_vectors.mjs"), str(tmp_path)], capture_output=True, text=True,
@@ -285,8 +284,7 @@ def test_refused_by_the_reference_by_grammar_export_and_by_a_reader_without_it(e
 def test_the_javascript_reader_refuses_a_table_with_an_extension_it_lacks(tmp_path):
     """A table listing 'flatten' given to a JS runtime without it (JS_EXTENSIONS entry removed) is refused with the
     reader's message."""
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     from chatparse.compiler.writer import dumps
 
     (tmp_path / "t.cpt").write_bytes(dumps(compile_template(lists_template(True)).raw_tables))
@@ -324,8 +322,7 @@ def test_javascript_equals_python_on_generated_texts(flatten, tmp_path):
     """`lists_template` compiled, in the JavaScript runtime (`loadTables`, `parseResponse`), against Python's
     `parse_response` on generated texts: the same message (numbers as JavaScript holds them; NaN/Infinity as
     text) or the same exception class and text. One node process for all."""
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     from chatparse.compiler.writer import dumps
 
     texts = []

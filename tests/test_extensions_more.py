@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
+from deps import need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +35,7 @@ _TOKENIZERS: dict = {}
 def tokenizer_for(key: str, corpus: list):
     """A byte-level BPE trained here on `corpus` (delimiters split across ordinary tokens), once per `key`."""
     if key not in _TOKENIZERS:
-        tokenizers = pytest.importorskip("tokenizers")
+        tokenizers = need("tokenizers")
         tok = tokenizers.Tokenizer(tokenizers.models.BPE())
         tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = tokenizers.decoders.ByteLevel()

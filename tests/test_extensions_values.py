@@ -22,6 +22,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from deps import need, need_program
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -103,8 +104,7 @@ def test_a_reader_refuses_a_table_using_an_extension_it_does_not_implement(tmp_p
     with pytest.raises(ValueError) as e:
         loads(data)
     assert str(e.value) == f"chatparse table file: {NOT_SUPPORTED}"
-    if NODE is None:
-        pytest.skip("node is not installed: the JavaScript reader was not run")
+    need_program("node", "the JavaScript reader")
     (tmp_path / "t.cpt").write_bytes(data)
     script = (f"import {{ loadTables }} from {json.dumps((ROOT / 'js' / 'chatparse.mjs').as_uri())};\n"
               "import { readFileSync } from 'node:fs';\n"
@@ -305,7 +305,7 @@ def test_a_malformed_python_call_is_a_region_malformed_event_in_the_vllm_dialect
 @pytest.fixture(scope="module")
 def family_tokenizer():
     """A byte-level BPE trained here on the families' texts (delimiters split across ordinary tokens)."""
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = need("tokenizers")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     corpus = [c[1] + c[2] for _, cases, _ in FAMILIES.values() for c in cases]
@@ -856,8 +856,7 @@ def test_an_alias_never_drops_a_key():
 def test_extension_vectors_pass_in_node(tmp_path):
     """The ext_* vectors (written by `python tests/make_vectors.py --only ...`) through the JavaScript
     runtime: the same events and messages as Python, in both dialects."""
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     files = sorted((ROOT / "tests" / "vectors").glob("ext_*"))
     import ext_close_templates  # (the region-level extensions: close_json_end, ...)
 
@@ -881,8 +880,7 @@ def test_python_calls_in_javascript_equal_python(tmp_path):
     """The JS parser (`parsePythonCalls`) against the Python one on generated bodies - valid ones in every
     spelling, token soup, mutated calls: the same value (numbers compared as JavaScript holds them) or the same
     error message, offset included. One node process for all."""
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     rng = random.Random(17)
     bodies = []
 
@@ -946,8 +944,7 @@ def test_json_text_of_argument_types_in_javascript_equals_python(tmp_path):
     """``argument_types``' JSON text of a typed value (a string parameter given a number, list, dict...): the JS
     runtime's `pyJsonDumps` is Python's ``json.dumps(v, ensure_ascii=False)`` (floats in Python's repr), for
     every value JavaScript can tell apart (no whole floats: JavaScript reads ``1.0`` as ``1``)."""
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     floats = st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: not x.is_integer())
     leaves = st.none() | st.booleans() | st.integers(-2**53, 2**53) | floats | \
         st.sampled_from([1e-5, 1.5e-7, 1e16 + 2, 123456789.125, 0.0001, 5e-324, 1.7976931348623157e308]).filter(

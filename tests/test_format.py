@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deps import need, needs_program
 
 import chatparse
 import chatparse.tokenizer_dir as td
@@ -45,7 +46,7 @@ from chatparse.runtime.tables.layout import Tables
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "tests" / "vectors"
 NODE = shutil.which("node")
-CORPUS, SKIP_REASON = cc.load()
+CORPUS = cc.load()
 HEADER = struct.Struct("<8sII7Q2I32s32s16s")
 
 
@@ -80,7 +81,7 @@ def test_round_trip_identical(name, tmp_path):
         assert raw["header"]["template_sha256"] == template_hash(compiled.spec)
         assert dumps(raw) == data  # re-serializing what was read gives the same bytes
     loaded = CompiledTemplate(raw["template"], raw)
-    cases = [c for c in CORPUS.cases if c.name == name] if CORPUS else []
+    cases = [c for c in CORPUS.cases if c.name == name]
     for case in cases:
         a = chatparse.parse_response(case.output, compiled, prefix=case.prefix, tools=case.tools)
         b = chatparse.parse_response(case.output, loaded, prefix=case.prefix, tools=case.tools)
@@ -362,7 +363,7 @@ def test_load_errors_name_the_file(tmp_path):
 
 
 def _corpus_texts(name):
-    return [(c.output, c.prefix) for c in CORPUS.cases if c.name == name] if CORPUS else [("<think>x</think>y", "")]
+    return [(c.output, c.prefix) for c in CORPUS.cases if c.name == name]
 
 
 def test_pickle_round_trip():
@@ -480,7 +481,7 @@ def test_cli_compile_and_check(tmp_path, capsys):
 
 
 def test_transformers_tokenizer_dir(tmp_path):
-    pytest.importorskip("tokenizers")
+    need("tokenizers")
     from tokenizers import Tokenizer, models
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -545,7 +546,7 @@ def test_translation_marks_untranslatable():
     assert ok["groups"] == {"name": "name"} and "caveats" not in ok
 
 
-@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@needs_program("node", "the JavaScript reader")
 def test_js_refuses_untranslatable_delimiter(tmp_path):
     tpl = {"start_anchor": "<s>", "fields": {"content": {"close_pattern": r"(x)?(?(1)y|z)"}}}
     ct = compile_template(tpl)
@@ -589,13 +590,13 @@ def _run_js_vectors(directory: Path, note: str = "") -> dict:
     return summary
 
 
-@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@needs_program("node", "the JavaScript reader")
 def test_js_runner_passes_every_vector():
     summary = _run_js_vectors(VECTORS)
     assert summary["passed"] > 5000
 
 
-@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@needs_program("node", "the JavaScript reader")
 def test_js_random_differential(tmp_path):
     seed = random.randrange(10**6)
     n = mv.fuzz(tmp_path, per_template=12, seed=seed)
@@ -604,7 +605,7 @@ def test_js_random_differential(tmp_path):
     assert _run_js_vectors(tmp_path, note)["passed"] >= n  # (plus surrogate-split re-runs)
 
 
-@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@needs_program("node", "the JavaScript reader")
 def test_js_refuses_damaged_files(tmp_path):
     data = SAMPLES["gpt_oss"]
     rng = random.Random(3)
@@ -633,7 +634,7 @@ console.log(JSON.stringify(res));""")
     assert set(res.values()) == {"ValueError"}, {k: v for k, v in res.items() if v != "ValueError"}
 
 
-@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@needs_program("node", "the JavaScript reader")
 def test_js_vllm_dialect_random_differential(tmp_path):
     """The JS runtime agrees with Python in the serving dialect ("vllm": spans, captures, region_malformed
     events, prompt text held back and kept out of chunks, input_text, parse_response) on generated templates
@@ -667,7 +668,7 @@ def test_js_vllm_dialect_random_differential(tmp_path):
     assert _run_js_vectors(tmp_path, note)["passed"] >= n
 
 
-@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@needs_program("node", "the JavaScript reader")
 def test_js_start_guards_match_python(tmp_path):
     """Per mode and character class, the JS runtime guards attempt starts with the same lookbehinds as Python
     (`chatparse.runtime.regex.lead_assert.start_guards`): the JS guard is the head of the pattern's translation,

@@ -33,8 +33,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deps import need, needs_program
 
-tokenizers = pytest.importorskip("tokenizers")
+tokenizers = need("tokenizers")
 
 import chatparse  # noqa: E402
 import chatparse.tokenizer_dir as td  # noqa: E402
@@ -729,7 +730,7 @@ print(sorted(m for m in sys.modules if m.startswith(("chatparse", "interegular",
     assert "compiler" not in mods and "transformers" not in mods and "tokenizers" not in mods
 
 
-@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@needs_program("node", "the JavaScript reader")
 def test_js_skips_token_section(toks, tmp_path):
     tok = toks["bl-special"]
     b = bind(templates.get("qwen3"), tok)

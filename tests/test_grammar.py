@@ -16,8 +16,10 @@ import random
 
 import pytest
 
-pytest.importorskip("tokenizers", reason="the test tokenizer is trained with `tokenizers`")
-llguidance = pytest.importorskip("llguidance", reason="llguidance is not installed (pip install llguidance)")
+from deps import need  # noqa: E402
+
+need("tokenizers", "the test tokenizer is trained with `tokenizers`")
+llguidance = need("llguidance", "the Lark grammar export, checked with the real engine")
 
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -32,8 +34,7 @@ from chatparse import compile_template, templates  # noqa: E402
 from chatparse.export.structural_tag import Unconstrainable  # noqa: E402
 from corpus_cases import load  # noqa: E402
 
-CORPUS, WHY = load()
-needs_corpus = pytest.mark.skipif(CORPUS is None, reason=f"format corpus unavailable: {WHY}")
+CORPUS = load()
 
 # Corpus outputs the Lark grammar refuses on purpose, and why. Each must still be refused.
 LARK_REFUSED = {
@@ -58,8 +59,6 @@ TAG_UNCONSTRAINABLE = {
 
 
 def _cases():
-    if CORPUS is None:
-        return []
     return [pytest.param(c, id=f"{c.name}-{c.index}") for c in CORPUS.cases]
 
 
@@ -67,7 +66,6 @@ def _tools(case):
     return ge.tools_from_calls(case.expected.get("tool_calls"))
 
 
-@needs_corpus
 @pytest.mark.parametrize("case", _cases())
 def test_lark_accepts_corpus_output(case):
     g = compile_template(templates.get(case.name)).grammar(_tools(case), prefix=case.prefix)
@@ -78,10 +76,9 @@ def test_lark_accepts_corpus_output(case):
         assert ok, why
 
 
-@needs_corpus
 @pytest.mark.parametrize("case", _cases())
 def test_structural_tag_accepts_corpus_output(case):
-    pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install xgrammar)")
+    need("xgrammar", "the structural-tag grammar export, checked with the real engine")
     compiled = compile_template(templates.get(case.name))
     if case.name in TAG_UNCONSTRAINABLE and _tools(case):
         with pytest.raises(Unconstrainable, match=TAG_UNCONSTRAINABLE[case.name]):
@@ -96,10 +93,10 @@ def test_structural_tag_accepts_corpus_output(case):
 
 
 def _examples(name):
-    return [c.output for c in CORPUS.cases if c.name == name] if CORPUS else []
+    return [c.output for c in CORPUS.cases if c.name == name]
 
 
-@needs_corpus  # the sampler writes pieces of the family's corpus outputs to reach its tool calls
+# the sampler writes pieces of the family's corpus outputs to reach its tool calls
 @pytest.mark.parametrize("name", ["qwen3", "deepseek_v32", "gpt_oss", "mistral_v11", "glm45"])
 def test_lark_samples_parse_and_validate(name):
     compiled = compile_template(templates.get(name))
@@ -119,11 +116,11 @@ def test_lark_samples_parse_and_validate(name):
     assert ended >= 35 and with_call >= 15, (ended, with_call)
 
 
-@needs_corpus  # the sampler writes pieces of the family's corpus outputs to reach its tool calls
+# the sampler writes pieces of the family's corpus outputs to reach its tool calls
 @pytest.mark.parametrize("name", ["hermes", "qwen3_coder", "gpt_oss", "glm45", "mistral_v11", "deepseek_v31"])
 def test_structural_tag_samples_parse_and_validate(name):
-    pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install xgrammar)")
-    pytest.importorskip("torch", reason="xgrammar's token bitmask is a torch tensor")
+    need("xgrammar", "the structural-tag grammar export, checked with the real engine")
+    need("torch", "xgrammar's token bitmask is a torch tensor")
     compiled = compile_template(templates.get(name))
     pieces = ge.hint_pieces(templates.get(name), TOOLS, _examples(name))
     rng = random.Random(3)
@@ -139,7 +136,7 @@ def test_structural_tag_samples_parse_and_validate(name):
     assert ended >= 15
 
 
-@needs_corpus  # the sampler writes pieces of the family's corpus outputs to reach its tool calls
+# the sampler writes pieces of the family's corpus outputs to reach its tool calls
 @pytest.mark.parametrize("name", ["hermes", "kimi_k2", "seed_oss"])
 def test_tool_choice_required_named_none(name):
     compiled = compile_template(templates.get(name))
@@ -232,7 +229,7 @@ def _tag(name, tools=TOOLS, **kw):
 def test_structural_tag_fixes_found_by_sampling():
     """Each refusal below is an output the structural tag once allowed and the template does not parse as
     generated (xgrammar soundness runs); each acceptance is its valid neighbour."""
-    pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install xgrammar)")
+    need("xgrammar", "the structural-tag grammar export, checked with the real engine")
     # gpt_oss: a tool name in a greedy group may not run on (the parser would read 'searchx')
     g = _tag("gpt_oss")
     assert ge.xg_accepts(g, '<|channel|>commentary to=functions.search <|constrain|>json<|message|>{}<|call|>')[0]

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("tokenizers", reason="the test tokenizer is trained with `tokenizers`")
-pytest.importorskip("llguidance", reason="llguidance is not installed (pip install llguidance)")
+from deps import need  # noqa: E402
+
+need("tokenizers", "the test tokenizer is trained with `tokenizers`")
+need("llguidance", "the Lark grammar export, checked with the real engine")
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -122,7 +124,7 @@ def test_lark_accepts_real_output(case):
 
 @pytest.mark.parametrize("case", _checked_cases())
 def test_structural_tag_accepts_real_output(case):
-    pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install xgrammar)")
+    need("xgrammar", "the structural-tag grammar export, checked with the real engine")
     tools = tools_for(case)
     if case["family"] in TAG_UNCONSTRAINABLE and tools:
         with pytest.raises(Unconstrainable, match=TAG_UNCONSTRAINABLE[case["family"]]):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from deps import need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +19,7 @@ import chatparse
 from chatparse.compiler import build, dfa, nfa
 from harness import random_chunks, run_chatparse, run_reference
 
-pytest.importorskip("transformers.utils.chat_parsing")
+need("transformers.utils.chat_parsing")
 
 COUNTED = [
     "a{70}!", "a{65,80}!", "a{66,70}?b", "(?:ab){40}", "(?:a{9}){9}", "(?:a{100}){2}", "b[ab]{65,67}",

@@ -40,8 +40,9 @@ NATIVE_TEMPLATES = ["ernie45", "granite3", "granite4", "granite_20b_fc", "hermes
 
 
 def test_native_module_is_built_where_required():
-    if os.environ.get("CHATPARSE_REQUIRE_NATIVE") != "1":
-        pytest.skip("CHATPARSE_REQUIRE_NATIVE is not set (.ci/run sets it)")
+    """Built wherever chatparse was installed with a C compiler; required to be where CHATPARSE_REQUIRE_NATIVE=1."""
+    if not lean_regions.NATIVE and os.environ.get("CHATPARSE_REQUIRE_NATIVE") != "1":
+        pytest.skip("not built: no C compiler when chatparse was installed (CHATPARSE_REQUIRE_NATIVE is not set)")
     assert lean_regions.NATIVE, "pip install did not build chatparse.runtime._lean_regions"
 
 

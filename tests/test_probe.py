@@ -8,6 +8,7 @@ probed goes on exactly as one that was not (same events, same message or error, 
 from __future__ import annotations
 
 import pytest
+from deps import need
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -70,7 +71,7 @@ def test_probe_is_feed_without_changing_the_parser(data):
 
 
 def test_token_parser_probe_matches_feed_and_leaves_it_unchanged():
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = need("tokenizers")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

@@ -45,6 +45,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from deps import need
 
 from chatparse import ResponseParser, parse_response, templates
 from chatparse.compiler.validate import load_template
@@ -179,14 +180,13 @@ def _override_params():
 def test_real_output_with_extension(case):
     have = registered_extensions()
     missing = [name for name in case["needs"] if name not in have]
-    if missing:
-        pytest.skip(f"extension(s) {', '.join(missing)} not registered in chatparse.runtime.extensions yet")
+    assert not missing, f"extension(s) {', '.join(missing)} not registered in chatparse's extensions"
     template = template_for(case, with_overrides=True)
     assert extension_names(case["needs"]) == load_template(template).get("extensions", []), (
         f"{case['id']}: the overridden template does not use exactly the extensions it needs")
     check(case, template)
     if not case["needs"]:  # a base-format template: the reference must agree
-        ref = pytest.importorskip("transformers.utils.chat_parsing")
+        ref = need("transformers.utils.chat_parsing")
         ours, theirs = outcome(parse_response, case, template), outcome(ref.parse_response, case, template)
         assert ours[0] == theirs[0] == "message" and same(ours[1], theirs[1]), (case["id"], ours, theirs)
 
@@ -212,7 +212,7 @@ FAMILY_WIDE_OVERRIDES = ["deepseek_v3-vllm-malformed-1", "deepseek_v31-vllm-miss
 @pytest.mark.parametrize("source_id", FAMILY_WIDE_OVERRIDES)
 def test_family_wide_overrides_keep_every_passing_case_of_the_family(source_id):
     source = next(c for c in CASES if c["id"] == source_id)
-    ref = pytest.importorskip("transformers.utils.chat_parsing") if not source["needs"] else None
+    ref = need("transformers.utils.chat_parsing") if not source["needs"] else None
     checked = 0
     for case in CASES:
         if case["family"] != source["family"] or case.get("xfail"):
@@ -253,7 +253,7 @@ def _reference_params():
 
 @pytest.mark.parametrize("case", _reference_params())
 def test_same_as_reference(case):
-    ref = pytest.importorskip("transformers.utils.chat_parsing")
+    ref = need("transformers.utils.chat_parsing")
     ours = outcome(parse_response, case, template_for(case, with_overrides=False))
     theirs = outcome(ref.parse_response, case, template_for(case, with_overrides=False))
     if ours[0] == theirs[0] == "message":

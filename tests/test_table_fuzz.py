@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from deps import needs_program
 
 import table_fuzz as tf
 from chatparse.runtime.tables.loader import loads
@@ -31,7 +32,7 @@ from chatparse.runtime.tables.loader import loads
 ROOT = Path(__file__).resolve().parents[1]
 INVALID = ROOT / "tests" / "vectors" / "invalid"
 NODE = shutil.which("node")
-needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
+needs_node = needs_program("node", "the JavaScript reader")
 
 
 def _check(stats: dict) -> None:
@@ -61,10 +62,8 @@ def test_token_section_mutants_same_decision_in_both_runtimes(tmp_path):
 
 @needs_node
 @pytest.mark.slow
-def test_resealed_mutants_20000(tmp_path, request):
-    """The full run (about 3 minutes): with ``-m slow`` only."""
-    if "slow" not in (request.config.option.markexpr or ""):
-        pytest.skip("the 20,000-mutant run: python -m pytest tests/test_table_fuzz.py -m slow")
+def test_resealed_mutants_20000(tmp_path):
+    """The full run (about 3 minutes): with ``-m slow`` only (tests/conftest.py deselects it otherwise)."""
     _check(tf.run(seed=20, n=20000, workdir=tmp_path))
 
 

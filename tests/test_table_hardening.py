@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deps import needs_program
 
 from chatparse import CompiledTemplate, compile_template, templates
 from chatparse.compiler.writer import dumps
@@ -112,7 +113,7 @@ console.log(JSON.stringify(res));"""
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
+needs_node = needs_program("node", "the JavaScript reader")
 
 
 # ------------------------------------------------------------------------------------------- terminal states

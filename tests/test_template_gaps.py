@@ -30,7 +30,7 @@ The template changes these cases pin (FIXED_FAMILIES in tests/test_corpus.py lis
   whole, and text between or after the tags still does not move a value's end (`KEPT`).
 
 Every corpus case must also give its message with whitespace before or after its output
-(`test_whitespace_around_an_output_changes_nothing`; skipped without ../shared).
+(`test_whitespace_around_an_output_changes_nothing`).
 
 The content `join` is refused by vLLM's serving adapter, which never reads the joined value: the vLLM plugin
 serves these templates without it (`test_joined_content_is_served_to_vllm_without_join`).
@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from deps import need
 
 import corpus_cases as cc
 from chatparse import ResponseParser, parse_response, templates
@@ -306,7 +307,7 @@ def test_chatparse_streams_the_gap(gap: Gap, size: int):
 
 @pytest.mark.parametrize("gap", _params())
 def test_reference_parses_the_gap(gap: Gap):
-    ref = pytest.importorskip("transformers.utils.chat_parsing")
+    ref = need("transformers.utils.chat_parsing")
     got = ref.parse_response(gap.output, templates.get(gap.family), prefix=gap.prefix)
     assert cc.strict_equal(got, gap.expected), f"reference, {gap.id}{_show(got, gap.expected)}"
 
@@ -340,10 +341,7 @@ def test_joined_content_is_served_to_vllm_without_join():
 
 
 def _corpus_cases():
-    corpus, reason = cc.load()
-    if corpus is None:
-        return [pytest.param(None, id="no-corpus", marks=pytest.mark.skip(reason=reason))]
-    return [pytest.param(case, id=case.id) for case in corpus.cases]
+    return [pytest.param(case, id=case.id) for case in cc.load().cases]
 
 
 @pytest.mark.parametrize("case", _corpus_cases())

@@ -12,10 +12,11 @@ import random
 
 import numpy as np
 import pytest
+from deps import need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("tokenizers")
+need("tokenizers")
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
 from chatparse import bind  # noqa: E402

@@ -10,8 +10,9 @@ import gc
 
 import numpy as np
 import pytest
+from deps import need
 
-pytest.importorskip("tokenizers")
+need("tokenizers")
 from chatparse import templates  # noqa: E402
 from chatparse import bind  # noqa: E402
 from chatparse.runtime.tokens import TokenStreams  # noqa: E402

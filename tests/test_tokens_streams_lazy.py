@@ -30,10 +30,11 @@ import random
 
 import numpy as np
 import pytest
+from deps import need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("tokenizers")
+need("tokenizers")
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
 from chatparse import bind  # noqa: E402
@@ -546,7 +547,7 @@ def decoding_vocabs(toks):
     `bind` takes, bind options): Metaspace (the first token drops its ▁), Metaspace with transformers'
     clean-up, special tokens skipped (skip_special_tokens=True), SentencePiece-style byte fallback with
     special tokens (runs of byte tokens decoded on their own)."""
-    pytest.importorskip("transformers")
+    need("transformers")
     from transformers import PreTrainedTokenizerFast
 
     from token_support import metaspace_tokenizer

@@ -10,8 +10,9 @@ import copy
 
 import numpy as np
 import pytest
+from deps import need
 
-pytest.importorskip("tokenizers")
+need("tokenizers")
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
 from harness import normalize  # noqa: E402
@@ -21,7 +22,7 @@ from token_support import (CASES, toks)  # noqa: E402,F401
 # ------------------------------------------------------------------------------------------------ transformers
 @pytest.fixture(scope="module")
 def hf_tok(toks):
-    pytest.importorskip("transformers")
+    need("transformers")
     from transformers import PreTrainedTokenizerFast
 
     t = PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(toks["bl-special"]), eos_token="<|im_end|>")
@@ -75,7 +76,7 @@ def test_tokenizer_parse_response_mirrors_transformers(hf_tok):
 
 
 def test_streamer_with_generate(hf_tok):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from chatparse.integrations.transformers import ChatParseStreamer, parse_response

@@ -9,8 +9,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from deps import need
 
-pytest.importorskip("tokenizers")
+need("tokenizers")
 from tokenizers import Tokenizer, decoders, models  # noqa: E402
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
@@ -69,7 +70,7 @@ def test_refuses_when_decode_is_not_reproducible():
 
 def test_metaspace_and_cleanup_tokenizers():
     """Metaspace decoder (first token drops its ▁) and transformers' clean_up_tokenization (streamed)."""
-    pytest.importorskip("transformers")
+    need("transformers")
     from transformers import PreTrainedTokenizerFast
 
     tok = metaspace_tokenizer(200)
@@ -117,7 +118,7 @@ def test_whole_generations_decode_as_decode():
 
     from token_support import trained_tokenizers
 
-    pytest.importorskip("transformers")
+    need("transformers")
     from transformers import PreTrainedTokenizerFast
 
     from chatparse.runtime.tokens import TokenStreams

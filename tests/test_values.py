@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - only when run without the project root
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import pytest
+from deps import need_program
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from transformers.utils.chat_parsing import content_parsers as ref_cp
@@ -323,8 +324,7 @@ def test_javascript_json_loads_equals_json_loads(tmp_path):
     them) or the same exception class and message, position included. One node process for all."""
     from js_support import NODE, run_js_map, run_py_map, same_as_js
 
-    if NODE is None:
-        pytest.skip("node is not installed")
+    need_program("node", "the JavaScript reader")
     texts = ['"\\n\\"', '"a\\u00e9\\ud83c', '{"k": "\\"', '"\\x"', '["\\u12"]']
 
     @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)

@@ -22,10 +22,10 @@ import sys
 
 import pytest
 
-vllm_chat_parsing = pytest.importorskip(
-    "vllm.parser.chat_parsing",
-    reason="vllm==0.33.0 is not installed here (it pins transformers<5.21, so .ci/run installs it in a venv of "
-           "its own and runs this file there)")
+from deps import need, need_vllm  # noqa: E402
+
+# vLLM 0.33.0 pins transformers<5.21, so .ci/run installs it in a venv of its own and runs this file there
+vllm_chat_parsing = need_vllm("vllm.parser.chat_parsing")
 
 from hypothesis import HealthCheck, assume, given, note, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -377,7 +377,7 @@ def test_generated_templates_stepped_without_events_match_vllm(data):
     """`TokenStreams` in the serving dialect, stepped as byte-level token ids with or without events
     (``step(ids, events=False)``) and ended without events: each stream's message is vLLM's parser fed its
     decoded text in one piece, or its failure."""
-    pytest.importorskip("tokenizers")
+    need("tokenizers")
     from token_support import draw_steps, outcome, same_failure, step_all
 
     template = data.draw(templates())

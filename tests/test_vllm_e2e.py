@@ -30,10 +30,11 @@ import time
 
 import pytest
 
-pytest.importorskip("vllm.entrypoints.openai.chat_completion.serving",
-                    reason="vllm==0.33.0 is not installed here (.ci/run installs it in a venv of its own)")
-openai = pytest.importorskip("openai", reason="the openai client is not installed here")
-uvicorn = pytest.importorskip("uvicorn", reason="uvicorn (a vLLM dependency) is not installed here")
+from deps import need, need_vllm  # noqa: E402
+
+need_vllm("vllm.entrypoints.openai.chat_completion.serving")
+openai = need("openai", "the client of the served model (a vLLM dependency)")
+uvicorn = need("uvicorn", "the server (a vLLM dependency)")
 
 from fastapi import FastAPI  # noqa: E402
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402

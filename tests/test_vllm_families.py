@@ -29,9 +29,9 @@ import logging
 
 import pytest
 
-pytest.importorskip("vllm.parser.parser_manager",
-                    reason="vLLM 0.33.0 is installed only in .ci/run's venv (~/.cache/chatparse/venv-vllm): "
-                           "run this file with that venv's python")
+from deps import need, need_vllm  # noqa: E402
+
+need_vllm("vllm.parser.parser_manager")  # installed only in .ci/run's venv (~/.cache/chatparse/venv-vllm)
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -343,7 +343,7 @@ def _sides(family: str):
         theirs = vf.vllm_parser_cls(family, tok)
     except (ImportError, TypeError) as exc:
         if "cohere_melody" in repr(exc) or "cohere_melody" in repr(exc.__cause__):
-            pytest.skip("vLLM's cohere parser needs the cohere_melody package")
+            need("cohere_melody", "vLLM's cohere parser imports it (.ci/run installs it in the vLLM venv)")
         raise
     return tok, vf.chatparse_parser_cls(family, tok), theirs
 

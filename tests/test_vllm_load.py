@@ -20,11 +20,11 @@ import json
 
 import pytest
 
-pytest.importorskip("vllm.entrypoints.openai.chat_completion.serving",
-                    reason="vLLM 0.33.0 is installed only in .ci/run's venv (~/.cache/chatparse/venv-vllm): "
-                           "run this file with that venv's python")
-pytest.importorskip("openai", reason="the openai client is not installed here")
-pytest.importorskip("uvicorn", reason="uvicorn (a vLLM dependency) is not installed here")
+from deps import need, need_vllm  # noqa: E402
+
+need_vllm("vllm.entrypoints.openai.chat_completion.serving")  # installed only in .ci/run's venv
+need("openai", "the client of the served model (a vLLM dependency)")
+need("uvicorn", "the server (a vLLM dependency)")
 
 import vllm_load  # noqa: E402
 
@@ -85,10 +85,8 @@ def test_leak_check_sees_a_leak():
 
 
 @pytest.mark.slow
-def test_full_load(request):
-    """The full run (about 3 minutes here): with ``-m slow`` only."""
-    if "slow" not in (request.config.option.markexpr or ""):
-        pytest.skip("the 5,000-request run: python -m pytest tests/test_vllm_load.py -m slow")
+def test_full_load():
+    """The full run (about 3 minutes here): with ``-m slow`` only (tests/conftest.py deselects it otherwise)."""
     families = list(vllm_load.FAMILIES)
     report = vllm_load.run_load(5000, 64, families, warmup=200)
     print(report.summary())

@@ -17,8 +17,9 @@ import random
 
 import pytest
 
-pytest.importorskip("vllm.parser.response_template",
-                    reason="vllm==0.33.0 is not installed here (.ci/run installs it in a venv of its own)")
+from deps import need_vllm  # noqa: E402
+
+need_vllm("vllm.parser.response_template")  # installed only in the venv .ci/run makes
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
@@ -46,12 +47,10 @@ def _outputs():
     cases where there are some, else from the samples below."""
     import corpus_cases
 
-    corp, _ = corpus_cases.load()
     out: dict = {f: [] for f in FAMILIES}
-    if corp is not None:
-        for c in corp.cases:
-            if c.name in out and len(out[c.name]) < 6:
-                out[c.name].append((c.prefix, c.output))
+    for c in corpus_cases.load().cases:
+        if c.name in out and len(out[c.name]) < 6:
+            out[c.name].append((c.prefix, c.output))
     return out
 
 
@@ -170,8 +169,7 @@ def test_deltas_match_vllm(tokenizer, family):
     except (TypeError, ValueError):  # vLLM cannot serve it (gpt_oss: `join` on reasoning): the plugin can
         return _check_served_without_vllm(tokenizer, family, template)
     cases = OUTPUTS[family]
-    if not cases:
-        pytest.skip(f"no corpus outputs for {family} (../shared/formats/corpus.json not beside the tests)")
+    assert cases, f"no corpus outputs for {family} in tests/data/corpus.json"
     rng = random.Random(family)
     compared = exact = split_dependent = 0
     regex_decided = not all(p.exact for p in compile_template(template).tables.patterns)
@@ -216,8 +214,7 @@ def _check_served_without_vllm(tokenizer, family: str, template: dict) -> None:
     streamed deltas do not depend on the split, and they give chatparse's own message (reasoning segments
     concatenated as streamed, content and tool calls as `parse_response` gives them)."""
     cases = OUTPUTS[family]
-    if not cases:
-        pytest.skip(f"no corpus outputs for {family} (../shared/formats/corpus.json not beside the tests)")
+    assert cases, f"no corpus outputs for {family} in tests/data/corpus.json"
     rng = random.Random(family)
     for prefix, output in cases:
         prompt_ids = tokenizer.encode(prefix, add_special_tokens=False)

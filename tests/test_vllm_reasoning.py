@@ -21,8 +21,9 @@ import regex as re
 
 import pytest
 
-pytest.importorskip("vllm.parser.response_template",
-                    reason="vllm==0.33.0 is not installed here (.ci/run installs it in a venv of its own)")
+from deps import need_vllm  # noqa: E402
+
+need_vllm("vllm.parser.response_template")  # installed only in the venv .ci/run makes
 
 from hypothesis import HealthCheck, assume, given, note, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -236,7 +237,7 @@ def test_bundled_families_reasoning_end_and_counts_match_vllm(tokenizer, family)
     template = templates_lib.get(family)
     cases = OUTPUTS[family]
     if not cases:
-        pytest.skip(f"no corpus outputs for {family} (../shared/formats/corpus.json not beside the tests)")
+        pytest.fail(f"no corpus outputs for {family} in tests/data/corpus.json")
     rng = random.Random(family)
     for prompt, output in cases:
         for kwargs in ({}, {"chat_template_kwargs": {"enable_thinking": False}}):

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("vllm.parser.parser_manager",
-                    reason="vllm==0.33.0 is not installed here (.ci/run installs it in a venv of its own)")
+from deps import need_vllm  # noqa: E402
+
+need_vllm("vllm.parser.parser_manager")  # installed only in the venv .ci/run makes
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402

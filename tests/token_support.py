@@ -14,9 +14,10 @@ import re
 
 import numpy as np
 import pytest
+from deps import need
 from hypothesis import strategies as st
 
-tokenizers = pytest.importorskip("tokenizers")
+tokenizers = need("tokenizers")
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
 import chatparse  # noqa: E402
 from chatparse import templates  # noqa: E402
@@ -60,11 +61,10 @@ FILLER = ["hello", "world", "the", "weather", "in", "Paris", "is", "sunny", "中
 
 
 def load_cases():
-    corp, _ = corpus_cases.load()
+    corp = corpus_cases.load()
     cases = []
-    if corp is not None:
-        for c in corp.cases:
-            cases.append((c.name, corp.templates[c.name], c.prefix, c.output, c.tools, c.id))
+    for c in corp.cases:
+        cases.append((c.name, corp.templates[c.name], c.prefix, c.output, c.tools, c.id))
     for name, items in SAMPLES.items():
         for k, (prefix, output) in enumerate(items):
             cases.append((name, templates.get(name), prefix, output, None, f"{name}-sample{k}"))
@@ -349,17 +349,12 @@ def step_all(s, seqs, flags) -> None:
 def tekken_tokenizer():
     """Mistral's tekken.json (131k byte-level tokens) from the mistral-common wheel, converted offline by
     transformers' converter."""
-    import importlib.util
     import os
 
-    spec = importlib.util.find_spec("mistral_common")
-    if spec is None:
-        pytest.skip("mistral-common is not installed (pip install --no-deps mistral-common)")
-    path = os.path.join(spec.submodule_search_locations[0], "data", "tekken_240911.json")
-    if not os.path.exists(path):
-        pytest.skip("mistral-common ships no tekken_240911.json")
-    try:
-        from transformers.integrations.mistral.tokenizer import MistralConverter
-    except ImportError as e:  # its import chain needs tiktoken and pydantic-extra-types (.ci/run installs both)
-        pytest.skip(f"transformers' tekken converter cannot be imported here: {e}")
-    return MistralConverter(path).converted()
+    mistral_common = need("mistral_common", "its wheel ships tekken_240911.json",
+                          'pip install --no-deps "mistral-common==1.13.1" (as .ci/run does: its numpy<2.4 pin)')
+    path = os.path.join(os.path.dirname(mistral_common.__file__), "data", "tekken_240911.json")
+    assert os.path.exists(path), f"this mistral-common ({mistral_common.__file__}) ships no tekken_240911.json"
+    # its import chain needs tiktoken and pydantic-extra-types (mistral-common's own dependencies)
+    converter = need("transformers.integrations.mistral.tokenizer", "transformers' tekken converter")
+    return converter.MistralConverter(path).converted()
