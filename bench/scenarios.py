@@ -1,8 +1,8 @@
 """Benchmark scenarios: deterministic, realistic generations in four real output formats.
 
 Every scenario is one model generation (``prefix`` = the chat prompt, ``output`` = what the model wrote) in the
-syntax of one bundled template, as documented in ``shared/formats/FORMATS.md`` and exercised by the corpus
-cases of ``shared/formats/corpus.json``:
+syntax of one bundled template, as documented in ``tests/data/FORMATS.md`` and exercised by the corpus
+cases of ``tests/data/corpus.json``:
 
 * ``smollm3``     - ChatML, ``<think>...</think>``, ``<tool_call>{json}</tool_call>``, ``<|im_end|>``
 * ``qwen3_coder`` - ChatML, ``<tool_call><function=NAME><parameter=KEY>raw value</parameter>...``

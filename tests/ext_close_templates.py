@@ -1,6 +1,6 @@
 """Templates that use the region-level format extensions (not bundled): ``close_json_end`` (a region also closes
 where its JSON value ends, so text after a call goes on to the implicit field) and ``on_error`` (per-field
-recovery from a value that fails to parse), one per motivating family of ../shared/formats/inexpressible.json
+recovery from a value that fails to parse), one per motivating family of tests/data/inexpressible.json
 (for on_error: of the sources' malformed-output tests, `RECOVERY_CASES`), with the real example outputs (copied here with their sources, so the tests run in a clean clone) and
 the message each must give (its keys in the order the parse stores them, as the reference orders them).
 

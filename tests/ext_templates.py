@@ -1,5 +1,5 @@
 """Templates that use the value-level format extensions (not bundled), one per motivating family of
-../shared/formats/inexpressible.json, with that file's real example outputs (copied here, with their sources,
+tests/data/inexpressible.json, with that file's real example outputs (copied here, with their sources,
 so the tests run in a clean clone) and the message each must give.
 
 `FAMILIES` maps a name to ``(template, [(case name, prefix, output, tools, message)], source)``;

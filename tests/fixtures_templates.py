@@ -1,8 +1,8 @@
 """Fixture response templates, prompts and generations for tests/test_behaviours.py.
 
 Written from the response-parsing spec (shared/seeds/000_*.txt: SmolLM3, Qwen3 xml-inline, gpt-oss, Cohere
-examples), the format corpus (shared/formats/corpus.json: gemma4, ERNIE, Qwen3, Cohere, gpt-oss) and the
-descriptions in shared/spec/BEHAVIOURS.md (ERNIE's zero-width `(?:^|<think>\\s*)` open, the "inkling"
+examples), the format corpus (tests/data/corpus.json: gemma4, ERNIE, Qwen3, Cohere, gpt-oss) and the
+descriptions in tests/data/BEHAVIOURS.md (ERNIE's zero-width `(?:^|<think>\\s*)` open, the "inkling"
 multi-block format). Every template is a plain dict; tests deep-copy before use.
 
 Each entry of ``FIXTURES`` is ``(template, prefix, generation, expected_message)``; the expected messages

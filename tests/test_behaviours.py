@@ -1,4 +1,4 @@
-"""Behaviour catalogue tests: every item of shared/spec/BEHAVIOURS.md (A-K, D1-D20, R1-R9; not section L
+"""Behaviour catalogue tests: every item of tests/data/BEHAVIOURS.md (A-K, D1-D20, R1-R9; not section L
 and not the `[net]` items), each checked on chatparse and, wherever the reference can run it, on
 transformers 5.23.0 (`transformers.utils.chat_parsing`) too, so that no test can pass vacuously.
 

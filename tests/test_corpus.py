@@ -1,7 +1,7 @@
-"""The bundled templates (`chatparse.templates`) against the shared format corpus.
+"""The bundled templates (`chatparse.templates`) against the format corpus (tests/data).
 
-For each of the corpus's model families and each of its cases (`shared/formats/corpus.json`, loaded by
-`corpus_cases`; the tests skip when it is not found):
+For each of the corpus's model families and each of its cases (`tests/data/corpus.json`, loaded by
+`corpus_cases`):
 
 * the bundled template equals the corpus template (values, types and key order) - except for the families in
   `FIXED_FAMILIES`, whose templates were changed on purpose (issue #17: gaps real outputs fell into, pinned by

@@ -1,6 +1,6 @@
 """`templates.for_model` / `family_of`: from a model's id or tokenizer config to its bundled family (issue #17).
 
-The ids below are the models each family's section of shared/formats/FORMATS.md names (Hugging Face ids as
+The ids below are the models each family's section of tests/data/FORMATS.md names (Hugging Face ids as
 published); each must map to that family, and ids of no bundled family to None / KeyError."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Bundled response templates for common chat-model families.
 
 Each `<name>.json` file beside this module holds one family's response template, verified against the
-reference implementation (transformers 5.23.0) on the shared format corpus (`shared/formats/corpus.json`,
-described in `shared/formats/FORMATS.md`): every corpus case gives its expected message in both. Most are the
+reference implementation (transformers 5.23.0) on the format corpus (`tests/data/corpus.json`,
+described in `tests/data/FORMATS.md`): every corpus case gives its expected message in both. Most are the
 corpus's templates changed in the base format where real outputs fell into a gap (content on both sides of a
 tool call joined by a blank line, header variants, closing tags inside argument values); tests/test_corpus.py
 lists each changed family with the reason and tests/test_template_gaps.py pins each gap. The test cases
@@ -119,7 +119,7 @@ def by_name(arg: str) -> dict:
 
 # Model ids to families, first match wins (more specific before more general). Each row: a regex searched in
 # the model id (case-insensitive; the organisation part is optional), and the family. From the families'
-# model lists in shared/formats/FORMATS.md.
+# model lists in tests/data/FORMATS.md.
 _MODEL_FAMILIES: tuple[tuple[str, str], ...] = (
     (r"qwen3[-_.]?coder|qwen3\.5|qwen3[-_]next", "qwen3_coder"),
     (r"qwen3|qwq", "qwen3"),
