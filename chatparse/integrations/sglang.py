@@ -1,0 +1,412 @@
+"""SGLang plugin: chatparse's compiled parser under SGLang 0.5.23's response-template detectors.
+
+``pip install "chatparse[sglang]"`` installs an entry point in SGLang's ``sglang.srt.plugins`` group
+(`chatparse.integrations.sglang_plugin`); SGLang's `load_plugins` calls `register` in every process it starts,
+before it parses its command line, which registers the name ``chatparse`` as a tool-call parser
+(`FunctionCallParser.ToolCallParserEnum`) and a reasoning parser (`ReasoningParser.DetectorMap`). Then::
+
+    python -m sglang.launch_server --model-path MODEL --tool-call-parser chatparse --reasoning-parser chatparse
+
+serves a checkpoint of any bundled family. The template is the tokenizer config's own ``response_template``,
+else the one `chatparse.integrations.resolve` finds (the operator's ``$CHATPARSE_RESPONSE_TEMPLATE``, the
+family by model id, the family by chat template: a bundled family's serving-grade template), the same
+resolver and order as the vLLM plugin; resolved, compiled and cached once per model and process (`_model`),
+logged once.
+
+The detectors are subclasses of SGLang's own `ResponseTemplateToolDetector` and
+`ResponseTemplateReasoningDetector`, so SGLang's serving code treats them as response-template detectors
+(detokenization keeping the delimiters, the prompt handed over as the parser's prefix, tool-call ids, tool
+choice, structural-tag requests) and their routing of events into `StreamingParseResult`s and `ToolCallItem`s
+is SGLang's code (`ResponseTemplateStreamAdapter.route_tool_events` / `route_reasoning_events`). What they
+replace is the parser underneath each request's adapter (SGLang's vendored interpreter,
+`sglang.srt.parser.chat_parsing.ResponseParser`) with chatparse's compiled parser in the serving dialect
+(``dialect="vllm"``, whose events are SGLang's: docs/serving-sglang.md), on the whole template (format
+extensions included), in the variant SGLang parses with: the reasoning detector with SGLang's streaming form
+(every field optional, an implicit ``content`` field added), the tool detector with its tool-extraction form
+(an implicit passthrough field and the tool-call field). SGLang hands its detectors text, never token ids, so
+the text path runs.
+
+SGLang's routing reads a view of the template (`vllm_template.vllm_view` of `vllm_template.serving_template`:
+the reasoning field under SGLang's name ``thinking``, the content field without ``join``/``repeats``, the
+extension keys left out), which SGLang's own loader and serving check accept. Events reach the routing
+when SGLang's interpreter would hand them out (`edge_split`: a delimiter match ending at the end of the text
+so far waits for more text, as SGLang's `_can_grow` makes it wait). Tool-call arguments are typed by SGLang's
+own rule (`_SGLangTyping`: SGLang's `_coerce_tool_calls` over the tools as its adapter types them), not by
+chatparse's (transformers' rule; SGLang's differs for unions with ``string``: docs/serving-sglang.md).
+
+Left to SGLang's own adapter (on the view; no chatparse underneath): a request whose grammar holds its calls
+(``constrained``: SGLang then reads closers inside JSON strings as content, a rule chatparse has not) and a
+request with a JSON response format (``grammar_start``: SGLang parses only up to the reasoning's end).
+
+Tested with sglang 0.5.23 (tests/test_sglang_*.py); `register` refuses other versions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sglang
+from sglang.srt.function_call.base_format_detector import BaseFormatDetector
+from sglang.srt.function_call.core_types import StreamingParseResult as ToolStreamingParseResult
+from sglang.srt.function_call.function_call_parser import FunctionCallParser
+from sglang.srt.function_call.response_template_structural_tag import message_start_anchors, message_start_openers
+from sglang.srt.parser import response_template as _rt
+from sglang.srt.parser.chat_parsing.response_parser import ResponseParser as _SGLangParser
+from sglang.srt.parser.chat_parsing.response_parser import _json_valued
+from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+import chatparse
+from chatparse.compiled import compile_template
+from chatparse.integrations.resolve import Resolution, TemplateNotFound, log_once, resolve
+from chatparse.integrations.vllm_template import serving_template, serving_variant, vllm_view
+
+__all__ = ["ChatparseReasoningDetector", "ChatparseToolDetector", "NAME", "TESTED_SGLANG", "register"]
+
+TESTED_SGLANG = ("0.5.23",)
+NAME = "chatparse"
+THINKING, CONTENT, TOOLS, PASSTHROUGH = "thinking", "content", "tool_calls", "normal"
+_logger = logging.getLogger("sglang.chatparse")  # under SGLang's logger, so that its log configuration shows it
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Resolved, compiled and cached once per model
+# --------------------------------------------------------------------------------------------------------------
+def tool_extraction_variant(template: dict) -> dict | None:
+    """The template SGLang's tool detector parses with (`response_template._tool_extraction_template`), made
+    from chatparse's whole template: the start anchor, an implicit passthrough field (``normal``) and the
+    tool-call field, optional. Unlike SGLang's, the tool field keeps ``transform_each`` (chatparse applies it;
+    SGLang wraps the members and applies it per member itself). None without a tool-call field."""
+    fields = template.get("fields") or {}
+    if TOOLS not in fields:
+        return None
+    out = {k: v for k, v in template.items() if k in ("start_anchor", "start_anchor_pattern", "version", "extensions")}
+    out["fields"] = {PASSTHROUGH: {}, TOOLS: dict(fields[TOOLS], optional=True)}
+    return out
+
+
+@dataclass(frozen=True)
+class _Model:
+    """What the plugin needs of one model: the resolution (None when the caller passed a template), the view
+    SGLang's routing reads and SGLang's derived templates of it, chatparse's compiled streaming and
+    tool-extraction variants of the whole template, and the per-model constants SGLang's detectors compute
+    in their constructors."""
+
+    resolution: Resolution | None
+    view: dict
+    derived: Any  # SGLang's `_ServingTemplates` of the view
+    streaming: Any  # compiled: the reasoning detector's parser
+    tools: Any  # compiled: the tool detector's parser (None: no tool-call field)
+    json_values: bool  # SGLang's `_json_valued` of the tool field
+    message_start: Any
+    think_openers: Any
+
+
+_models: dict = {}
+_models_lock = threading.Lock()
+
+
+def _model(tokenizer: Any, response_template: dict | None) -> _Model:
+    """The `_Model` of `tokenizer` and the template a caller passed (None: resolved), built on the first call
+    and then looked up. Raises ValueError (SGLang's error for a template it cannot serve), naming where the
+    template came from or listing the ways to give one."""
+    key = (id(tokenizer), None if response_template is None
+           else json.dumps(response_template, sort_keys=True, ensure_ascii=False, default=repr))
+    with _models_lock:
+        hit = _models.get(key)
+    if hit is not None and hit[0] is tokenizer:
+        return hit[1]
+    model = _build_model(tokenizer, response_template)
+    with _models_lock:
+        _models[key] = (tokenizer, model)
+    return model
+
+
+def _build_model(tokenizer: Any, response_template: dict | None) -> _Model:
+    resolution = None
+    if response_template is None:
+        try:
+            resolution = resolve(tokenizer)
+        except TemplateNotFound as exc:
+            raise ValueError(f"--tool-call-parser/--reasoning-parser {NAME}: {exc}") from None
+        log_once(resolution, "SGLang", _logger)
+        template, where = resolution.template, resolution.reason
+    else:
+        template, where = response_template, "the response_template given"
+    try:
+        full = serving_template(template)
+        view = vllm_view(full)
+        derived = _rt._derive_serving_templates(view)
+        streaming = compile_template(serving_variant(full))
+        extraction = tool_extraction_variant(full)
+        tools = compile_template(extraction) if extraction is not None else None
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"{where}: not a response template SGLang can serve: {exc}") from exc
+    source = derived.source
+    thinking = source.fields.get(THINKING)
+    message_start = message_start_anchors(source)
+    return _Model(resolution, view, derived, streaming, tools,
+                  TOOLS in source.fields and _json_valued(source.fields[TOOLS]), message_start,
+                  message_start_openers(thinking, message_start) if thinking else [])
+
+
+# --------------------------------------------------------------------------------------------------------------
+# When SGLang's interpreter hands events out
+# --------------------------------------------------------------------------------------------------------------
+_DELIMITED = ("region_open", "region_close", "region_malformed")
+_CLOSING = ("region_close", "region_malformed")
+
+
+def can_grow(template: Any, event: dict) -> bool:
+    """SGLang's `_can_grow` for the delimiter of `event`, a match ending at the end of the text: whether its
+    interpreter holds it until more text (or the end) arrives. `template` is SGLang's loaded template."""
+    if event["start"] == event["end"]:
+        return True
+    field = template.fields[event["field"]]
+    if event["type"] == "region_open":
+        literals, extend = field.open_literals, field.open_literal_can_extend
+    else:
+        literals, extend = field.close_literals, field.close_literal_can_extend
+    return literals is None or extend
+
+
+def edge_split(template: Any, events: list, length: int) -> tuple[list, list]:
+    """`events` (chatparse's, for input text of `length` characters) as (what SGLang's interpreter has handed
+    out, what it still holds): the split falls at the first delimiter event that ends at `length` and can
+    grow, or at the zero-width close reported together with it (an open closes the region before)."""
+    for i, ev in enumerate(events):
+        if ev["type"] in _DELIMITED and ev["end"] == length and can_grow(template, ev):
+            if ev["type"] == "region_open" and i and events[i - 1]["type"] in _CLOSING \
+                    and events[i - 1]["start"] == events[i - 1]["end"] == ev["start"]:
+                i -= 1
+            return events[:i], events[i:]
+    return events, []
+
+
+# --------------------------------------------------------------------------------------------------------------
+# SGLang's argument typing
+# --------------------------------------------------------------------------------------------------------------
+class _SGLangTyping:
+    """SGLang's `ResponseParser._coerce_tool_calls` (its code) over the tool parameters SGLang's adapter hands
+    its parser: each tool as `_typed_tool` types it (not strict: the plugin's adapter is never constrained)."""
+
+    __slots__ = ("_tool_params", "_strict_params", "json_values")
+
+    def __init__(self, tools: Sequence[Any] | None, json_values: bool):
+        self.json_values = json_values
+        self._tool_params: dict = {}
+        self._strict_params: dict = {}
+        for tool in tools or ():
+            typed = _rt._typed_tool(tool if isinstance(tool, dict) else tool.model_dump(), None)
+            fn = typed.get("function", typed) if isinstance(typed, dict) else None
+            if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+                parameters = fn.get("parameters")
+                properties = parameters.get("properties") if isinstance(parameters, dict) else None
+                self._tool_params[fn["name"]] = properties if isinstance(properties, dict) else {}
+
+    _coerce_tool_calls = _SGLangParser._coerce_tool_calls  # its list case calls itself on `self`
+
+    def __call__(self, value: Any) -> Any:
+        if not self._tool_params:
+            return value
+        return self._coerce_tool_calls(value, json_values=self.json_values)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One response
+# --------------------------------------------------------------------------------------------------------------
+class _CompiledAdapter(_rt.ResponseTemplateStreamAdapter):
+    """SGLang's `ResponseTemplateStreamAdapter` (its routing of events into normal text, reasoning and tool
+    calls) over chatparse's parser in the serving dialect, fed text; `template` is SGLang's loaded variant
+    (what the routing reads), `compiled` chatparse's compiled variant of the whole template (what parses).
+    `typing_json` is not None for the tool detector: tool-call values are typed by SGLang's rule."""
+
+    def __init__(self, template: Any, compiled: Any, *, prefix: str, typing_json: bool | None = None):
+        super().__init__(template, prefix=prefix)
+        self._compiled = compiled
+        self._typing_json = typing_json
+        self._typing = None
+        self._held: list = []
+
+    def _start(self, tools: Sequence[Any] | None) -> list[dict]:
+        if self._parser is not None:
+            return []
+        self._parser = chatparse.ResponseParser(self._compiled, prefix=self._prefix, dialect="vllm")
+        if self._typing_json is not None:
+            self._typing = _SGLangTyping(tools, self._typing_json)
+        self._prefix_end = self._parser.input_length
+        initial = self._parser.initial_events
+        self._track(initial)
+        for event in reversed(initial):  # SGLang's: replay a tool region the prefix left open
+            if event.get("field") == TOOLS and event["type"] != "region_chunk":
+                return [event] if event["type"] == "region_open" else []
+        return []
+
+    def _handed(self, events: list) -> list:
+        """`events`, and those held before, less what SGLang's interpreter would still hold; tool-call values
+        typed by SGLang's rule."""
+        if self._held or any(ev["type"] in _DELIMITED for ev in events):
+            events, self._held = edge_split(self._template, self._held + events, self._parser.input_length)
+            if self._typing is not None:
+                for ev in events:
+                    if ev["type"] == "region_close" and ev["field"] == TOOLS:
+                        ev["value"] = self._typing(ev["value"])
+        return self._track(events)
+
+    def feed(self, text: str, tools: Sequence[Any] | None = None) -> list[dict]:
+        if self._finalized:
+            return []
+        events = self._start(tools)
+        return events + self._handed(self._parser.feed(text))
+
+    def finalize(self, tools: Sequence[Any] | None = None) -> list[dict]:
+        if self._finalized:
+            return []
+        events = self._start(tools)
+        self._finalized = True
+        self._output_end = self._parser.input_length
+        held, self._held = self._held, []
+        rest = self._parser.feed(self._closer_rest())
+        tail = self._parser.finalize()[1]
+        closing = held + rest + tail
+        if self._typing is not None:
+            for ev in closing:
+                if ev["type"] == "region_close" and ev["field"] == TOOLS:
+                    ev["value"] = self._typing(ev["value"])
+        return events + self._track(closing)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The detectors SGLang selects by name
+# --------------------------------------------------------------------------------------------------------------
+class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
+    """SGLang's response-template tool detector, on chatparse's parser. A template without a tool-call field
+    is served too: no calls, the text passes through."""
+
+    def __init__(self, tokenizer=None, response_template: dict | None = None, prefix: str = "",
+                 tools=None, constrained: bool = False):
+        # SGLang's constructor body, on the model's state computed once (`_model`), not per request
+        BaseFormatDetector.__init__(self)
+        model = self._model = _model(tokenizer, response_template)
+        templates = model.derived
+        self.response_template = model.view
+        self._prefix = prefix
+        self._tools = tools
+        self._constrained = constrained
+        self.incomplete_tool_call_indices: set[int] = set()
+        self._tool_indices = None
+        self._thinking_field = templates.source.fields.get(THINKING)
+        self._content_field = templates.source.fields.get(CONTENT)
+        self._message_start = model.message_start
+        self._passthrough = templates.tool_extraction is None
+        if self._passthrough:  # (kimi_vl_think) nothing to extract
+            self._ends_at_answer = False
+            self._template = templates.streaming
+            self._tool_field = None
+            self._each_transform = None
+            self.tool_close_literals = []
+            self._adapter = None
+            return
+        self._ends_at_answer = constrained and templates.tool_to_answer is not None
+        self._template = templates.tool_to_answer if self._ends_at_answer else templates.tool_extraction
+        self._tool_field = templates.source.fields[TOOLS]
+        self._each_transform = self._tool_field.transform if self._tool_field.transform_each else None
+        self._adapter = self._new_adapter()
+        self.tool_close_literals = self._tool_field.close_literals or []
+        if self.tool_close_literals:
+            self.eot_token = self.tool_close_literals[0]
+
+    def _new_adapter(self):
+        if self._constrained:  # SGLang's own adapter: see the module docstring
+            return super()._new_adapter()
+        return _CompiledAdapter(self._template, self._model.tools, prefix=self._prefix,
+                                typing_json=self._model.json_values)
+
+    def has_tool_call(self, text: str) -> bool:
+        return False if self._passthrough else super().has_tool_call(text)
+
+    def detect_and_parse(self, text: str, tools):
+        if self._passthrough:
+            return ToolStreamingParseResult(normal_text=text, calls=[])
+        return super().detect_and_parse(text, tools)
+
+    def parse_streaming_increment(self, new_text: str, tools):
+        if self._passthrough:
+            return ToolStreamingParseResult(normal_text=new_text, calls=[])
+        return super().parse_streaming_increment(new_text, tools)
+
+    def finish(self, tools):
+        if self._passthrough:
+            return ToolStreamingParseResult(normal_text="", calls=[])
+        return super().finish(tools)
+
+    def open_call_closer(self, text: str):
+        return None if self._passthrough else super().open_call_closer(text)
+
+
+class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
+    """SGLang's response-template reasoning detector, on chatparse's parser. A template without a reasoning
+    field is served too: the whole output is normal text."""
+
+    def __init__(self, stream_reasoning: bool = True, tokenizer=None, response_template: dict | None = None,
+                 prefix: str = "", force_nonempty_content: bool = False, grammar_start: str | None = None,
+                 tools=None, constrained: bool = False, **_kwargs):
+        # SGLang's constructor body, on the model's state computed once (`_model`), not per request
+        model = self._model = _model(tokenizer, response_template)
+        templates = model.derived
+        self.response_template = model.view
+        self.stream_reasoning = stream_reasoning
+        self.think_excluded_tokens = None
+        self._force_nonempty_content = force_nonempty_content
+        self._open_reasoning = ""
+        thinking = templates.source.fields.get(THINKING)
+        self.think_start_token = thinking.open_literals[0] if thinking and thinking.open_literals else ""
+        self.think_end_token = thinking.close_literals[0] if thinking and thinking.close_literals else ""
+        self._thinking_field = thinking
+        self._content_field = templates.source.fields.get(CONTENT)
+        self._tool_field = templates.source.fields.get(TOOLS)
+        self._message_start = model.message_start
+        self.message_start_think_openers = model.think_openers
+        self.think_start_self_label = ""
+        if grammar_start in (_rt.GRAMMAR_AFTER_REASONING, _rt.GRAMMAR_AT_ANSWER) and thinking is None:
+            grammar_start = _rt.GRAMMAR_FROM_START
+        self._grammar_start = grammar_start
+        if grammar_start == _rt.GRAMMAR_AT_ANSWER:
+            self._template = templates.reasoning_to_answer
+        elif grammar_start == _rt.GRAMMAR_AFTER_REASONING:
+            self._template = templates.reasoning_only
+        else:
+            self._template = templates.streaming
+        self._prefix = prefix
+        self._tools = tools
+        self._constrained = constrained
+        self._adapter = self._new_adapter()
+        self.answer_started = False
+
+    def _new_adapter(self):
+        if self._grammar_start is not None or self._constrained:  # SGLang's own: see the module docstring
+            return super()._new_adapter()
+        return _CompiledAdapter(self._template, self._model.streaming, prefix=self._prefix)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Registration
+# --------------------------------------------------------------------------------------------------------------
+def register() -> None:
+    """SGLang's plugin hook: register ``chatparse`` as a tool-call parser and a reasoning parser (SGLang's
+    command line reads the choices from these registries once a plugin has imported them)."""
+    if sglang.__version__ not in TESTED_SGLANG:
+        raise RuntimeError(f"chatparse's SGLang plugin is tested with sglang {', '.join(TESTED_SGLANG)}; "
+                           f"this is sglang {sglang.__version__}")
+    FunctionCallParser.ToolCallParserEnum[NAME] = ChatparseToolDetector
+    ReasoningParser.DetectorMap[NAME] = ChatparseReasoningDetector
+    from sglang.srt.function_call import parser_names
+    from sglang.srt.parser import reasoning_parser_names
+
+    for names in (parser_names.TOOL_CALL_PARSER_NAMES, reasoning_parser_names.REASONING_PARSER_NAMES):
+        if NAME not in names:
+            names.append(NAME)
