@@ -126,10 +126,16 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     implicit region stops the parse. Delimiters are decided as `WholeTextScanner.decide` decides them. Raises
     `_Fallback` (before any effect is visible) where that scanner would need the automaton.
 
-    Kept in one function on purpose, though long: the two candidate searches below (keyed; candidate by
-    candidate) are its natural seams, but as functions called once per delimiter, with the parse's state
-    passed in and the budget passed back, they made parses measurably slower
-    (bench/PERF_NOTES.md#parse-lean)."""
+    Two steps: where every mode is decided by string tests, `_lean_native` (the C loop's regions, stored);
+    otherwise the delimiter loop below, kept in this one function on purpose, though long. Its candidate
+    searches (shaped, keyed, whitespace-led literals, candidate by candidate) are its natural seams, but as
+    functions called once per delimiter, with the parse's state passed in and the budget passed back, they
+    cost more than 3%: measured 2026-12-07 (issue #38), this function against that split in one process, 61
+    interleaved rounds of 2,000 short qwen3 rows of `bench/datasets_gen.py` with the C loop off, median of the
+    per-round ratios, split/whole 1.084 and 1.060 in two runs (the same function against itself 0.998-1.003);
+    on 40 mixed 4k-character outputs of `bench/scenarios.py` (31 rounds) gemma4 1.016, qwen3_coder 1.024. The
+    native step costs 1.008 and 1.019 on the same rows with the C loop on, so it is split out. Earlier
+    measurements: bench/PERF_NOTES.md#parse-lean."""
     try:  # (`plan_for`, inline, as `fresh_output` and `_limits` below: bench/PERF_NOTES.md#parse-lean)
         plan = tables.oneshot_plan
     except AttributeError:
@@ -142,16 +148,7 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     current, opened, captures = implicit, False, {}
     budget, deadline = n // 4 + 64, perf_counter() + SCAN_SECONDS + n * SCAN_SECONDS_PER_CHAR
     if plan.native is not None and lean_regions._use_native:  # every mode decided by string tests: in C
-        found, status, at, end = _native_regions(plan.native, text, budget, deadline, perf_counter)
-        for field, body, open_pi in found:
-            stores[field](output, body, {} if open_pi < 0 else read_captures[open_pi](None), tool_params)
-        if status == 1 and end < n:  # (statuses: 0 the end, 1 a stall, 2 a loop, 3 the budget or the deadline)
-            warn_stall(at)
-        elif status == 2:
-            warn_loop(at, tables.fields[end]["name"])
-        elif status == 3:
-            raise _Fallback(automaton=True)
-        return final_output(tables, output)
+        return _lean_native(tables, plan.native, stores, read_captures, text, output, tool_params, budget, deadline)
     modes = plan.ascii_mode_tuples if text.isascii() else plan.mode_tuples  # (`ModePlan`s, as plain tuples)
     first_re, start0, wide, single, watched, keyed, shaped = modes[0]
     mi = pos = scan = 0
@@ -348,6 +345,23 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
             opened = True
         if current is not None and opened:
             stores[current](output, text[pos:], captures, tool_params)
+    return final_output(tables, output)
+
+
+def _lean_native(tables, native, stores, read_captures, text: str, output: dict, tool_params: dict, budget: int,
+                 deadline: float) -> dict:
+    """`_parse_lean` where every mode is decided by string tests: the regions the C loop (`lean_regions`) finds,
+    stored in order with the same store functions, and its stops (a stall, a loop, the budget or the deadline)
+    handled as the Python loop handles them."""
+    found, status, at, end = _native_regions(native, text, budget, deadline, perf_counter)
+    for field, body, open_pi in found:
+        stores[field](output, body, {} if open_pi < 0 else read_captures[open_pi](None), tool_params)
+    if status == 1 and end < len(text):  # (statuses: 0 the end, 1 a stall, 2 a loop, 3 the budget or the deadline)
+        warn_stall(at)
+    elif status == 2:
+        warn_loop(at, tables.fields[end]["name"])
+    elif status == 3:
+        raise _Fallback(automaton=True)
     return final_output(tables, output)
 
 
