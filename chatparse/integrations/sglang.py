@@ -89,6 +89,18 @@ def tool_extraction_variant(template: dict) -> dict | None:
     return out
 
 
+def reasoning_variant(template: dict) -> dict:
+    """The template SGLang's reasoning detector parses with (its streaming form: `serving_variant`), made from
+    chatparse's whole template, less the tool-call field's ``on_error``: the reasoning detector hands tool
+    regions back verbatim for the tool detector to parse, so a malformed one must not also come back as
+    recovered content (the tool detector's variant keeps ``on_error`` and recovers it there)."""
+    out = serving_variant(template)
+    tool = out["fields"].get(TOOLS)
+    if isinstance(tool, dict):
+        tool.pop("on_error", None)
+    return out
+
+
 @dataclass(frozen=True)
 class _Model:
     """What the plugin needs of one model: the resolution (None when the caller passed a template), the view
@@ -141,7 +153,7 @@ def _build_model(tokenizer: Any, response_template: dict | None) -> _Model:
         full = serving_template(template)
         view = vllm_view(full)
         derived = _rt._derive_serving_templates(view)
-        streaming = compile_template(serving_variant(full))
+        streaming = compile_template(reasoning_variant(full))
         extraction = tool_extraction_variant(full)
         tools = compile_template(extraction) if extraction is not None else None
     except (TypeError, ValueError, KeyError) as exc:
