@@ -386,3 +386,15 @@ def main(argv=None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def expected_of(case: dict) -> tuple | None:
+    """The source's expected message as (reasoning, content, calls), None where the case expects an error."""
+    exp = case.get("expected")
+    if exp is None:
+        return None
+    calls = []
+    for c in exp.get("tool_calls") or ():
+        fn = c.get("function", c)
+        calls.append((fn.get("name"), fn.get("arguments")))
+    return exp.get("reasoning_content") or "", exp.get("content") or "", calls

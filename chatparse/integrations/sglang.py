@@ -101,6 +101,28 @@ def reasoning_variant(template: dict) -> dict:
     return out
 
 
+# End-of-message tokens a server stops at and leaves out of the text: a tool-call field whose close delimiter
+# can be one of them (or the end of the text) ends its calls at the end of the stream by design.
+END_OF_MESSAGE = ("</s>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|endoftext|>", "<|end|>", "<|im_end|>",
+                  "<eos>", "<|return|>")
+
+
+def closes_at_end_of_message(template: dict) -> bool:
+    """Whether the tool-call field's close delimiter names an end-of-message token (`END_OF_MESSAGE`) or the
+    end of the text (``\\Z``): then a call that reaches the end of the stream without its closer was ended by
+    the stop token the server left out, not cut off."""
+    field = (template.get("fields") or {}).get(TOOLS) or {}
+    close = field.get("close", field.get("close_pattern"))
+    texts = close if isinstance(close, list) else [close] if isinstance(close, str) else []
+    for text in texts:
+        if "close_pattern" in field and "\\Z" in text:
+            return True
+        plain = text.replace("\\", "") if "close_pattern" in field else text
+        if any(token in plain for token in END_OF_MESSAGE):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class _Model:
     """What the plugin needs of one model: the resolution (None when the caller passed a template), the view
@@ -116,6 +138,7 @@ class _Model:
     json_values: bool  # SGLang's `_json_valued` of the tool field
     message_start: Any
     think_openers: Any
+    eos_closes: bool  # `closes_at_end_of_message`
 
 
 _models: dict = {}
@@ -163,7 +186,8 @@ def _build_model(tokenizer: Any, response_template: dict | None) -> _Model:
     message_start = message_start_anchors(source)
     return _Model(resolution, view, derived, streaming, tools,
                   TOOLS in source.fields and _json_valued(source.fields[TOOLS]), message_start,
-                  message_start_openers(thinking, message_start) if thinking else [])
+                  message_start_openers(thinking, message_start) if thinking else [],
+                  closes_at_end_of_message(full))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -237,9 +261,11 @@ class _CompiledAdapter(_rt.ResponseTemplateStreamAdapter):
     (what the routing reads), `compiled` chatparse's compiled variant of the whole template (what parses).
     `typing_json` is not None for the tool detector: tool-call values are typed by SGLang's rule."""
 
-    def __init__(self, template: Any, compiled: Any, *, prefix: str, typing_json: bool | None = None):
+    def __init__(self, template: Any, compiled: Any, *, prefix: str, typing_json: bool | None = None,
+                 eos_closes: bool = False):
         super().__init__(template, prefix=prefix)
         self._compiled = compiled
+        self._eos_closes = eos_closes
         self._typing_json = typing_json
         self._typing = None
         self._held: list = []
@@ -268,6 +294,15 @@ class _CompiledAdapter(_rt.ResponseTemplateStreamAdapter):
                     if ev["type"] == "region_close" and ev["field"] == TOOLS:
                         ev["value"] = self._typing(ev["value"])
         return self._track(events)
+
+    def _is_unusable_tool_end(self, event: dict) -> bool:
+        """SGLang's rule (a malformed call, or one cut off at the end of the stream, is dropped), except that a
+        call whose value parsed is kept at the end of the stream where the format ends calls with the
+        end-of-message token (`closes_at_end_of_message`): the server stopped at that token and left it out
+        of the text, so the call was complete (Mistral's, GigaChat's, Llama's JSON calls ...)."""
+        if event["type"] == "region_malformed":
+            return True
+        return not self._eos_closes and super()._is_unusable_tool_end(event)
 
     def feed(self, text: str, tools: Sequence[Any] | None = None) -> list[dict]:
         if self._finalized:
@@ -336,7 +371,7 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
         if self._constrained:  # SGLang's own adapter: see the module docstring
             return super()._new_adapter()
         return _CompiledAdapter(self._template, self._model.tools, prefix=self._prefix,
-                                typing_json=self._model.json_values)
+                                typing_json=self._model.json_values, eos_closes=self._model.eos_closes)
 
     def has_tool_call(self, text: str) -> bool:
         return False if self._passthrough else super().has_tool_call(text)
