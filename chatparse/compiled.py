@@ -25,8 +25,6 @@ from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
-from .compiler.template_objects import is_template_object, to_template_dict
-from .compiler.tools import tool_schemas
 from .runtime.oneshot.parse import parse_whole
 from .runtime.stream.dialect import Dialect, resolve
 from .runtime.stream.parser import StreamParser, feed_prompt, joined, raise_malformed
@@ -93,12 +91,23 @@ class CompiledTemplate(RuntimeTemplate):
     @staticmethod
     def convert_tools(tools) -> list:
         """transformers' conversion of Python tools to JSON schemas (for bindings built from token tables)."""
-        return tool_schemas(tools)
+        return _tool_schemas(tools)
 
 
 register_template_class(CompiledTemplate)  # what the runtime's loader builds (`compiled_from_bytes`)
 
 
+
+
+def _tool_schemas(tools) -> list:
+    """`chatparse.compiler.tools.tool_schemas`, imported only where tools are given: a process that loads
+    precompiled tables and parses without tools never imports the compiler (tests/test_format_tokens.py)."""
+    if not tools:
+        check_tools(tools)
+        return []
+    from .compiler.tools import tool_schemas
+
+    return tool_schemas(tools)
 
 
 def compile_template(template: Any) -> CompiledTemplate:
@@ -107,8 +116,11 @@ def compile_template(template: Any) -> CompiledTemplate:
         if isinstance(template, CompiledTemplate):
             return template
         return CompiledTemplate(template.spec, template.raw_tables)
-    if is_template_object(template):  # vLLM's (or transformers') pre-loaded ResponseTemplate
-        template = to_template_dict(template)
+    if not isinstance(template, dict):
+        from .compiler.template_objects import is_template_object, to_template_dict
+
+        if is_template_object(template):  # vLLM's (or transformers') pre-loaded ResponseTemplate
+            template = to_template_dict(template)
     seen = _by_id.get(id(template))
     if seen is not None and seen[0] is template and seen[1] is not None and _same(template, seen[1]):
         return seen[2]
@@ -210,7 +222,7 @@ class ResponseParser:
             raise text_error(prefix, "ResponseParser() argument 'prefix' (the chat prompt)")
         self._compiled = compiled
         self.dialect = d
-        self._tool_params = tool_params(tool_schemas(tools))
+        self._tool_params = tool_params(_tool_schemas(tools))
         self._core = core = StreamParser(compiled.tables, self._tool_params, d)
         self.feed = core.feed  # bound directly: one call layer less on the per-chunk path
         self.initial_events: list[dict] = feed_prompt(core, compiled.tables.cut_prefix(prefix) if prefix else "", d)
@@ -286,7 +298,7 @@ def parse_compiled(compiled: CompiledTemplate, text: str, prefix: str | None, to
         raise text_error(text, "parse_response() argument 'text' (the generated text)")
     if prefix and type(prefix) is not str and not isinstance(prefix, str):  # ([] opts out, like "")
         raise text_error(prefix, "parse_response() argument 'prefix' (the chat prompt)")
-    params = tool_params(tool_schemas(tools)) if tools else check_tools(tools) or {}
+    params = tool_params(_tool_schemas(tools)) if tools else check_tools(tools) or {}
     head = compiled.tables.cut_prefix(prefix) if prefix else ""
     # The whole text is known: decide delimiters with `regex` at each candidate (see runtime/oneshot/parse.py).
     return parse_whole(compiled.tables, params, head + text)

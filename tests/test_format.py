@@ -564,8 +564,9 @@ catch (e) {{ console.log(e.pyType + ": " + e.message); }}""")
 
 def test_vectors_small():
     size = sum(p.stat().st_size for p in VECTORS.iterdir())
-    assert size < 3_500_000, size  # (3.0 MB until the ext_* vectors of the format extensions, 158 + 42 + 35 kB,
-    # then about 30 kB for each later ext_* vector)
+    assert size < 3_600_000, size  # (3.0 MB until the ext_* vectors of the format extensions, 158 + 42 + 35 kB,
+    # then about 30 kB for each later ext_* vector; regex.json at 3.50 MB once it held the serving-grade
+    # templates' override patterns too, 153 patterns)
     assert len(list(VECTORS.glob("*.cpt"))) >= len(templates.names()) + 10
 
 
