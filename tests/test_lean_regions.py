@@ -43,7 +43,7 @@ def test_native_module_is_built_where_required():
     """Built wherever chatparse was installed with a C compiler; required to be where CHATPARSE_REQUIRE_NATIVE=1."""
     if not lean_regions.NATIVE and os.environ.get("CHATPARSE_REQUIRE_NATIVE") != "1":
         pytest.skip("not built: no C compiler when chatparse was installed (CHATPARSE_REQUIRE_NATIVE is not set)")
-    assert lean_regions.NATIVE, "pip install did not build chatparse.runtime._lean_regions"
+    assert lean_regions.NATIVE, "pip install did not build chatparse.runtime.oneshot._lean_regions"
 
 
 @native

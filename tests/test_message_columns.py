@@ -31,7 +31,7 @@ def test_native_module_is_built_where_required():
     """Built wherever chatparse was installed with a C compiler; required to be where CHATPARSE_REQUIRE_NATIVE=1."""
     if not arrow.NATIVE and os.environ.get("CHATPARSE_REQUIRE_NATIVE") != "1":
         pytest.skip("not built: no C compiler when chatparse was installed (CHATPARSE_REQUIRE_NATIVE is not set)")
-    assert arrow.NATIVE, "pip install did not build chatparse._message_columns"
+    assert arrow.NATIVE, "pip install did not build chatparse.data._message_columns"
 
 
 def python_arrays(messages, errors):

@@ -27,7 +27,7 @@ def test_the_native_kernels_are_built_where_required():
     """Built wherever chatparse was installed with a C compiler; required to be where CHATPARSE_REQUIRE_NATIVE=1."""
     if not stream_kernels.NATIVE and os.environ.get("CHATPARSE_REQUIRE_NATIVE") != "1":
         pytest.skip("not built: no C compiler when chatparse was installed (CHATPARSE_REQUIRE_NATIVE is not set)")
-    assert stream_kernels.NATIVE, "pip install did not build chatparse.runtime._stream_kernels"
+    assert stream_kernels.NATIVE, "pip install did not build chatparse.runtime.tokens._stream_kernels"
 
 
 texts_of = st.one_of(

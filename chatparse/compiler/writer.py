@@ -117,7 +117,7 @@ def _vocab_arrays(vocab) -> tuple[dict, dict]:
 
 
 def token_data(binding, *, tokenizer_sha256: str | None = None) -> dict:
-    """The token section (FORMAT.md section 8) of a `TokenBinding` (`chatparse.compiler.tokens.bind`), as the
+    """The token section (FORMAT.md section 8) of a `TokenBinding` (`chatparse.bind`), as the
     dict `dumps(..., tokens=...)` writes and `loads` returns under ``"tokens"``.
 
     `tokenizer_sha256`: hex SHA-256 of the tokenizer.json the vocabulary was derived from (informative: lets

@@ -573,7 +573,7 @@ class _Lark:
         return name
 
     def dialect(self, f: dict, env, schema) -> str | None:
-        """A rule for the body in the field's JSON dialect (`grammar_dialect`), or None: only where the body
+        """A rule for the body in the field's JSON dialect (`dialect`), or None: only where the body
         is the arguments (a transform like ``{"name": "{name}", "arguments": "{content}"}``), the field has
         bare keys and one pair of string delimiters, and the schema has a dialect rule."""
         from .dialect import DialectBody

@@ -1,10 +1,10 @@
 /* chatparse.runtime.oneshot._lean_regions: the delimiters and regions of a whole text, for templates whose every mode is
  * decided by string tests alone (the native half of oneshot._parse_lean's `single` and `shaped` branches, and of
- * a mode that watches nothing; oneshot_plan.native_spec builds the spec, lean_regions.py says when it runs).
+ * a mode that watches nothing; lean_regions.native_spec builds the spec, lean_regions.py says when it runs).
  *
  * compile(ws, implicit, opens, pat_field, modes) -> capsule
  *
- *   ws         every character `re`'s \s matches (oneshot_plan._WS_CHARS), all below U+3001;
+ *   ws         every character `re`'s \s matches (plan._WS_CHARS), all below U+3001;
  *   implicit   the implicit field's index, or -1 when there is none;
  *   opens      per pattern: True for an open delimiter;
  *   pat_field  per pattern: its field's index (the mode an open enters is 1 + that);
@@ -12,7 +12,7 @@
  *                ("nowhere",)                               no delimiter can occur: the text runs to its end;
  *                ("single", literal, pi, length)            the only delimiter is `literal` (pattern pi, the
  *                                                           match `length` long), where it occurs;
- *                ("shaped", led, literals, solos, entries)  oneshot_plan._shaped's tables: `literals` in the
+ *                ("shaped", led, literals, solos, entries)  plan._shaped's tables: `literals` in the
  *                                                           search's order (longest first), per literal its solo
  *                                                           (pi, run_min, run_max, length, after) or None, and
  *                                                           its entries ((pi, rank, ((run_min, run_max, length,

@@ -1,7 +1,7 @@
 """The native regions of the lean path: templates whose every mode is decided by string tests alone.
 
 `oneshot._parse_lean` finds a text's delimiters mode by mode, and where a mode's delimiters are one literal
-(``str.find``), literals with whitespace around them (`oneshot_plan._shaped`), or nothing at all (a field
+(``str.find``), literals with whitespace around them (`plan._shaped`), or nothing at all (a field
 without a close), every decision is a string test: no `regex` call, no capture. For a template whose modes
 are all of these kinds (qwen3, hermes, smollm3, granite and ten more of the 36 bundled ones),
 `chatparse.runtime.oneshot._lean_regions` (C) runs that whole loop, the region rules included, and hands back the
@@ -11,7 +11,7 @@ and deadline (whose end sends the parse to the automaton after the regions found
 the Python loop would have stored them). Templates with any other mode keep the Python loop. Why: that loop
 was about three quarters of a short row's lean parse (bench/PERF_NOTES.md#lean-regions).
 
-`native_spec(plan, ...)` builds the module's spec from a `oneshot_plan.Plan` (None where a mode is of
+`native_spec(plan, ...)` builds the module's spec from a `plan.Plan` (None where a mode is of
 another kind, or without the module: an install with no C compiler). ``NATIVE`` says whether the module is
 built; ``_use_native`` switches it off for tests and the bench.
 """
@@ -31,8 +31,8 @@ _use_native = NATIVE  # (False: `_parse_lean` takes its Python loop; tests and t
 
 def native_spec(plan, ws_chars, nowhere):
     """The compiled spec of `plan`'s modes for `_lean_regions.regions`, or None (module docstring).
-    `ws_chars`: the characters `\\s` matches (`oneshot_plan._WS_CHARS`); `nowhere`: the candidate search of
-    a mode that watches no pattern (`oneshot_plan._NOWHERE`)."""
+    `ws_chars`: the characters `\\s` matches (`plan._WS_CHARS`); `nowhere`: the candidate search of
+    a mode that watches no pattern (`plan._NOWHERE`)."""
     if _lean_regions is None or not plan.lean.usable:
         return None
     _, _, implicit, opens, pat_field, _, _, _ = plan.lean

@@ -12,7 +12,7 @@ Three paths give the same answer; `parse_whole` takes the first that applies:
    the mode's only delimiter is one literal, from a `re` alternation of the literals every match starts
    with, or from an 8-character prefilter; literal delimiters are decided by ``str.startswith``, other
    patterns by `regex` after a literal-prefix test. Where the literal found names the only pattern (and
-   top-level alternative) that can match there (`oneshot_plan._keyed`), only that one is asked, by its `re`
+   top-level alternative) that can match there (`plan._keyed`), only that one is asked, by its `re`
    twin where the text it may read is ASCII (runtime/regex/re_compat.py). Where every pattern of a mode is a
    whitespace lead, literals and a whitespace tail (`literals.literal_shapes`: qwen3's ``\\s*</think>\\s*``),
    one `re` search finds the next literal and string tests decide (`_decide_shaped`): no `regex` call at all.
@@ -42,10 +42,10 @@ from time import perf_counter
 
 from ..regex.backtrack import stops_within
 from ..regex.literals import SHAPE_AHEAD, SHAPE_TRAIL
-from . import lean_regions
-from .plan import _WS_CHARS, WindowTwin, plan_for
 from ..stream.parser import StreamParser, final_output, fresh_output, warn_loop, warn_stall
 from ..stream.scanner import Scanner, pick_winner, record_ends, skip_within
+from . import lean_regions
+from .plan import _WS_CHARS, WindowTwin, plan_for
 
 MATCH_TIMEOUT = 0.05  # seconds per `regex` call before falling back to the automaton
 SCAN_PRONE_LIMIT = 4096  # characters left beyond which whitespace-led modes use the automaton
@@ -366,11 +366,11 @@ def _lean_native(tables, native, stores, read_captures, text: str, output: dict,
 
 
 def _decide_at(watched: list, text: str, p: int, wide=None):
-    """The delimiter starting at `p` among a mode's `watched` patterns (`oneshot_plan.Watched`):
+    """The delimiter starting at `p` among a mode's `watched` patterns (`plan.Watched`):
     ``(p, end, pattern index, match or None)``, or None. Literal patterns are decided by ``str.startswith``,
     others by `regex` after their literal-prefix test (with a timeout where they could backtrack badly and
     no bound keeps the call short: `_Fallback` to the automaton when it runs out); among matches, the
-    longest, then the tie rank. With `wide` (a whitespace-led mode's `oneshot_plan.WideFinder` that knows
+    longest, then the tie rank. With `wide` (a whitespace-led mode's `plan.WideFinder` that knows
     literals after the whitespace), a pattern led by ``\\s*`` is asked only where one of its literals starts
     at the end of the whitespace run from `p`."""
     best_key = found = None
@@ -400,8 +400,8 @@ def _decide_at(watched: list, text: str, p: int, wide=None):
 
 
 def _decide_shaped(entries: tuple, text: str, p: int, q: int):
-    """`_decide_at` at `p` for `oneshot_plan._shaped` patterns, where the whitespace run from `p` ends at `q`
-    and `entries` (`oneshot_plan.shaped_entries`) are the alternatives that can match with the literal at
+    """`_decide_at` at `p` for `plan._shaped` patterns, where the whitespace run from `p` ends at `q`
+    and `entries` (`plan.shaped_entries`) are the alternatives that can match with the literal at
     `q`: each pattern's match is its first alternative whose run bounds admit ``q - p``, ending after its
     literal (and the whitespace run after it, for a trailing ``\\s*``), or at `q` for a lookahead; among
     them the longest, then the tie rank. The same answer as the `regex` calls (`literals.literal_shapes`
@@ -429,7 +429,7 @@ def _decide_shaped(entries: tuple, text: str, p: int, q: int):
 
 
 def _match_at(rx, risky, text: str, p: int):
-    """`rx`'s match at `p` or None, with the care its `risky` (`oneshot_plan.Risk`) asks for."""
+    """`rx`'s match at `p` or None, with the care its `risky` (`plan.Risk`) asks for."""
     if type(risky) is WindowTwin:
         # the call may stop right after the (k+1)-th c (`stops_within`): only that span needs to be ASCII
         bound = risky.bound

@@ -17,13 +17,13 @@ import numpy as np
 import regex
 
 from ..regex.backtrack import SpanBound, backtracking_risk, bounded_call
-from ..values.json_end import json_end_fields
-from .lean_regions import native_spec
-from ..values.recovery import on_error_modes
 from ..regex.literals import literal_pieces, literal_prefixes, literal_shapes, literals_after_whitespace, top_alternatives
-from ..stream.parser import capture_reader, flat_defaults, stores_for
 from ..regex.re_compat import ascii_twin
+from ..stream.parser import capture_reader, flat_defaults, stores_for
 from ..tables.layout import _prefilter, whitespace_closure
+from ..values.json_end import json_end_fields
+from ..values.recovery import on_error_modes
+from .lean_regions import native_spec
 
 LEAN_PREFILTER_DEPTH = 8  # characters the one-shot prefilters look ahead (streaming uses 3)
 

@@ -23,8 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..values.extensions import EXTENSIONS, check_field_keys, content_names, field_keys
-from ..values.transform import PLACEHOLDER
 from ..values.parsers import PARSER_NAMES
+from ..values.transform import PLACEHOLDER
 
 __all__ = ["MAX_DEPTH", "quote", "quote_list", "check_depth", "template_rules", "prefilter_pairs"]
 

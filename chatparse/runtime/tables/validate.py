@@ -33,8 +33,8 @@ from typing import Any
 import regex
 
 from ..values.extensions import check_field_keys, check_supported, content_names, field_extensions, field_keys
-from ..values.transform import PLACEHOLDER
 from ..values.parsers import PARSER_NAMES
+from ..values.transform import PLACEHOLDER
 
 __all__ = ["load_template", "check_normalized", "canonical_json"]
 

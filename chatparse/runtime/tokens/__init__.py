@@ -3,18 +3,18 @@
 This module is a facade so that ``from chatparse.runtime.tokens import ...`` keeps working; the code lives in
 one module per concept:
 
-* `token_decode`: token ids validated and decoded incrementally, exactly as the tokenizer's ``decode``
+* `decode`: token ids validated and decoded incrementally, exactly as the tokenizer's ``decode``
   (bytes of a character split across tokens held until complete; ``clean_up_tokenization`` streamed).
-* `token_tables`: the runtime side of a vocabulary (`VocabBase`, `LoadedVocab` from a table file) and of the
+* `tables`: the runtime side of a vocabulary (`VocabBase`, `LoadedVocab` from a table file) and of the
   per-mode token tables (`TokenTablesBase`: inert tokens, whole-delimiter tokens, the transition probe).
-* `token_binding`: `TokenBinding` (a compiled template tied to those tables; build it with
-  ``chatparse.compiler.tokens.bind(template, tokenizer)``), `binding_from_data` / `token_binding` (from a
+* `binding`: `TokenBinding` (a compiled template tied to those tables; build it with
+  ``chatparse.bind(template, tokenizer)``), `binding_from_data` / `token_binding` (from a
   table file with a token section, FORMAT.md section 8) and the one-shot `parse_tokens` /
   `parse_tokens_batch`.
-* `token_parser`: `TokenParser`, one generation fed token ids (per-token fast paths, lazy transitions,
+* `parser`: `TokenParser`, one generation fed token ids (per-token fast paths, lazy transitions,
   whole-delimiter tokens, opt-in token spans); its events equal `chatparse.ResponseParser`'s on the decoded
   text.
-* `token_streams`: `TokenStreams` / `StepEvents`, many generations stepped together with numpy.
+* `streams`: `TokenStreams` / `StepEvents`, many generations stepped together with numpy.
 
 Token ids must be ``0 <= id < vocab size``; anything else raises ValueError naming the id (an id inside the
 range that has no token decodes to nothing, as in ``decode``). Like the rest of the runtime, none of these

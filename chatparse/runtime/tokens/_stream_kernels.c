@@ -1,5 +1,5 @@
 /* chatparse.runtime.tokens._stream_kernels: the two loops of TokenStreams that run over every stream (the native half
- * of stream_kernels.py, which holds their Python spellings and says which one runs).
+ * of kernels.py, which holds their Python spellings and says which one runs).
  *
  * advance(src, dst, rowoff, next, out, V) -> int
  *

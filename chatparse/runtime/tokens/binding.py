@@ -1,6 +1,6 @@
 """`TokenBinding`: a compiled template tied to a tokenizer's token tables, and the entry points built on it.
 
-A binding is made (once, cached) by ``chatparse.compiler.tokens.bind(template, tokenizer)``, or read from a
+A binding is made (once, cached) by ``chatparse.bind(template, tokenizer)``, or read from a
 table file with a token section: `token_binding(compiled)` for a `CompiledTemplate` loaded from such a file
 (`binding_from_data` does the work: `LoadedVocab` and `TokenTablesBase` from the file's arrays, no
 tokenizer, no re-derivation).
@@ -56,7 +56,7 @@ _PREFIX_REQUIRED = (
 # --------------------------------------------------------------------------------------------------------------
 class TokenBinding:
     """A compiled template bound to a tokenizer's token tables (`chatparse.compiler.tokens.TokenVocab` and
-    `TokenTables`). Build with ``chatparse.compiler.tokens.bind(template, tokenizer)``.
+    `TokenTables`). Build with ``chatparse.bind(template, tokenizer)``.
 
     `convert_tools` turns the ``tools`` argument into JSON schemas (Python functions included); the binder
     supplies transformers' conversion, so the runtime itself never imports it.
@@ -75,7 +75,7 @@ class TokenBinding:
             tools = self.convert_tools(tools)
         elif any(not isinstance(t, dict) for t in tools):
             raise TypeError("this binding takes tools as JSON schemas (dicts); bind with "
-                            "chatparse.compiler.tokens.bind to pass Python functions")
+                            "chatparse.bind to pass Python functions")
         return tool_params(tools)
 
     @property
@@ -247,7 +247,7 @@ def token_binding(compiled) -> "TokenBinding":
     data = (getattr(compiled, "raw_tables", None) or {}).get("tokens")
     if data is None:
         raise ValueError("this compiled template carries no token tables: bind it to a tokenizer with "
-                         "chatparse.compiler.tokens.bind(template, tokenizer), or load a table file written "
+                         "chatparse.bind(template, tokenizer), or load a table file written "
                          "with token tables (`chatparse compile DIR` with a tokenizer.json)")
     with _binding_lock:
         b = getattr(compiled, "_token_binding", None)

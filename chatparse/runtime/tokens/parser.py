@@ -4,7 +4,7 @@ Guarantees:
 
 * ``feed_tokens(ids)`` with one id or many returns exactly the events that feeding the newly decoded text to
   `chatparse.ResponseParser` returns, and ``finalize()`` the same ``(message, final_events)``. The text is
-  what the tokenizer's own ``decode`` gives for the ids so far (see `token_decode`).
+  what the tokenizer's own ``decode`` gives for the ids so far (see `decode`).
 * The parser core (`StreamParser`) always ends in the state that feeding the decoded text gives: every fast
   path either hands the core the same text later (its events already returned) or, for a token that is a
   whole delimiter, goes through the core's public `StreamParser.apply_delimiter`.
@@ -163,7 +163,7 @@ class TokenParser:
                     getattr(binding, "raw_tables", None) or {}):
                 binding = token_binding(binding)  # a CompiledTemplate loaded with token tables
             else:
-                raise TypeError("TokenParser takes a TokenBinding: chatparse.compiler.tokens.bind(template, "
+                raise TypeError("TokenParser takes a TokenBinding: chatparse.bind(template, "
                                 "tokenizer), or a compiled template loaded with token tables")
         b = binding
         self._b = b
@@ -666,7 +666,7 @@ class TokenParser:
     # `finalize`, `initial_events` and `hold_pure`: a state read as a row key (`row_key`, `fresh_start`,
     # `deferrable`), and the text and state of tokens the tables took without the parser (`adopt`,
     # `decode_deferred`, `feed_decoded`). Row keys are `_Rows.info` tuples (``(kind, mode, ...)``, kinds
-    # `token_tables.ROW_*`).
+    # `tables.ROW_*`).
 
     def deferrable(self) -> bool:
         """Whether tokens can be taken without this parser from its state: the decoder holds nothing and the

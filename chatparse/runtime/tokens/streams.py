@@ -25,7 +25,7 @@ Cost per step: when every row stays (quiet streams, inert tokens) a step is a fi
 operations on arrays of B (a copy of the ids, the range check, one gather, one comparison of bytes) and one
 `StepEvents`; row changes the tables know add two or three; only streams the tables do not know cost Python
 work each (a dict lookup for a cached pending-to-pending transition, else the parser). When the ring buffer
-wraps, and at `finalize_all`, the deferred tokens of all streams become text in one call (`stream_kernels`: native
+wraps, and at `finalize_all`, the deferred tokens of all streams become text in one call (`kernels`: native
 where a C compiler was at install time, else numpy and joins; at a wrap, each stream's texts are joined at once
 and join its parser's deferred text); when one stream's parser needs its deferred tokens earlier, they too are
 joined at once.
@@ -49,9 +49,9 @@ from typing import Any
 import numpy as np
 
 from ..stream.collector import collector_paused
+from . import kernels as stream_kernels
 from .binding import TokenBinding
 from .decode import _out_of_range
-from . import kernels as stream_kernels
 from .kernels import TokenTexts, join_columns
 from .parser import TokenParser
 from .tables import ROW_DETACHED, ROW_FRESH, ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET
@@ -138,7 +138,7 @@ class _Rows:
         cmap = tt.compiled.tables.cmap
         self.first_cls = np.array([cmap[ord(t[0])] if t else 0 for t in tt.vocab.tok_text], dtype=np.int64)
         # Every token's text, plus "" at index V (and so at -1, the id of an inactive stream's step): what
-        # `stream_kernels.join_columns` turns a run of deferred ids into. Byte-level vocabularies: their bytes (b""
+        # `kernels.join_columns` turns a run of deferred ids into. Byte-level vocabularies: their bytes (b""
         # at V): deferred tokens become text through their bytes, as the parser's decoder would decode them,
         # so tokens without text of their own (a character split across tokens, H rows) can be deferred too.
         # Other vocabularies: tokens without text of their own are never deferred (no row transition is
@@ -771,7 +771,7 @@ class TokenStreams:
 
     def _catch_up(self, b: int, upto: int | None = None, row: int | None = None, buf=None) -> None:
         """Hand stream b's parser the tokens its rows handled since its last own step: their texts, joined
-        here (`stream_kernels.join_columns`; joining them later, when the parser next needs its core, costs about
+        here (`kernels.join_columns`; joining them later, when the parser next needs its core, costs about
         twice as much), join the parser's deferred text (the core sees it on the parser's next engine step) and
         the parser's token state becomes the row's (`row`, default the stream's current row). `buf`: the ring
         buffer holding those steps (default the current one; a detached stream's may be a kept one)."""
@@ -824,7 +824,7 @@ class TokenStreams:
         p.adopt(p.decode_deferred(data) if self._R.bytes_kind else data, self._R.info[row])
 
     def _catch_up_all(self, r: int) -> None:
-        """`_catch_up` for every open stream at once (one `stream_kernels.join_columns` over the whole buffer). Each
+        """`_catch_up` for every open stream at once (one `kernels.join_columns` over the whole buffer). Each
         stream's texts reach its parser as one string."""
         since, done, detached = self._since, self.done, self._detached
         todo = [b for b in range(self.n) if not done[b] and since[b] < r and b not in detached]
@@ -838,7 +838,7 @@ class TokenStreams:
 
     def _catch_up_many(self, streams: list, r: int, rows: list) -> None:
         """`_catch_up` of `streams` (none in an F row, each with deferred tokens) up to step `r`, each parser
-        taking the state of its row in `rows`: their texts joined in one `stream_kernels.join_columns`."""
+        taking the state of its row in `rows`: their texts joined in one `kernels.join_columns`."""
         since, parsers, deferred = self._since, self.parsers, self._deferred
         texts = join_columns(self._R.texts, self._buf, streams, [since[b] for b in streams], r)
         for b, data, row in zip(streams, texts, rows):

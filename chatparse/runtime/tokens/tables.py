@@ -29,7 +29,7 @@ from .decode import clean_up_tokenization, decode_run
 __all__ = ["VocabBase", "LoadedVocab", "TokenTablesBase", "TOKEN_SKIP", "TOKEN_TEXT", "TOKEN_BYTE"]
 
 # The kinds of `TokenStreams`' rows (``_Rows.info[row][0]``; a `TokenParser`'s state as a row key,
-# `TokenParser.row_key`), see `token_streams._Rows`: plain module-level strings (not an Enum), so the hot paths
+# `TokenParser.row_key`), see `streams._Rows`: plain module-level strings (not an Enum), so the hot paths
 # pay no attribute lookup.
 ROW_QUIET = "Q"  # Q(m): quiet in mode m, its region open (the parser's fast state)
 ROW_NONE = "NONE"  # the stream needs the character engine for its next token

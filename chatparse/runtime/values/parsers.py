@@ -26,9 +26,9 @@ from typing import Any, Callable
 
 import regex
 
+from ..regex.re_compat import ascii_twin, re_twin
 from .json_values import parse_json_values, too_deep_at
 from .pycalls import parse_python_calls
-from ..regex.re_compat import ascii_twin, re_twin
 
 __all__ = ["PARSERS", "PARSER_NAMES", "STREAMABLE", "content_parser", "parse_content"]
 

@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import regex
 
-from .steps import decode_json_strings, steps_maker
 from .parsers import content_parser
+from .steps import decode_json_strings, steps_maker
 
 __all__ = ["PLACEHOLDER", "compile_transform", "process_value", "value_maker"]
 
