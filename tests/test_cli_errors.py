@@ -166,6 +166,13 @@ def test_parse_errors_name_the_file(files, capsys):
     one_error(capsys, ["parse", "hermes:base", files.out, *p], "parsing failed", status=1)
 
 
+def test_compile_errors_name_the_directory(tmp_path, capsys):
+    one_error(capsys, ["compile", tmp_path], tmp_path, "has no tokenizer_config.json")
+    one_error(capsys, ["compile", "--check", tmp_path / "nowhere"], tmp_path / "nowhere", "is not a directory")
+    (tmp_path / "tokenizer_config.json").write_text('{"response_template": {"fields": 3}}')
+    one_error(capsys, ["compile", tmp_path], "fields")
+
+
 def test_check_and_show_errors(files, capsys):
     one_error(capsys, ["check", "qwen3", "--chat-template", files.missing], f"--chat-template: {files.missing}")
     one_error(capsys, ["check", "qwen3", "--chat-template", files.binary], f"{files.binary}: not UTF-8")

@@ -152,7 +152,7 @@ def test_parse_and_check_on_a_stale_directory_say_so(tmp_path, capsys):
 def test_compile_check_on_a_directory_that_is_no_tokenizer_directory(tmp_path, capsys):
     assert main(["compile", "--check", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == f"error: {tmp_path} has no {td.CONFIG_NAME}: not a tokenizer directory"
+    assert err.strip() == f"chatparse compile: error: {tmp_path} has no {td.CONFIG_NAME}: not a tokenizer directory"
     assert main(["compile", "--check", str(tmp_path / "nowhere")]) == 2
     assert "is not a directory: not a tokenizer directory" in capsys.readouterr().err
     assert main(["compile", str(tmp_path)]) == 2

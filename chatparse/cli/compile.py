@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..tokenizer_dir import CONFIG_NAME, check_dir, compile_dir
+from . import CLIError
 
 
 def register(subparsers) -> None:
@@ -32,8 +33,7 @@ def main_compile(args) -> int:
     directory = Path(args.directory)
     if not (directory / CONFIG_NAME).is_file():
         what = "is not a directory" if not directory.is_dir() else f"has no {CONFIG_NAME}"
-        print(f"error: {directory} {what}: not a tokenizer directory", file=sys.stderr)
-        return 2
+        raise CLIError(f"{directory} {what}: not a tokenizer directory")
     if args.check:
         ok, msg = check_dir(args.directory)
         print(("ok: " if ok else "stale: ") + msg, file=sys.stdout if ok else sys.stderr)
@@ -46,8 +46,7 @@ def main_compile(args) -> int:
         else:
             out = compile_dir(args.directory)
     except (OSError, ValueError, TypeError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise CLIError(str(e)) from None
     from ..runtime.tables.loader import load
 
     raw = load(out)
