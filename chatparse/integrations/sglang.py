@@ -287,21 +287,34 @@ class _CompiledAdapter(_rt.ResponseTemplateStreamAdapter):
     def _handed(self, events: list) -> list:
         """`events`, and those held before, less what SGLang's interpreter would still hold; tool-call values
         typed by SGLang's rule."""
-        if self._held or any(ev["type"] in _DELIMITED for ev in events):
-            events, self._held = edge_split(self._template, self._held + events, self._parser.input_length)
-            if self._typing is not None:
-                for ev in events:
-                    if ev["type"] == "region_close" and ev["field"] == TOOLS:
-                        ev["value"] = self._typing(ev["value"])
+        if not self._held:
+            for ev in events:
+                if ev["type"] in _DELIMITED:
+                    break
+            else:  # chunks only (most deltas): nothing to hold or type
+                return self._track(events)
+        events, self._held = edge_split(self._template, self._held + events, self._parser.input_length)
+        if self._typing is not None:
+            for ev in events:
+                if ev["type"] == "region_close" and ev["field"] == TOOLS:
+                    ev["value"] = self._typing(ev["value"])
         return self._track(events)
 
     def _is_unusable_tool_end(self, event: dict) -> bool:
         """SGLang's rule (a malformed call, or one cut off at the end of the stream, is dropped), except that a
         call whose value parsed is kept at the end of the stream where the format ends calls with the
         end-of-message token (`closes_at_end_of_message`): the server stopped at that token and left it out
-        of the text, so the call was complete (Mistral's, GigaChat's, Llama's JSON calls ...)."""
-        if event["type"] == "region_malformed":
+        of the text, so the call was complete (Mistral's, GigaChat's, Llama's JSON calls ...).
+
+        SGLang's routing asks this of every tool-region event, chunks included. Only a close can be unusable
+        (SGLang's check answers False for anything else), so only a close goes on to SGLang's check, which
+        reads the whole `input_text`: chatparse's parser joins every delta so far for it, a cost per delta that
+        grew with the output inside a call."""
+        kind = event["type"]
+        if kind == "region_malformed":
             return True
+        if kind != "region_close":
+            return False
         return not self._eos_closes and super()._is_unusable_tool_end(event)
 
     def feed(self, text: str, tools: Sequence[Any] | None = None) -> list[dict]:
