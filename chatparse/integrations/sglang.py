@@ -197,6 +197,26 @@ _DELIMITED = ("region_open", "region_close", "region_malformed")
 _CLOSING = ("region_close", "region_malformed")
 
 
+def chunk_text(events: list, fields: tuple) -> str | None:
+    """What SGLang's routing (`route_tool_events`, `route_reasoning_events`) makes of `events` when they are
+    all ``region_chunk``s (most deltas): the text of the chunks of `fields`, joined; it changes no state for
+    them. None when any event is not a chunk: then SGLang's routing runs."""
+    parts = []
+    for ev in events:
+        if ev["type"] != "region_chunk":
+            return None
+        if ev.get("field") in fields:
+            parts.append(ev["text"])
+    return "".join(parts)
+
+
+# the fields whose chunks SGLang's routing hands on as normal text: the tool detector's (the tool-call field's
+# chunks wait for its close; a content field's are dropped), and the reasoning detector's (the reasoning
+# field's chunks are reasoning)
+_TOOL_NORMAL = (PASSTHROUGH, THINKING)
+_REASONING_NORMAL = (CONTENT, PASSTHROUGH, TOOLS)
+
+
 def can_grow(template: Any, event: dict) -> bool:
     """SGLang's `_can_grow` for the delimiter of `event`, a match ending at the end of the text: whether its
     interpreter holds it until more text (or the end) arrives. `template` is SGLang's loaded template."""
@@ -291,8 +311,8 @@ class _CompiledAdapter(_rt.ResponseTemplateStreamAdapter):
             for ev in events:
                 if ev["type"] in _DELIMITED:
                     break
-            else:  # chunks only (most deltas): nothing to hold or type
-                return self._track(events)
+            else:  # chunks only (most deltas): nothing to hold, type or track (SGLang's `_track` reads opens
+                return events  # and closes)
         events, self._held = edge_split(self._template, self._held + events, self._parser.input_length)
         if self._typing is not None:
             for ev in events:
@@ -320,6 +340,8 @@ class _CompiledAdapter(_rt.ResponseTemplateStreamAdapter):
     def feed(self, text: str, tools: Sequence[Any] | None = None) -> list[dict]:
         if self._finalized:
             return []
+        if self._parser is not None:
+            return self._handed(self._parser.feed(text))
         events = self._start(tools)
         return events + self._handed(self._parser.feed(text))
 
@@ -397,7 +419,17 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
     def parse_streaming_increment(self, new_text: str, tools):
         if self._passthrough:
             return ToolStreamingParseResult(normal_text=new_text, calls=[])
-        return super().parse_streaming_increment(new_text, tools)
+        adapter = self._adapter
+        events = adapter.feed(new_text, tools)
+        if type(adapter) is _CompiledAdapter:
+            # a delta of chunks only: SGLang's routing would hand on their normal text and nothing else
+            # (`chunk_text`); its per-call setup and two passes were most of the plugin's cost per delta
+            text = chunk_text(events, _TOOL_NORMAL)
+            if text is not None:
+                if self._tool_indices is None:
+                    self._tool_indices = self._get_tool_indices(tools)
+                return ToolStreamingParseResult(normal_text=text, calls=[])
+        return self._emit_streaming_events(events, tools)
 
     def finish(self, tools):
         if self._passthrough:
@@ -451,6 +483,19 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
         if self._grammar_start is not None or self._constrained:  # SGLang's own: see the module docstring
             return super()._new_adapter()
         return _CompiledAdapter(self._template, self._model.streaming, prefix=self._prefix)
+
+    def parse_streaming_increment(self, new_text: str):
+        adapter = self._adapter
+        if type(adapter) is not _CompiledAdapter or self._force_nonempty_content or not self.stream_reasoning:
+            return super().parse_streaming_increment(new_text)
+        events = adapter.feed(new_text, self._tools)
+        self._record_answer(adapter)
+        # a delta of chunks only: SGLang's routing would make it reasoning and normal text and nothing else
+        # (`chunk_text`)
+        normal = chunk_text(events, _REASONING_NORMAL)
+        if normal is None:
+            return adapter.route_reasoning_events(events, stream_reasoning=True)
+        return _rt._ReasoningResult(normal, chunk_text(events, (THINKING,)))
 
 
 # --------------------------------------------------------------------------------------------------------------
