@@ -17,7 +17,9 @@ The detectors are subclasses of SGLang's own `ResponseTemplateToolDetector` and
 `ResponseTemplateReasoningDetector`, so SGLang's serving code treats them as response-template detectors
 (detokenization keeping the delimiters, the prompt handed over as the parser's prefix, tool-call ids, tool
 choice, structural-tag requests) and their routing of events into `StreamingParseResult`s and `ToolCallItem`s
-is SGLang's code (`ResponseTemplateStreamAdapter.route_tool_events` / `route_reasoning_events`). What they
+is SGLang's code (`ResponseTemplateStreamAdapter.route_tool_events` / `route_reasoning_events`), but for a
+delta of region chunks only, whose text the detectors hand on themselves as SGLang's routing would
+(`chunk_text`: the routing's per-delta cost was most of the plugin's). What they
 replace is the parser underneath each request's adapter (SGLang's vendored interpreter,
 `sglang.srt.parser.chat_parsing.ResponseParser`) with chatparse's compiled parser in the serving dialect
 (``dialect="vllm"``, whose events are SGLang's: docs/serving-sglang.md), on the whole template (format
