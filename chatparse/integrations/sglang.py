@@ -63,6 +63,7 @@ from sglang.srt.parser.chat_parsing.response_parser import _json_valued
 from sglang.srt.parser.reasoning_parser import ReasoningParser
 
 import chatparse
+from chatparse import templates as bundled
 from chatparse.compiled import compile_template
 from chatparse.integrations.resolve import Resolution, TemplateNotFound, log_once, resolve
 from chatparse.integrations.vllm_template import serving_template, serving_variant, vllm_view
@@ -503,9 +504,44 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
 # --------------------------------------------------------------------------------------------------------------
 # Registration
 # --------------------------------------------------------------------------------------------------------------
+def recognises(ctx: Any) -> bool:
+    """The predicate of the plugin's `--tool-call-parser auto` / `--reasoning-parser auto` rule: whether a
+    bundled family recognises the chat template SGLang's detection reads (`TemplateDetectionContext.template`),
+    as the shared resolver's last step does (`chatparse.templates.family_of_chat_template`)."""
+    template = getattr(ctx, "template", None)
+    return isinstance(template, str) and bundled.family_of_chat_template(template) is not None
+
+
+_AUTO_RULES = ("TOOL_CALL_PARSER_RULES", "REASONING_PARSER_RULES")
+
+
+def _register_auto() -> None:
+    """Put the plugin's rule first in SGLang's ``auto`` detection rules (`sglang.srt.parser.template_detection`),
+    so that ``auto`` picks ``chatparse`` wherever a bundled family recognises the chat template, before SGLang's
+    own rules (which would pick a hand-written detector) and before SGLang's fallback to a tokenizer config's
+    ``response_template`` (which the plugin reads first anyway). `template_manager` copies the rule tuples
+    when it is imported: patched too where it already is (importing it here would cost a server's start-up
+    nothing, but any other process about 25 s)."""
+    import sys
+
+    from sglang.srt.parser import template_detection
+
+    rule = template_detection.DetectionRule(name=NAME, value=NAME, predicate=recognises)
+    modules = [template_detection]
+    manager = sys.modules.get("sglang.srt.parser.template_manager")
+    if manager is not None:
+        modules.append(manager)
+    for module in modules:
+        for attr in _AUTO_RULES:
+            rules = getattr(module, attr)
+            if not any(r.name == NAME for r in rules):
+                setattr(module, attr, (rule, *rules))
+
+
 def register() -> None:
     """SGLang's plugin hook: register ``chatparse`` as a tool-call parser and a reasoning parser (SGLang's
-    command line reads the choices from these registries once a plugin has imported them)."""
+    command line reads the choices from these registries once a plugin has imported them), and as what
+    ``auto`` picks for a chat template a bundled family recognises (`_register_auto`)."""
     if sglang.__version__ not in TESTED_SGLANG:
         raise RuntimeError(f"chatparse's SGLang plugin is tested with sglang {', '.join(TESTED_SGLANG)}; "
                            f"this is sglang {sglang.__version__}")
@@ -517,3 +553,4 @@ def register() -> None:
     for names in (parser_names.TOOL_CALL_PARSER_NAMES, reasoning_parser_names.REASONING_PARSER_NAMES):
         if NAME not in names:
             names.append(NAME)
+    _register_auto()
