@@ -176,6 +176,9 @@ def _local_dir(hf: Any) -> str | None:
 # --------------------------------------------------------------------------------------------------------------
 # One generation
 # --------------------------------------------------------------------------------------------------------------
+_ROUTE = object()  # `_CompiledStream._chunks_delta`: these events take vLLM's routing
+
+
 class _CompiledStream(_rt._ResponseStream):
     """vLLM's `_ResponseStream` (its routing of events to deltas) over chatparse's parser in the serving
     dialect: a `TokenParser` when the tokenizer is bound, else a text `ResponseParser`.
@@ -255,19 +258,52 @@ class _CompiledStream(_rt._ResponseStream):
             return self.feed(text, finished=finished)
         if self._finalized:
             return None
-        delta = _rt._DeltaBuilder()
         if finished:  # the last id may be a stop token whose text vLLM left out: fed only if its text was shown
             ids = list(token_ids)
             events = self.parser.feed_tokens(ids[:-1]) if len(ids) > 1 else []
             if self.parser.input_length - self._prefix_end < self._shown:
                 events += self.parser.feed_tokens(ids[-1])
+            delta = _rt._DeltaBuilder()
             self._route(self._track(self._as_vllm(events)), delta)
             self._finish(delta)
             return delta.build()
         # one id as an int: the token tables' inline path (a list takes the general one)
-        ids = token_ids[0] if len(token_ids) == 1 else list(token_ids)
-        self._route(self._track(self._as_vllm(self.parser.feed_tokens(ids))), delta)
+        events = self.parser.feed_tokens(token_ids[0] if len(token_ids) == 1 else list(token_ids))
+        if not self._held:
+            quick = self._chunks_delta(events)
+            if quick is not _ROUTE:
+                return quick
+        delta = _rt._DeltaBuilder()
+        self._route(self._track(self._as_vllm(events)), delta)
         return delta.build()
+
+    def _chunks_delta(self, events: list):
+        """The delta of `events` where they are region chunks only (most deltas) and nothing is held: what
+        `_as_vllm`, `_track`, `_route` and ``_DeltaBuilder.build`` give for them (those hand chunks on
+        unchanged, track no region and hold nothing), built directly; `_ROUTE` for any other event, or a
+        chunk whose text a join would change, which take that path."""
+        reasoning = content = ""
+        joins = self.joins
+        for ev in events:
+            if ev["type"] != "region_chunk":
+                return _ROUTE
+            field, text = ev["field"], ev["text"]
+            if field in joins and text.strip():
+                if self._segments.get(field) == "pending":
+                    return _ROUTE  # (the join goes before this text: `_joined`)
+                self._segments[field] = "seen"  # (as `_joined` would set it; idempotent if routed after all)
+            if field == _rt.TOOL_FIELD:
+                if not self.parse_tools:
+                    content += text
+            elif field == _rt.THINKING_FIELD and self.parse_reasoning:
+                if self.include_reasoning:
+                    reasoning += text
+            elif field == _rt.THINKING_FIELD or field == _rt.CONTENT_FIELD:
+                content += text
+        if reasoning:
+            return _rt.DeltaMessage(reasoning=reasoning, content=content) if content else \
+                _rt.DeltaMessage(reasoning=reasoning)
+        return _rt.DeltaMessage(content=content) if content else None
 
     def _finish(self, delta) -> None:
         self._finalized = True
