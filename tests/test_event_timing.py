@@ -47,15 +47,14 @@ from hypothesis import strategies as st
 from transformers.utils.chat_parsing import ResponseParser as RefParser
 
 import chatparse
-from chatparse.runtime.regex.lead_assert import _live_patterns
 from harness import RefTimeout, normalize, time_limit
 from strategies import _delims, compiles, templates, texts_for
+from timing_rule import regex_hold
 
 ERRORS = (ValueError, KeyError, TypeError, RuntimeError)
 PREFIX = "<|A|>"
 ALPHABET = "ab<>/x\n {}\"12"
 ERROR = {"type": "error"}  # a feed that raised: the last "event" of a stage (see `is_prefix`)
-NO_BOUND = 1 << 30
 
 
 class RecordingRef(RefParser):
@@ -189,42 +188,6 @@ def consistent(state, run_decided) -> bool:
     decided, pos = state
     n = len(decided)
     return run_decided[:n] == decided and all(d[2] >= pos for d in run_decided[n:])
-
-
-@functools.lru_cache(maxsize=256)
-def _live(mode) -> list:
-    return _live_patterns(mode)
-
-
-def regex_hold(parser) -> int | None:
-    """The stated exception's rule, read from chatparse's state after a feed: when what chatparse holds is
-    held by a pattern `regex` decides, how many more characters that can take at most (`NO_BOUND`: up to the
-    end of the text); None when it is not (module docstring)."""
-    sc = parser._core.scanner
-    if not sc.attempts:
-        return None
-    a = sc.attempts[0]
-    mode = sc.mode
-    pats = [sc.t.patterns[pi] for pi in mode.patterns]
-    if a.fin >= 0:
-        # decided by the tables; `regex` waits for the characters its assertions may read after the attempt
-        waits = [NO_BOUND if p.horizon < 0 else a.fin + p.horizon - sc.end
-                 for local in (a.ends or ()) for p in [pats[local]] if not p.exact]
-        return max(waits) if waits and max(waits) > 0 else None
-    # live: only a regex-decided pattern can still match further from the attempt's state
-    live = _live(mode)
-    ncls = mode.n_classes
-    future = live[mode.eot[a.state]] if mode.eot[a.state] else 0
-    for t in set(mode.trans[a.state * ncls:(a.state + 1) * ncls]):
-        if t:
-            future |= live[t]
-    exact = sum(1 << k for k, p in enumerate(pats) if p.exact)
-    if not future or future & exact:
-        return None
-    if mode.cap is None:
-        return NO_BOUND
-    horizon = max(max(p.horizon, 0) for p in pats)
-    return mode.cap - (sc.end - a.start) + horizon
 
 
 class Tally:

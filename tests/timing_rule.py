@@ -62,7 +62,7 @@ def regex_hold(parser) -> int | None:
     not. What holds chatparse is its earliest attempt: either the tables decided it and `regex` waits for the
     characters its assertions may read after it (``Pattern.horizon``), or only a regex-decided pattern can
     still match further from the attempt's state (the tables step a superset of its matches; `Mode.cap`
-    bounds it). The same rule as tests/test_event_timing.py's."""
+    bounds it). tests/test_event_timing.py and the vLLM tests share this one rule."""
     sc = parser._core.scanner
     if not sc.attempts:
         return None
