@@ -5,7 +5,8 @@ for chunk what ``response_template`` for both streams with that same template.
 
 The layer: `sglang.srt.entrypoints.openai.serving_chat.OpenAIServingChat.handle_request`, the code behind
 ``/v1/chat/completions``, called directly, one level below SGLang's HTTP server (which this test does not start:
-launching it starts the scheduler and model processes, which need a GPU). What is real: SGLang's `ServerArgs`
+launching it starts SGLang's scheduler and model processes; whether they start on this CPU-only machine was
+not tried). What is real: SGLang's `ServerArgs`
 (``device="cpu"``) published as the process's config (`runtime_context.publish`), its `ModelConfig` read from
 a tiny qwen3 model directory written here (config.json, no weights), its tokenizer loader (`get_tokenizer`), its
 `TemplateManager` (the chat template from the tokenizer), its `OpenAIServingChat` with the parsers chosen by
