@@ -275,7 +275,15 @@ def test_block_runs_as_written(chain: Chain, tmp_path, monkeypatch):
     for b in chain.blocks:
         printed = _run(b, work, namespace)
         if b.output is not None:
-            assert printed == b.output, f"{b.id} printed other than the page shows"
+            assert _sizes_elided(printed) == _sizes_elided(b.output), f"{b.id} printed other than the page shows"
+
+
+def _sizes_elided(text: str) -> str:
+    """`text` with the byte counts `chatparse compile` prints (``(13920 bytes``) made one placeholder: a table
+    file's size depends on the installed `regex` release's Unicode data (the JavaScript translation of ``\\w``
+    spells out its classes; regex 2026.12.2 makes the documented file 14280 bytes, 2026.5.9 13920), and the
+    examples are about the commands, not that number. Everything else is compared as printed."""
+    return re.sub(r"\((\d+) bytes", "(N bytes", text)
 
 
 def example_after(page: str, after: str) -> tuple[str, str]:
