@@ -1,5 +1,5 @@
 /* chatparse.runtime.oneshot._lean_regions: the delimiters and regions of a whole text, for templates whose every mode is
- * decided by string tests alone (the native half of oneshot._parse_lean's `single` and `shaped` branches, and of
+ * decided by string tests alone (the native half of parse._parse_lean's `single` and `shaped` branches, and of
  * a mode that watches nothing; lean_regions.native_spec builds the spec, lean_regions.py says when it runs).
  *
  * compile(ws, implicit, opens, pat_field, modes) -> capsule

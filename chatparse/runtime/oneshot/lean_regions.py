@@ -1,6 +1,6 @@
 """The native regions of the lean path: templates whose every mode is decided by string tests alone.
 
-`oneshot._parse_lean` finds a text's delimiters mode by mode, and where a mode's delimiters are one literal
+`parse._parse_lean` finds a text's delimiters mode by mode, and where a mode's delimiters are one literal
 (``str.find``), literals with whitespace around them (`plan._shaped`), or nothing at all (a field
 without a close), every decision is a string test: no `regex` call, no capture. For a template whose modes
 are all of these kinds (qwen3, hermes, smollm3, granite and ten more of the 36 bundled ones),

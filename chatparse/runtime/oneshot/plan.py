@@ -69,7 +69,7 @@ class ModePlan(NamedTuple):
 
 
 class LeanPlan(NamedTuple):
-    """The rest `oneshot._parse_lean` reads of a template."""
+    """The rest `parse._parse_lean` reads of a template."""
 
     usable: bool  # every mode has a prefilter (else the lean path is not used)
     stores: list  # per field: its store (`parser.stores_for`)
@@ -88,7 +88,7 @@ class Plan:
     ``lean``: the `LeanPlan`; ``native``: its `lean_regions` spec, or None. ``captures``: per pattern, its
     capture reader (match -> named groups).
 
-    ``mode_tuples`` / ``ascii_mode_tuples``: the same `ModePlan`s as plain tuples, which `oneshot._parse_lean`
+    ``mode_tuples`` / ``ascii_mode_tuples``: the same `ModePlan`s as plain tuples, which `parse._parse_lean`
     unpacks at every delimiter (an exact tuple unpacks faster than a NamedTuple; see `Watched`).
     `Watched` and `Keyed` records are plain tuples for the same reason."""
 
@@ -281,7 +281,7 @@ def _shaped(watched: list, patterns: list):
     ``(search, by literal, solos, led)``. `search` (a `re` alternation of every literal, longest first) finds
     the next literal any match needs; `by literal` gives, per literal, `shaped_entries` (what can match
     where it starts); `solos`, per literal where that is one pattern's one alternative, its ``(pattern
-    index, run_min, run_max, length, after)``, which `oneshot._parse_lean` decides inline; `led` says
+    index, run_min, run_max, length, after)``, which `parse._parse_lean` decides inline; `led` says
     whether any alternative has a whitespace lead (then a match may start where the whitespace run before
     the literal starts). None for other modes: modes of literal patterns alone are decided by `_keyed` or
     ``str.find`` with less work per candidate."""
@@ -403,7 +403,7 @@ class WideFinder:
 
         `lits`: `at_run_end` where `rest` is empty (every pattern is led by whitespace and one of the
         literals), else None. Then a match needs one of them, so the literals' next occurrence, with the
-        whitespace run before it, is the next candidate (`oneshot._parse_lean`): no prefilter, no automaton."""
+        whitespace run before it, is the next candidate (`parse._parse_lean`): no prefilter, no automaton."""
         self.run, self.at_run_end, self.lits = _WS_CHARS, None, None
         lits = {w[0]: got for w in watched if (got := literals_after_whitespace(patterns[w[0]].source))}
         if len(lits) < 2:
