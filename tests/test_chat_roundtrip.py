@@ -36,12 +36,14 @@ def test_round_trip(family):
 XFAILS = [(f, kind) for f in FAMILIES for kind in cr.KINDS if cr.known_gap(f, kind)]
 
 
-@pytest.mark.parametrize("family,kind", XFAILS)
-def test_known_gap(family, kind, request):
-    request.applymarker(pytest.mark.xfail(strict=True, reason=cr.known_gap(family, kind)))
-    report = cr.run_family(family, 40, kinds={kind})
-    assert report.n == 40
-    assert not report.failures, _explain(report)
+def test_known_gaps_still_show():
+    """Each known gap (`CAPS`' xfail entries) still fails its round trip: one that no longer does must leave the
+    list, so that its kind is tested again. (One test over the list rather than a strict xfail per gap: with no
+    gap left, as now, an empty parametrization would be reported as a skip.)"""
+    for family, kind in XFAILS:
+        report = cr.run_family(family, 40, kinds={kind})
+        assert report.n == 40
+        assert report.failures, f"{family}/{kind}: the known gap ({cr.known_gap(family, kind)}) no longer shows"
 
 
 def test_every_restriction_has_a_reason():
