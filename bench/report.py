@@ -452,7 +452,9 @@ def write(out: Path, results: dict, cfg, command: str, plots: list[str], elapsed
               "`parse_batch`; reference `parse_response` with the `ResponseTemplate` from `load_response_template`, "
               "in a loop for batches), except the `dict` row, which passes the template dict on every call. "
               "`typical`: reasoning, an answer with code, tool calls with a long file argument; `dense`: one long "
-              "answer dense with '<' and newlines (code/HTML). Time is per call (a batch is one call).", ""]
+              "answer dense with '<' and newlines (code/HTML). Time is per call (a batch is one call), the median of "
+              "the repetitions; the speed-up is the median of the per-repetition ratios (both sides of a repetition "
+              "run back to back, alternating which goes first).", ""]
         rows = []
         for r in os_:
             doc = "dense '<'" if r["doc"] == "content" else "typical"
