@@ -5,7 +5,7 @@ never with ``pytest.importorskip`` or a ``skipif`` of its own:
 
 - ``need("xgrammar", why)`` returns the imported module; ``need_program("node", why)`` the program's path;
   ``need_folder(ENV, why)`` the folder an environment variable names; ``need_vllm(module)`` a module of
-  vLLM 0.33.0. Each skips where the thing is missing, naming how to get it.
+  vLLM 0.33.0, ``need_sglang(module)`` one of SGLang 0.5.23. Each skips where the thing is missing, naming how to get it.
 - ``needs(...)`` / ``needs_program(...)`` are the same as marks, for a decorator (checked by tests/conftest.py
   when the test is set up).
 
@@ -14,7 +14,7 @@ native modules. `.ci/run`, which installs all of it, sets ``CHATPARSE_REQUIRE_DE
 ``CHATPARSE_REQUIRE_DEPS=vllm`` for the tests it runs in the venv it makes for vLLM 0.33.0. With ``1``, vLLM
 itself is still not required (it cannot share a Python with the transformers the rest of the suite compares
 against), so the ``tests/test_vllm_*.py`` files skip in the main Python and run in the venv; with ``vllm`` it is
-required too.
+required too. ``CHATPARSE_REQUIRE_DEPS=sglang`` does the same for SGLang 0.5.23 in the venv .ci/run makes for it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pytest
 
 ENV = "CHATPARSE_REQUIRE_DEPS"
 VLLM_VERSION = "0.33.0"
-VLLM_WHY = f"needs vLLM {VLLM_VERSION}: run in the venv .ci/run makes"
+SGLANG_VERSION = "0.5.23"
 
 # how to get what is not installed with `pip install -e ".[test]"` (everything else is)
 PROGRAMS = {
@@ -44,18 +44,18 @@ def _mode() -> str:
     return os.environ.get(ENV, "")
 
 
-def _required(vllm: bool = False) -> bool:
+def _required(server: str | None = None) -> bool:
     mode = _mode()
-    return mode == "vllm" if vllm else mode in ("1", "vllm")
+    return mode == server if server else mode in ("1", "vllm")
 
 
-def _missing(what: str, why: str, how: str, *, vllm: bool = False, item_location: bool = False):
+def _missing(what: str, why: str, how: str, *, server: str | None = None, item_location: bool = False):
     """Skip (anywhere, module level included), or fail when CHATPARSE_REQUIRE_DEPS says it must be there. The
     skip is reported at the line that asked (these functions hide their own frames), or at the test's own
     line for a mark."""
     __tracebackhide__ = True
     because = f", needed for {why}" if why else ""
-    if _required(vllm):
+    if _required(server):
         pytest.fail(f"{what}{because}; {ENV}={_mode()} (set by .ci/run) requires it. {how}", pytrace=False)
     raise pytest.skip.Exception(f"{what}{because}; {how}", allow_module_level=True,
                                 _use_item_location=item_location)
@@ -94,24 +94,39 @@ def need_folder(env: str, how: str) -> Path:
     return Path(folder)
 
 
-def need_vllm(module: str = "vllm") -> ModuleType:
-    """A module of vLLM 0.33.0 (the version the serving dialect and the plugin are tested against): a skip where
-    vLLM is not that version or not installed, which is the main Python (.ci/run runs these tests in a venv of
-    their own); a failure there only under CHATPARSE_REQUIRE_DEPS=vllm."""
+def _need_server(package: str, version: str, label: str, module: str) -> ModuleType:
+    """`module` of `package` at `version` (a server whose tests run in a venv of their own, since it pins an older
+    transformers than the suite's reference): a skip where the package is not that version or not installed,
+    which is the main Python; a failure only under CHATPARSE_REQUIRE_DEPS=`package`."""
     __tracebackhide__ = True
+    how = f"needs {label} {version}: run in the venv .ci/run makes"
     try:
-        import vllm
+        pkg = importlib.import_module(package)
     except ModuleNotFoundError as e:
-        _missing("vllm is not installed" if e.name == "vllm" else f"vllm cannot be imported ({e})", "", VLLM_WHY,
-                 vllm=True)
+        _missing(f"{package} is not installed" if e.name == package else f"{package} cannot be imported ({e})", "",
+                 how, server=package)
     except ImportError as e:
-        _missing(f"vllm cannot be imported ({e})", "", VLLM_WHY, vllm=True)
-    if vllm.__version__ != VLLM_VERSION:
-        _missing(f"vllm is {vllm.__version__}", "", VLLM_WHY, vllm=True)
+        _missing(f"{package} cannot be imported ({e})", "", how, server=package)
+    if pkg.__version__ != version:
+        _missing(f"{package} is {pkg.__version__}", "", how, server=package)
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        _missing(f"{module} cannot be imported ({e})", "", VLLM_WHY, vllm=True)
+        _missing(f"{module} cannot be imported ({e})", "", how, server=package)
+
+
+def need_vllm(module: str = "vllm") -> ModuleType:
+    """A module of vLLM 0.33.0, the version the serving dialect and the plugin are tested against
+    (`_need_server`: required under CHATPARSE_REQUIRE_DEPS=vllm)."""
+    __tracebackhide__ = True
+    return _need_server("vllm", VLLM_VERSION, "vLLM", module)
+
+
+def need_sglang(module: str = "sglang") -> ModuleType:
+    """A module of SGLang 0.5.23, the version its plugin is tested against (`_need_server`: required under
+    CHATPARSE_REQUIRE_DEPS=sglang, as .ci/run sets it in SGLang's venv)."""
+    __tracebackhide__ = True
+    return _need_server("sglang", SGLANG_VERSION, "SGLang", module)
 
 
 def needs(module: str, why: str = ""):

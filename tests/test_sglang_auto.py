@@ -15,30 +15,13 @@ Run in the SGLang venv (.ci/run makes it); elsewhere this file skips, saying so.
 from __future__ import annotations
 
 import logging
-import os
 import pathlib
 
 import pytest
+from deps import need_sglang
 
 
-def _need_sglang():
-    """SGLang 0.5.23, else a skip naming the venv (a failure under CHATPARSE_REQUIRE_DEPS=sglang)."""
-    try:
-        import sglang
-    except ImportError as exc:
-        why = f"sglang is not installed ({exc})"
-    else:
-        if sglang.__version__ == "0.5.23":
-            return sglang
-        why = f"sglang is {sglang.__version__}"
-    msg = (f"{why}; needs SGLang 0.5.23: run in the venv .ci/run makes, "
-           f"~/.cache/chatparse/venv-sglang/bin/python -m pytest tests/test_sglang_*.py")
-    if os.environ.get("CHATPARSE_REQUIRE_DEPS") == "sglang":
-        pytest.fail(msg, pytrace=False)
-    pytest.skip(msg, allow_module_level=True)
-
-
-_need_sglang()
+need_sglang()
 
 from sglang.srt.entrypoints.openai.protocol import Tool  # noqa: E402
 from sglang.srt.function_call.function_call_parser import FunctionCallParser  # noqa: E402
