@@ -44,8 +44,7 @@ from sglang.srt.parser.template_manager import TemplateManager  # noqa: E402
 from sglang.srt.runtime_context import publish  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 from sglang.srt.utils.hf_transformers_utils import get_tokenizer  # noqa: E402
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
-from transformers import PreTrainedTokenizerFast  # noqa: E402
+from token_support import qwen3_chat_tokenizer  # noqa: E402
 
 from chatparse import templates  # noqa: E402
 from chatparse.integrations import sglang as plugin  # noqa: E402
@@ -62,29 +61,12 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
                                                "city": {"type": "string"}}, "required": ["city"]}}}]
 
 
-def _tokenizer() -> PreTrainedTokenizerFast:
-    """A byte-level BPE trained here, with qwen3's special and added tokens, as a transformers fast tokenizer."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  show_progress=False)
-    tok.train_from_iterator([OUTPUT, "hello world, the weather in Paris is sunny"] * 3, trainer=trainer)
-    tok.add_tokens([AddedToken(t, special=False, normalized=False)
-                    for t in ("<think>", "</think>", "<tool_call>", "</tool_call>")])
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False,
-                                 eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    hf.chat_template = CHAT_TEMPLATE
-    return hf
-
-
 def _model_dir(path: pathlib.Path, response_template: dict | None) -> str:
     """A model directory SGLang's ModelConfig and tokenizer loader read offline: a tiny qwen3 config.json (no
     weights: nothing runs the model) and the tokenizer, with `response_template` in its tokenizer_config.json
     where given. The directory's name names no family, so the plugin finds qwen3 by the chat template."""
     path.mkdir()
-    tokenizer = _tokenizer()
+    tokenizer = qwen3_chat_tokenizer([OUTPUT, "hello world, the weather in Paris is sunny"], CHAT_TEMPLATE)
     tokenizer.save_pretrained(path)
     if response_template is not None:
         cfg_path = path / "tokenizer_config.json"

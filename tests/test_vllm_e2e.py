@@ -37,8 +37,7 @@ openai = need("openai", "the client of the served model (a vLLM dependency)")
 uvicorn = need("uvicorn", "the server (a vLLM dependency)")
 
 from fastapi import FastAPI  # noqa: E402
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
-from transformers import PreTrainedTokenizerFast  # noqa: E402
+from token_support import qwen3_chat_tokenizer  # noqa: E402
 from vllm import AsyncEngineArgs  # noqa: E402
 from vllm.config import DeviceConfig, VllmConfig  # noqa: E402
 from vllm.entrypoints.openai.chat_completion.api_router import attach_router  # noqa: E402
@@ -62,24 +61,6 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
                                                "city": {"type": "string"}}, "required": ["city"]}}}]
 CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
                  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-
-
-def _tokenizer() -> PreTrainedTokenizerFast:
-    """A byte-level BPE trained here, with qwen3's special and added tokens, as a transformers fast tokenizer."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  show_progress=False)
-    tok.train_from_iterator([OUTPUT, "hello world, the weather in Paris is sunny", CHAT_TEMPLATE] * 3,
-                            trainer=trainer)
-    tok.add_tokens([AddedToken(t, special=False, normalized=False)
-                    for t in ("<think>", "</think>", "<tool_call>", "</tool_call>")])
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False,
-                                 eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    hf.chat_template = CHAT_TEMPLATE
-    return hf
 
 
 def _model_dir(path, tokenizer, response_template: dict):
@@ -220,7 +201,8 @@ def _without_ids(message: dict) -> dict:
 def test_openai_stream_through_vllm_server_matches_hf_parser(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     plugin.register()
-    tokenizer = _tokenizer()
+    tokenizer = qwen3_chat_tokenizer([OUTPUT, "hello world, the weather in Paris is sunny", CHAT_TEMPLATE],
+                                     CHAT_TEMPLATE)
     template = templates.get("qwen3")
     output_ids = tokenizer.encode(OUTPUT, add_special_tokens=False) + [tokenizer.eos_token_id]
     assert tokenizer.convert_tokens_to_ids("<think>") in output_ids  # the tags are single tokens, as in Qwen3

@@ -358,3 +358,25 @@ def tekken_tokenizer():
     # its import chain needs tiktoken and pydantic-extra-types (mistral-common's own dependencies)
     converter = need("transformers.integrations.mistral.tokenizer", "transformers' tekken converter")
     return converter.MistralConverter(path).converted()
+
+
+def qwen3_chat_tokenizer(texts: list, chat_template: str):
+    """A byte-level BPE trained here on `texts` (three times over), with qwen3's special and added tokens, as a
+    transformers fast tokenizer carrying `chat_template`: the checkpoint tokenizer the serving end-to-end tests
+    (tests/test_vllm_e2e.py, tests/test_sglang_e2e.py) serve."""
+    from tokenizers import AddedToken
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  show_progress=False)
+    tok.train_from_iterator(list(texts) * 3, trainer=trainer)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False)
+                    for t in ("<think>", "</think>", "<tool_call>", "</tool_call>")])
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False,
+                                 eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    hf.chat_template = chat_template
+    return hf
