@@ -140,6 +140,7 @@ function main() {
   const verbose = args.includes("--verbose");
   const failures = [];
   let total = 0;
+  let skippedTokens = 0;
   const files = readdirSync(dir).filter((f) => f.endsWith(".json")).sort();
   for (const file of files) {
     const vec = JSON.parse(readFileSync(join(dir, file), "utf8"));
@@ -187,6 +188,11 @@ function main() {
       if (got !== vec.error) failures.push(`${file}: ${JSON.stringify(got).slice(0, 300)} != ${JSON.stringify(vec.error)}`);
       continue;
     }
+    if (vec.kind === "tokens") {
+      // token-mode vectors (ids in): not run by this runtime yet; listed, never counted as passed
+      skippedTokens += vec.cases.length;
+      continue;
+    }
     let tables;
     try {
       tables = loadTables(readFileSync(join(dir, vec.tables)));
@@ -227,6 +233,7 @@ function main() {
     }
   }
   for (const f of failures) console.log(`FAIL ${f}`);
+  if (skippedTokens) console.log(`NOT RUN: ${skippedTokens} token-mode vector cases (no token engine in this runtime yet)`);
   console.log(`${total - failures.length}/${total} vector cases pass (${files.length} files)`);
   if (asJson) console.log(JSON.stringify({ total, passed: total - failures.length, failed: failures.length, files: files.length }));
   process.exit(failures.length ? 1 : 0);

@@ -4,6 +4,7 @@
     python tests/make_vectors.py --check    # run every vector through the Python runtime (exit 1 on failure)
     node js/run_vectors.mjs tests/vectors   # the same vectors through the JavaScript runtime
     python tests/make_vectors.py --fuzz N --seed S [--dialect vllm] --dir D   # random differential vectors
+    python tests/make_vectors.py --tokens [--only NAMES]  # (re)write only the token-mode vectors
 
 A *template vector* is ``<name>.json`` plus ``<name>.cpt`` (the tables file, FORMAT.md)::
 
@@ -38,6 +39,42 @@ without escapes and name no float type; loose is everything else: the wording of
 changes between Python versions), of int()/float(), a region body quoted with repr(), a repr with escapes
 (they follow Python's Unicode tables), and float/int type names (a port may not tell 1.0 from 1). The
 ``error`` of a case (an exception that ends the parse) is compared by class, stage and feed index only.
+
+**Token-mode vectors** (kind "tokens", ``<name>.tok-<vocab>.json`` plus ``<name>.tok-<vocab>.cpt``: the
+tables file of template vector ``<name>`` WITH a token section, FORMAT.md section 8) feed token ids::
+
+    {"kind": "tokens", "name": <the template vector's name>, "vocab": "bl" | "sp" | "uc",
+     "tables": "<name>.tok-<vocab>.cpt", "template_sha256": <hex>, "vocab_sha256": <hex>, "vocab_size": V,
+     "cases": [{"id", ["dialect": "vllm",] "prefix": str | "prefix_ids": [int, ...], "tools": list | null,
+                "feeds": [[id, ...], ...],                    # each feed a list of ids, fed in one call
+                "texts": [str per feed, str],                 # the decoded text each feed releases, then finalize's
+                ["input_start": int,]                         # with a dialect
+                "initial_events", "feed_events", "final_events", "message", "error",   # as template cases
+                ["oneshot": {"message": {...}} | {"error": E}]}]}  # the one-shot parse of all the ids
+
+Everything is what chatparse's token parser produces from the tables file alone:
+``TokenParser(token_binding(CompiledTemplate(raw["template"], raw)), prefix=... | prefix_ids=..., tools=...,
+dialect=...)``, ``feed_tokens(feed)`` per feed, ``finalize()``; ``oneshot`` is ``binding.parse(all ids, ...)``
+(`chatparse.parse_tokens`). A ``prefix_ids`` prompt is decoded whole (the vocabulary's decode of those ids) and
+cut like a text prompt; the generation's decode starts fresh after it. ``texts`` is the incremental decode
+(`chatparse.runtime.tokens.decode._Decoder`): bytes of a character split across tokens are held until it is
+complete (a feed may release ""), invalid UTF-8 is one U+FFFD per maximal invalid subpart, ByteFallback runs,
+Metaspace first-token texts, ``strip_start`` and transformers' clean-up are applied as the token section says.
+A case with an id outside ``0 <= id < V`` ends with ``{"type": "ValueError", "stage": "feed", "index"}``
+(``texts`` then stops before that feed). ``--check`` also verifies the reference property on every case that
+succeeds: `ResponseParser` fed ``texts`` (the last one before ``finalize``) gives the same events and message,
+so a port's token engine may be its decoder in front of its character engine, and any fast path it takes
+must keep those events. The vocabularies (`TOKEN_VOCABS`) are real tokenizers trained at generation time with
+the `tokenizers` library on the token tests' training text (tests/token_support.py): ``bl`` byte-level BPE
+(900 ids, the corpus's delimiters as special tokens: whole-delimiter tokens; `bytes` kind) for every bundled
+and hand-written template; ``sp`` SentencePiece-style BPE with ``<0xXX>`` byte fallback (700 ids, no special
+tokens: delimiters cut across tokens; `pieces` kind, ``strip_start`` 1) for every other bundled family; ``uc``
+Unigram + Metaspace in transformers' ``PreTrainedTokenizerFast`` with ``clean_up_tokenization_spaces`` (500
+ids: first-token texts, clean-up) for six families. Per template: its first cases, each as encoded and fed
+in random runs of 1-3 ids (the first with its prompt as ids, where it has one), the first again with some tokens replaced by
+their single-byte tokens and fed one id at a time (characters split across feeds), the second with random
+tokens inserted (lone bytes, special tokens: U+FFFD, errors), the first in the vllm dialect (whole, with
+``oneshot``, and in runs of 1-4 ids); qwen3 and x_misc add an id out of range.
 
 ``values.json`` (kind "values") holds content-parser and tool-argument-coercion cases:
 ``{"parser", "args", "text", "expect" | "error"}`` and ``{"coerce", "types", "expect" | "error"}``.
@@ -644,6 +681,7 @@ def generate(out_dir: Path = VECTORS, only: list | None = None) -> list[Path]:
         vec_cases += dialect_cases(name, compiled, cases, bool(hand))
         write_vector(out_dir, name, template, compiled, vec_cases)
         written.append(out_dir / f"{name}.json")
+    written += generate_tokens(out_dir, only)
     if only is not None:
         return written
     path = out_dir / "values.json"
@@ -773,6 +811,223 @@ def value_cases() -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------- token mode
+
+# The vocabularies of the token-mode vectors, trained at generation time with the `tokenizers` library on the
+# token tests' training text (tests/token_support.py): label -> (what it exercises, the templates it covers).
+TOKEN_VOCABS = {
+    # byte-level BPE, 900 ids, the corpus's delimiters as special tokens: `bytes` kind, whole-delimiter tokens,
+    # characters split across tokens (held UTF-8 bytes). Every bundled family and hand-written template.
+    "bl": ("all", 4),
+    # SentencePiece-style BPE with <0xXX> byte fallback, 700 ids, no special tokens: `pieces` kind, delimiters
+    # cut across ordinary tokens, ByteFallback runs, strip_start 1 (the decoder's Strip). Every other bundled
+    # family (sorted by name), their first three cases.
+    "sp": ("half", 3),
+    # Unigram + Metaspace (first-token texts) wrapped in transformers' PreTrainedTokenizerFast with
+    # clean_up_tokenization_spaces: `pieces` kind, first_ids, cleanup. Six families, their first three cases.
+    "uc": (("qwen3", "gpt_oss", "hermes", "deepseek_r1", "kimi_k2", "llama3_json"), 3),
+}
+"""label -> (which templates: "all" = every bundled and hand-written one, "half" = every other bundled family,
+or names; the most cases per template). (The tables files dominate the size: about 25 kB each.)"""
+TOKEN_FILE = "{name}.tok-{vocab}"
+
+
+def _sentencepiece_tokenizer(vocab_size: int = 700):
+    """`token_support.sentencepiece_tokenizer([])` with its 40-character alphabet chosen here (most frequent,
+    ties by code point) and handed to the trainer, whose own choice among equally frequent characters varies
+    from run to run: the same tokenizer every time."""
+    import collections
+
+    import token_support as ts
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
+
+    texts = ts.training_text()
+    counts = collections.Counter(c for t in texts for c in t.replace(" ", "\u2581"))
+    alphabet = sorted(counts, key=lambda c: (-counts[c], c))[:40]
+    tok = Tokenizer(models.BPE(byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tok.train_from_iterator(texts, trainer=trainers.BpeTrainer(
+        vocab_size=vocab_size, limit_alphabet=40, initial_alphabet=alphabet, show_progress=False,
+        special_tokens=[f"<0x{b:02X}>" for b in range(256)]))
+    return tok
+
+
+def token_tokenizers() -> dict:
+    """label -> (tokenizer for `chatparse.bind`, `tokenizers.Tokenizer` that encodes the cases). Real
+    tokenizers, trained here (deterministically: BPE training is; the Unigram vocabulary is the Metaspace BPE's,
+    scored by merge rank, since the Unigram trainer is not deterministic)."""
+    import token_support as ts
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    bl = ts.byte_level_tokenizer(ts.special_strings())
+    sp = _sentencepiece_tokenizer()
+    ms = Tokenizer(models.BPE())
+    ms.pre_tokenizer = pre_tokenizers.Metaspace()
+    ms.decoder = decoders.Metaspace()
+    ms.train_from_iterator(ts.training_text(), trainer=trainers.BpeTrainer(
+        vocab_size=500, special_tokens=["<unk>", "<think>", "</think>", "<|im_end|>"], show_progress=False))
+    pieces = sorted(ms.get_vocab().items(), key=lambda kv: kv[1])
+    uni = Tokenizer(models.Unigram([(p, -1.0 - 0.01 * i) for p, i in pieces], unk_id=0))
+    uni.add_special_tokens(["<think>", "</think>", "<|im_end|>"])
+    uni.pre_tokenizer = pre_tokenizers.Metaspace()
+    uni.decoder = decoders.Metaspace()
+    from transformers import PreTrainedTokenizerFast
+
+    uc = PreTrainedTokenizerFast(tokenizer_object=uni, clean_up_tokenization_spaces=True)
+    return {"bl": (bl, bl), "sp": (sp, sp), "uc": (uc, uni)}
+
+
+def token_vector(name: str, template, cases: list, label: str, tok, enc) -> tuple[bytes, dict]:
+    """(tables file bytes with the token section, vector dict) for one template and one vocabulary."""
+    from token_support import mutate, split_into_bytes
+
+    from chatparse import bind
+    from chatparse.compiler.writer import dumps
+    from chatparse.runtime.tables.loader import template_hash
+
+    b = bind(template, tok)
+    data = dumps(b.compiled.raw_tables, tokens=b)
+    from chatparse.runtime.tables.loader import loads
+
+    vec_cases = []
+    rng = random.Random(zlib.crc32(f"tokens:{label}:{name}".encode("utf-8")))
+    size = b.vocab.size
+    for k, (cid, prefix, text, tools) in enumerate(cases):
+        ids = enc.encode(text, add_special_tokens=False).ids
+        variants = [("ids", ids, _id_chunks(rng, ids, 3))]
+        if k == 0:
+            one = split_into_bytes(enc, ids, rng, rate=0.5) if label != "uc" else ids
+            variants.append(("split1", one, [[i] for i in one]))
+        if k == 1 or len(cases) == 1:
+            bad = mutate(enc, ids, rng, n=6)
+            variants.append(("mutated", bad, _id_chunks(rng, bad, 5)))
+        for vname, vids, feeds in variants:
+            base = {"id": f"{cid}/{vname}"}
+            if prefix and k == 0 and vname == "ids":
+                base["prefix_ids"] = enc.encode(prefix, add_special_tokens=False).ids
+            else:
+                base["prefix"] = prefix
+            vec_cases.append(run_token_case(b, {**base, "tools": tools, "feeds": feeds}, oneshot=vname != "split1"))
+        if k == 0:  # the serving dialect: whole and chunked, with the one-shot parse of the ids
+            for j, feeds in enumerate([[ids], _id_chunks(rng, ids, 4)]):
+                vec_cases.append(run_token_case(b, {"id": f"{cid}/vllm{j}", "dialect": "vllm", "prefix": prefix,
+                                                    "tools": tools, "feeds": feeds}, oneshot=j == 0))
+    if name in ("qwen3", "x_misc"):  # an id out of range: ValueError at that feed
+        vec_cases.append(run_token_case(b, {"id": f"{name}-out-of-range", "prefix": "", "tools": None,
+                                            "feeds": [[1, 2], [size], [3]]}, oneshot=True))
+    raw = loads(data)
+    vec = {"kind": "tokens", "name": name, "vocab": label, "tables": TOKEN_FILE.format(name=name, vocab=label) + ".cpt",
+           "template_sha256": template_hash(b.compiled.spec), "vocab_sha256": raw["header"]["vocab_sha256"],
+           "vocab_size": size, "cases": vec_cases}
+    return data, vec
+
+
+def _id_chunks(rng: random.Random, ids: list, most: int) -> list:
+    out, i = [], 0
+    while i < len(ids):
+        n = rng.randint(1, most)
+        out.append(ids[i:i + n])
+        i += n
+    return out
+
+
+def run_token_case(binding, case: dict, oneshot: bool = False) -> dict:
+    """`case` (id, prefix or prefix_ids, tools, feeds as id lists[, dialect]) with what chatparse's token
+    parser does: the decoded text of each feed and of `finalize` (``texts``), the events, message or error
+    (as `run_case`), and with `oneshot` the one-shot `binding.parse` of all the ids."""
+    from chatparse.runtime.tokens.decode import _Decoder
+
+    out = dict(case)
+    dec = _Decoder(binding.vocab)
+    texts = []
+    try:
+        for f in case["feeds"]:
+            texts.append(dec.feed(f))
+        texts.append(dec.finish())
+    except IndexError:  # an id out of range: the texts up to it
+        pass
+    out["texts"] = texts
+    out.update(run_token_parser(binding, case))
+    if oneshot:
+        out["oneshot"] = run_token_oneshot(binding, case)
+    return out
+
+
+def _prefix_kw(case: dict) -> dict:
+    return {"prefix_ids": case["prefix_ids"]} if "prefix_ids" in case else {"prefix": case["prefix"]}
+
+
+def run_token_parser(binding, case: dict) -> dict:
+    """What `TokenParser` does with a token case: as `run_case` (``input_start`` with a dialect)."""
+    from chatparse.runtime.tokens import TokenParser
+
+    dialect = case.get("dialect")
+    out: dict = {"initial_events": [], "feed_events": [], "error": None}
+    stage, index = "init", 0
+    try:
+        p = TokenParser(binding, tools=case["tools"], dialect=dialect, **_prefix_kw(case))
+        if dialect is not None:
+            out["input_start"] = len(p.input_text)
+        out["initial_events"] = p.initial_events
+        stage = "feed"
+        for index, f in enumerate(case["feeds"]):
+            out["feed_events"].append(p.feed_tokens(f))
+        stage, index = "finalize", 0
+        message, final = p.finalize()
+        out["final_events"] = final
+        out["message"] = message
+    except Exception as e:  # noqa: BLE001
+        out["error"] = {"type": type(e).__name__, "stage": stage, "index": index if stage == "feed" else 0}
+    return encode(out)
+
+
+def run_token_oneshot(binding, case: dict) -> dict:
+    """`binding.parse(all ids, ...)` (`chatparse.parse_tokens`): ``{"message"}`` or ``{"error"}``."""
+    ids = [i for f in case["feeds"] for i in f]
+    try:
+        return encode({"message": binding.parse(ids, tools=case["tools"], dialect=case.get("dialect"),
+                                                **_prefix_kw(case))})
+    except Exception as e:  # noqa: BLE001
+        return {"error": encode_error(e)}
+
+
+def token_templates():
+    """(name, template, cases, hand) of the template vectors that get token vectors: every bundled template,
+    the hand-written ones and the fixtures (ext_*: not here, they act on closed regions' values only)."""
+    for name, template, cases, hand in _template_cases():
+        if hand == "ext" or name.startswith("f_"):
+            continue
+        yield name, template, cases, hand
+
+
+def generate_tokens(out_dir: Path = VECTORS, only: list | None = None) -> list[Path]:
+    """Write the token-mode vectors (`TOKEN_VOCABS`), removing old ones (with `only`: just those templates')."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if only is None:
+        for old in list(out_dir.glob("*.tok-*.json")) + list(out_dir.glob("*.tok-*.cpt")):
+            old.unlink()
+    toks = token_tokenizers()
+    written = []
+    from chatparse import templates
+
+    half = set(templates.names()[::2])
+    for name, template, cases, hand in token_templates():
+        if only is not None and name not in only:
+            continue
+        for label, (which, most) in TOKEN_VOCABS.items():
+            if not (which == "all" or (which == "half" and name in half) or name in which):
+                continue
+            tok, enc = toks[label]
+            data, vec = token_vector(name, template, cases[:most], label, tok, enc)
+            stem = TOKEN_FILE.format(name=name, vocab=label)
+            (out_dir / f"{stem}.cpt").write_bytes(data)
+            (out_dir / f"{stem}.json").write_bytes(_dump(vec))
+            written.append(out_dir / f"{stem}.json")
+    return written
+
+
 # ---------------------------------------------------------------------------------------------- checking
 
 
@@ -814,6 +1069,11 @@ def check(vec_dir: Path = VECTORS) -> tuple[int, list[str]]:
                 if not (got[0] == want[0] and cc.strict_equal(got[1], want[1])):
                     failures.append(f"{path.name}[{i}] {c}: got {got!r}")
             continue
+        if vec["kind"] == "tokens":
+            n, fails = check_tokens(vec_dir, path, vec)
+            count += n
+            failures += fails
+            continue
         raw = load(vec_dir / vec["tables"])
         compiled = CompiledTemplate(raw["template"], raw)
         fresh = compile_template(vec["template"])
@@ -840,6 +1100,63 @@ def check(vec_dir: Path = VECTORS) -> tuple[int, list[str]]:
     return count, failures
 
 
+def check_tokens(vec_dir: Path, path: Path, vec: dict) -> tuple[int, list[str]]:
+    """One token-mode vector: its tables file (template and vocabulary hashes as the vector says, the same
+    template as the character-mode vector of that name), then per case the token parser built from the file
+    alone (`token_binding`) against the recorded texts, events, message or error and one-shot result, and the
+    reference property: the character parser (`ResponseParser`) fed the recorded texts gives the same."""
+    import corpus_cases as cc
+
+    from chatparse import CompiledTemplate
+    from chatparse.runtime.tables.loader import load
+    from chatparse.runtime.tokens import token_binding
+    from chatparse.runtime.tokens.decode import _Decoder
+
+    failures: list[str] = []
+    raw = load(vec_dir / vec["tables"])
+    header = raw["header"]
+    sibling = vec_dir / f"{vec['name']}.json"
+    want_hash = vec["template_sha256"]
+    if header["template_sha256"] != want_hash or header["vocab_sha256"] != vec["vocab_sha256"] or (
+            sibling.exists() and json.loads(sibling.read_text(encoding="utf-8"))["template_sha256"] != want_hash):
+        return len(vec["cases"]), [f"{path.name}: template or vocabulary hash mismatch"] * len(vec["cases"])
+    compiled = CompiledTemplate(raw["template"], raw)
+    binding = token_binding(compiled)
+    if binding.vocab.size != vec["vocab_size"]:
+        return len(vec["cases"]), [f"{path.name}: vocabulary size {binding.vocab.size}"] * len(vec["cases"])
+    for c in vec["cases"]:
+        want = decode({k: c[k] for k in ("initial_events", "feed_events", "final_events", "message", "error",
+                                         "input_start") if k in c})
+        got = decode(run_token_parser(binding, c))
+        got = {k: got[k] for k in want if k in got}
+        if not cc.strict_equal(got, want):
+            failures.append(f"{path.name} {c['id']}: got {cc.show(got)[:300]}, want {cc.show(want)[:300]}")
+        dec, texts = _Decoder(binding.vocab), []
+        try:
+            for f in c["feeds"]:
+                texts.append(dec.feed(f))
+            texts.append(dec.finish())
+        except IndexError:  # (an id out of range: the texts up to it)
+            pass
+        if texts != c["texts"]:
+            failures.append(f"{path.name} {c['id']}: decoded {texts!r:.300}, want {c['texts']!r:.300}")
+        if "oneshot" in c:
+            got1 = decode(run_token_oneshot(binding, c))
+            if not cc.strict_equal(got1, decode(c["oneshot"])):
+                failures.append(f"{path.name} {c['id']} (parse_tokens): got {cc.show(got1)[:300]}, want "
+                                f"{cc.show(c['oneshot'])[:300]}")
+        if c["error"] is None:  # the reference: the character parser on the decoded text, feed by feed
+            prefix = binding.decode(c["prefix_ids"]) if "prefix_ids" in c else c["prefix"]
+            ref = decode(run_case(compiled, prefix, c["tools"], c["texts"], c.get("dialect")))
+            last = ref["feed_events"].pop()  # (the text finalize releases)
+            ref["final_events"] = last + ref.get("final_events", [])
+            ref = {k: ref[k] for k in want if k in ref}
+            if not cc.strict_equal(ref, want):
+                failures.append(f"{path.name} {c['id']}: the character parser on the decoded text gives "
+                                f"{cc.show(ref)[:300]}, the token parser {cc.show(want)[:300]}")
+    return len(vec["cases"]), failures
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="verify the vectors with the Python runtime")
@@ -849,6 +1166,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default=None, metavar="NAMES",
                     help="write only these template vectors (comma-separated, e.g. ext_olmo3), keeping the others")
+    ap.add_argument("--tokens", action="store_true",
+                    help="write only the token-mode vectors (*.tok-*), keeping the others")
     ap.add_argument("--dialect", default=None, help="with --fuzz: parse the random cases in this dialect (vllm)")
     args = ap.parse_args(argv)
     logging.getLogger("chatparse").setLevel(logging.ERROR)  # the stall vectors log a warning each
@@ -862,9 +1181,10 @@ def main(argv=None) -> int:
         print(f"{n - len(failures)}/{n} vector cases pass")
         return 1 if failures else 0
     only = None if args.only is None else args.only.split(",")
-    paths = generate(args.dir, only)
-    if only is not None and len(paths) != len(only):
-        print(f"unknown vector name(s) in --only: {sorted(set(only) - {p.stem for p in paths})}", file=sys.stderr)
+    paths = generate_tokens(args.dir, only) if args.tokens else generate(args.dir, only)
+    names = {p.name.split(".")[0] for p in paths}
+    if only is not None and not args.tokens and len(names) != len(only):
+        print(f"unknown vector name(s) in --only: {sorted(set(only) - names)}", file=sys.stderr)
         return 2
     size = sum(p.stat().st_size for p in args.dir.iterdir())
     print(f"wrote {len(paths)} vector files ({size / 1e6:.2f} MB) to {args.dir}")
