@@ -9,11 +9,13 @@
  *    int as its canonical decimal text (optional '-', no leading zeros, never a
  *    value that fits int64_t: constructors normalize), in u.string.
  *  - CP_FLOAT is a double; NaN and +-inf are allowed (Python's json allows them).
- *  - CP_STRING is a Python str as "generalized UTF-8" (WTF-8): ordinary UTF-8,
- *    except that a lone surrogate code point U+D800..U+DFFF (which Python's
- *    json.loads can produce from "\ud800") is encoded as its own 3-byte
- *    sequence ED A0..BF xx. A surrogate PAIR is always stored as the one
- *    4-byte sequence of its code point, so every Python str has exactly one
+ *  - CP_STRING is a Python str (a sequence of code points 0..0x10FFFF) in
+ *    "generalized UTF-8": each code point encoded as UTF-8 would, including a
+ *    surrogate code point U+D800..U+DFFF (which Python's json.loads produces
+ *    from a lone "\ud800") as its own 3-byte sequence ED A0..BF xx. As in
+ *    Python, two adjacent surrogate code points stay two code points (they are
+ *    not the astral character; json.loads joins an escaped PAIR "\ud83d\ude00"
+ *    into U+1F600, stored as 4 bytes). So every Python str has exactly one
  *    encoding and byte equality is str equality. The bytes are NUL-terminated
  *    (not counted in len) for convenience; they may contain NUL themselves.
  *    Code points: cp_utf8_decode walks them; cp_string_length counts them
