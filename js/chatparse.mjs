@@ -1199,6 +1199,15 @@ export class Tables {
       fail(`js.word: not a valid class (${e.message})`); // (checkWord lets through only valid ones)
     }
     this.bareKey = { source: `(?<=[{,])(${wordSrc}+):`, groups: {} };
+    // the token section (FORMAT.md section 8), checked by checkTokenSection: read by tokenBinding()
+    this.tokenSection = null;
+    if (header.tokens) {
+      const arr = (k) => arrays.get(`tokens.${k}`);
+      this.tokenSection = { meta: meta.tokens, offsets: arr("offsets").arr, bytes: arr("bytes").arr, flags: arr("flags").arr,
+        firstIds: arr("first_ids").arr, firstOffsets: arr("first_offsets").arr, firstBytes: arr("first_bytes").arr,
+        inert: arr("inert").arr, delims: arr("delims").arr };
+    }
+    this._tokenBinding = null;
   }
 
   /** The part of `prefix` after the last start-anchor match; all of it (logged) when there is none. */
@@ -3717,4 +3726,383 @@ export function coerceToolCalls(value, params) {
     else if (Array.isArray(arg) && !types.includes("array")) args[key] = arg.map((x) => (typeof x === "string" ? coerce(x, types) : x));
   }
   return value;
+}
+
+// ------------------------------------------------------------------------------------------------ token ids
+//
+// The token engine (chatparse/runtime/tokens/): token ids in, decoded by the table file's token section
+// (FORMAT.md section 8) exactly as the tokenizer's own decode does - bytes of a character split across tokens
+// held until it is complete, a U+FFFD exactly where Python's errors="replace" puts one, ByteFallback runs,
+// Metaspace first-token texts, strip_start and transformers' clean_up_tokenization streamed - and the decoded
+// text fed to the character engine. So the events are exactly those the character engine gives on the decoded
+// text, which is what Python's TokenParser guarantees for its own (its fast paths only skip work).
+
+const TOKENS_PREFIX_REQUIRED = "`TokenParser`/`parse_tokens` requires `prefix` or `prefix_ids` (the chat prompt sent to the model before " +
+  "generation), because chat templates often pre-write part of the assistant message (e.g. an opening " +
+  "`<think>` tag) that the parser must see to parse the output correctly. If the generation already contains " +
+  'the complete message, pass `prefix=""` or `prefix_ids=[]` to opt out explicitly.';
+const CLEANUP_RULES = [[" .", "."], [" ?", "?"], [" !", "!"], [" ,", ","], [" ' ", "'"], [" n't", "n't"], [" 'm", "'m"], [" 's", "'s"], [" 've", "'ve"], [" 're", "'re"]];
+const utf8Lenient = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+const utf8Strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** The vocabulary of a token section: per-token bytes and text (`chatparse.runtime.tokens.tables.LoadedVocab`).
+ * Token texts are decoded on first use (a 150k-token file costs nothing per token until the token is seen). */
+export class TokenVocab {
+  constructor(sec) {
+    const m = sec.meta;
+    this.size = m.size;
+    this.kind = m.kind;
+    this.stripChar = m.strip_char;
+    this.stripStart = m.strip_start;
+    this.cleanup = m.cleanup;
+    this.name = m.name;
+    this.offsets = sec.offsets;
+    this.blob = sec.bytes;
+    this.flags = sec.flags;
+    this.texts = new Array(this.size); // cache: string, or null (no text of its own)
+    this.firstText = new Map();
+    for (let k = 0; k < sec.firstIds.length; k++) {
+      this.firstText.set(sec.firstIds[k], utf8Strict.decode(sec.firstBytes.subarray(sec.firstOffsets[k], sec.firstOffsets[k + 1])));
+    }
+  }
+
+  /** Token i's bytes ("" for a skipped token of the bytes kind: it decodes to nothing, whatever the file holds). */
+  bytesOf(i) {
+    if (this.flags[i] & T_SKIP) return this.blob.subarray(0, 0);
+    return this.blob.subarray(this.offsets[i], this.offsets[i + 1]);
+  }
+
+  /** Token i's text on its own ("" when skipped; null without TEXT: a byte token or incomplete UTF-8). */
+  textOf(i) {
+    let t = this.texts[i];
+    if (t === undefined) {
+      const f = this.flags[i];
+      t = f & T_SKIP ? "" : f & T_TEXT ? utf8Strict.decode(this.blob.subarray(this.offsets[i], this.offsets[i + 1])) : null;
+      this.texts[i] = t;
+    }
+    return t;
+  }
+
+  /** The tokenizer's decode of a whole sequence (ids in range). */
+  decode(ids) {
+    const d = new TokenDecoder(this);
+    return d.feed(ids) + d.finish();
+  }
+}
+
+/** UTF-8 bytes to text as Python's `codecs.utf_8_decode(data, "replace", final)`: one U+FFFD per maximal invalid
+ * subpart; unless `final`, a valid but incomplete sequence at the end is left undecoded. Returns [text, bytes
+ * consumed]. */
+function utf8Replace(data, final) {
+  const n = data.length;
+  let out = "";
+  let i = 0, run = 0; // [run, i): valid UTF-8 not yet copied out
+  while (i < n) {
+    const b = data[i];
+    if (b < 0x80) {
+      i++;
+      continue;
+    }
+    let need, lo, hi;
+    if (b >= 0xc2 && b <= 0xdf) [need, lo, hi] = [1, 0x80, 0xbf];
+    else if (b === 0xe0) [need, lo, hi] = [2, 0xa0, 0xbf];
+    else if ((b >= 0xe1 && b <= 0xec) || b === 0xee || b === 0xef) [need, lo, hi] = [2, 0x80, 0xbf];
+    else if (b === 0xed) [need, lo, hi] = [2, 0x80, 0x9f];
+    else if (b === 0xf0) [need, lo, hi] = [3, 0x90, 0xbf];
+    else if (b >= 0xf1 && b <= 0xf3) [need, lo, hi] = [3, 0x80, 0xbf];
+    else if (b === 0xf4) [need, lo, hi] = [3, 0x80, 0x8f];
+    else need = 0;
+    let k = 0;
+    if (need && i + 1 < n && data[i + 1] >= lo && data[i + 1] <= hi) {
+      k = 1;
+      while (k < need && i + 1 + k < n && data[i + 1 + k] >= 0x80 && data[i + 1 + k] <= 0xbf) k++;
+    }
+    if (need && k === need) {
+      i += 1 + k;
+      continue;
+    }
+    if (need && i + 1 + k === n && !final) break; // an incomplete character at the end: held
+    if (i > run) out += utf8Lenient.decode(data.subarray(run, i));
+    out += "\ufffd";
+    i += 1 + k;
+    run = i;
+  }
+  if (i > run) out += utf8Lenient.decode(data.subarray(run, i));
+  return [out, i];
+}
+
+/** transformers' clean_up_tokenization as a chain of streaming replaces (`decode._Cleanup`): each stage holds
+ * back the characters (code points) that could still begin its pattern. */
+class Cleanup {
+  constructor() {
+    this.held = CLEANUP_RULES.map(() => "");
+  }
+
+  feed(text, final) {
+    for (let k = 0; k < CLEANUP_RULES.length; k++) {
+      const [old, rep] = CLEANUP_RULES[k];
+      const buf = this.held[k] + text;
+      if (final) {
+        text = buf.split(old).join(rep);
+        this.held[k] = "";
+        continue;
+      }
+      let out = "", pos = 0;
+      for (;;) {
+        const j = buf.indexOf(old, pos);
+        if (j < 0) break;
+        out += buf.slice(pos, j) + rep;
+        pos = j + old.length;
+      }
+      let back = buf.length; // `len(old) - 1` code points from the end
+      for (let c = 0; c < old.length - 1 && back > 0; c++) back -= back >= 2 && isLow(buf.charCodeAt(back - 1)) && isHigh(buf.charCodeAt(back - 2)) ? 2 : 1;
+      const cut = Math.max(pos, back);
+      out += buf.slice(pos, cut);
+      this.held[k] = buf.slice(cut);
+      text = out;
+    }
+    return text;
+  }
+}
+
+/** Incremental decode of one generation (`chatparse.runtime.tokens.decode._Decoder`): `feed(ids)` returns the text
+ * those ids complete; the texts of every feed plus `finish()` are exactly `vocab.decode(all ids)`. */
+export class TokenDecoder {
+  constructor(vocab) {
+    this.v = vocab;
+    this.bytesKind = vocab.kind === "bytes";
+    this.held = new Uint8Array(0); // bytes kind: an incomplete UTF-8 sequence
+    this.run = []; // pieces kind: a pending ByteFallback run
+    this.first = vocab.firstText.size > 0; // Metaspace: the next token that is not skipped is the first one
+    this.stripLeft = vocab.stripStart;
+    this.cleanup = vocab.cleanup ? new Cleanup() : null;
+  }
+
+  /** Nothing held: the next token's text is its own text. */
+  clean() {
+    return !this.held.length && !this.run.length && !this.first && !this.stripLeft && this.cleanup === null;
+  }
+
+  feed(ids) {
+    return this.post(this.bytesKind ? this.feedBytes(ids, false) : this.feedPieces(ids, false), false);
+  }
+
+  finish() {
+    return this.post(this.bytesKind ? this.feedBytes([], true) : this.feedPieces([], true), true);
+  }
+
+  feedBytes(ids, final) {
+    const v = this.v;
+    let out = "";
+    for (const i of ids) {
+      if (!this.held.length) {
+        const t = v.textOf(i); // complete UTF-8 on its own, nothing held: its text
+        if (t !== null) {
+          out += t;
+          continue;
+        }
+      }
+      const b = v.bytesOf(i);
+      if (!b.length) continue;
+      let data = b;
+      if (this.held.length) {
+        data = new Uint8Array(this.held.length + b.length);
+        data.set(this.held);
+        data.set(b, this.held.length);
+      }
+      const [text, n] = utf8Replace(data, false);
+      out += text;
+      this.held = data.slice(n);
+    }
+    if (final && this.held.length) {
+      out += utf8Replace(this.held, true)[0];
+      this.held = new Uint8Array(0);
+    }
+    return out;
+  }
+
+  feedPieces(ids, final) {
+    const v = this.v, flags = v.flags;
+    let out = "";
+    for (const i of ids) {
+      const f = flags[i];
+      if (f & T_SKIP) continue;
+      if (f & T_BYTE) {
+        this.run.push(v.blob[v.offsets[i]]);
+        this.first = false;
+        continue;
+      }
+      if (this.run.length) out += this.flushRun();
+      let s;
+      if (this.first) {
+        this.first = false;
+        s = v.firstText.has(i) ? v.firstText.get(i) : v.textOf(i);
+      } else s = v.textOf(i);
+      out += s;
+    }
+    if (final && this.run.length) out += this.flushRun();
+    return out;
+  }
+
+  flushRun() {
+    const run = Uint8Array.from(this.run);
+    this.run = [];
+    try {
+      return utf8Strict.decode(run);
+    } catch {
+      return "\ufffd".repeat(run.length);
+    }
+  }
+
+  post(text, final) {
+    if (this.stripLeft && text) {
+      const c = this.v.stripChar;
+      let n = 0, at = 0;
+      while (n < this.stripLeft && at < text.length && text.startsWith(c, at)) {
+        n++;
+        at += c.length;
+      }
+      if (at < text.length) this.stripLeft = 0;
+      else this.stripLeft -= n;
+      if (at) text = text.slice(at);
+    }
+    if (this.cleanup !== null) text = this.cleanup.feed(text, final);
+    return text;
+  }
+}
+
+/** The token binding of tables loaded from a file with a token section (`binding_from_data`), built once per
+ * Tables: the vocabulary, after the checks that need the compiled tables (FORMAT.md section 8.4, last
+ * paragraph), with Python's messages. */
+export function tokenBinding(tables) {
+  if (tables._tokenBinding !== null) return tables._tokenBinding;
+  const sec = tables.tokenSection;
+  if (sec === null) {
+    throw E("ValueError", "this compiled template carries no token tables: bind it to a tokenizer with " +
+      "chatparse.bind(template, tokenizer), or load a table file written with token tables (`chatparse compile DIR` with a tokenizer.json)");
+  }
+  const bad = (msg) => { throw E("ValueError", `chatparse table file: token section: ${msg}`); };
+  const vocab = new TokenVocab(sec);
+  const size = vocab.size, nModes = tables.modes.length;
+  const exact = tables.modes.map((m) => m.patterns.every((pi) => tables.patterns[pi].exact));
+  const dl = sec.delims;
+  for (let r = 0; r < dl.length / 3; r++) {
+    const [m, i, pi] = [dl[3 * r], dl[3 * r + 1], dl[3 * r + 2]];
+    if (m >= nModes || i >= size) bad(`whole-delimiter entry (${m}, ${i}) out of range`);
+    if (tables.modes[m].firstRe === null || !exact[m]) bad(`mode ${m} cannot have whole-delimiter tokens`);
+    const text = vocab.textOf(i);
+    const d = text ? wholeDelimiter(tables, m, text) : null;
+    if (d === null || d !== pi) bad(`token ${i} is not a whole delimiter (pattern ${pi}) in mode ${m}`);
+  }
+  for (let m = 0; m < nModes; m++) {
+    if (tables.modes[m].firstRe !== null) continue;
+    for (let i = m * size; i < (m + 1) * size; i++) if (sec.inert[i]) bad(`mode ${m} has no prefilter, so no token can be inert in it`);
+  }
+  tables._tokenBinding = { vocab };
+  return tables._tokenBinding;
+}
+
+/** The pattern index when `text`, fed on its own to a quiet scanner in mode `m` (not at offset 0), is decided as
+ * exactly one whole delimiter; else null (`tables._whole_delimiter`). */
+function wholeDelimiter(tables, m, text) {
+  const sc = new Scanner(tables);
+  sc.push("\x00");
+  sc.restart(m, 1);
+  sc.push(text);
+  let d;
+  try {
+    d = sc.decide(false);
+  } catch {
+    return null;
+  }
+  if (d === null || d === undefined || d[0] !== 1 || d[1] !== 1 + text.length) return null;
+  return d[2];
+}
+
+function tokenIds(ids, size) {
+  // an int or a sequence of ints (an array or typed array), range-checked as Python's `_ids_list`
+  const list = typeof ids === "number" || typeof ids === "bigint" ? [ids] : ids;
+  if (list === null || typeof list !== "object" || typeof list.length !== "number") {
+    throw E("TypeError", `token ids must be integers or a sequence of integers, got ${list === null ? "NoneType" : typeof list}`);
+  }
+  let lo = Infinity, hi = -Infinity;
+  for (const x of list) {
+    if (typeof x === "bigint" ? false : !Number.isInteger(x)) throw E("TypeError", "token ids must be integers");
+    const v = Number(x);
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  if (list.length && (lo < 0 || hi >= size)) {
+    const bad = lo < 0 ? lo : hi;
+    throw E("ValueError", `token id ${bad} is out of range for this tokenizer (valid ids: 0..${size - 1})`);
+  }
+  return typeof list[0] === "bigint" ? Array.from(list, Number) : list;
+}
+
+function tokenPrefix(vocab, prefix, prefixIds) {
+  if (prefixIds !== null && prefixIds !== undefined) {
+    if (prefix !== null && prefix !== undefined) throw E("ValueError", "pass either `prefix` (text) or `prefix_ids` (token ids), not both");
+    return vocab.decode(tokenIds(prefixIds, vocab.size));
+  }
+  if (prefix === null || prefix === undefined) throw E("ValueError", TOKENS_PREFIX_REQUIRED);
+  if (typeof prefix !== "string") throw E("TypeError", `\`prefix\` must be a string (use \`prefix_ids=\` for token ids), got ${pyTypeName(prefix)}`);
+  return prefix;
+}
+
+/** One generation fed token ids (`chatparse.runtime.tokens.TokenParser`): `new TokenParser(tables, prompt, {
+ * prefixIds, tools, dialect, ... })` (prompt text, or null with `prefixIds`); `feedTokens(id or ids)` returns the
+ * events, `finalize()` `[message, finalEvents]`. Tables must come from a file with a token section. */
+export class TokenParser {
+  constructor(tables, prefix, { prefixIds = null, tools = null, warn = null, dialect = null, offsets = null, malformed = null } = {}) {
+    if (!(tables instanceof Tables)) throw E("TypeError", "TokenParser needs Tables from loadTables()");
+    const b = tokenBinding(tables);
+    this.vocab = b.vocab;
+    this.size = b.vocab.size;
+    const text = tokenPrefix(b.vocab, prefix, prefixIds);
+    this.parser = new ResponseParser(tables, text, { tools, warn, dialect, offsets, malformed });
+    this.dialect = this.parser.dialect;
+    this.initialEvents = this.parser.initialEvents;
+    this.dec = new TokenDecoder(b.vocab);
+  }
+
+  feedTokens(ids) {
+    this.parser.core.checkUsable();
+    const list = tokenIds(ids, this.size);
+    const text = this.dec.feed(list);
+    return text ? this.parser.feed(text) : [];
+  }
+
+  /** Decoded text instead of ids (refused while the bytes of a split character are held). */
+  feed(text) {
+    this.parser.core.checkUsable();
+    if (this.dec.held.length || this.dec.run.length) {
+      throw E("ValueError", "feed(text) while the bytes of a character split across tokens are held; feed the token ids that complete it first");
+    }
+    return text ? this.parser.feed(text) : [];
+  }
+
+  finalize() {
+    this.parser.core.checkUsable();
+    const rest = this.dec.finish();
+    const events = rest ? this.parser.feed(rest) : [];
+    const [message, final] = this.parser.finalize();
+    return [message, events.concat(final)];
+  }
+
+  get inputText() {
+    return this.parser.inputText;
+  }
+
+  get input_text() {
+    return this.parser.inputText;
+  }
+}
+
+/** One-shot over ids (`chatparse.parse_tokens`): the whole sequence decoded, then parsed as parseResponse parses
+ * text. */
+export function parseTokens(ids, tables, { prefix = null, prefixIds = null, tools = null, warn = null, dialect = null, malformed = null } = {}) {
+  if (!(tables instanceof Tables)) throw E("TypeError", "parseTokens needs Tables from loadTables()");
+  const { vocab } = tokenBinding(tables);
+  const text = tokenPrefix(vocab, prefix, prefixIds);
+  return parseResponse(vocab.decode(tokenIds(ids, vocab.size)), tables, { prefix: text, tools, warn, dialect, malformed });
 }

@@ -17,7 +17,7 @@
 
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { loadTables, ResponseParser, parseResponse, parseContent, coerce, PyError, _pyFinditer, _groupdict, cpLen } from "./chatparse.mjs";
+import { loadTables, ResponseParser, parseResponse, parseContent, coerce, PyError, _pyFinditer, _groupdict, cpLen, TokenParser, TokenDecoder, parseTokens, tokenBinding } from "./chatparse.mjs";
 
 function decode(v) {
   if (Array.isArray(v)) return v.map(decode);
@@ -133,6 +133,88 @@ function runOneshot(tables, c) {
   }
 }
 
+function runTokenCase(tables, c) {
+  // as runCase, with token ids: TokenParser built from the file's token section, each feed a list of ids
+  const out = { initial_events: [], feed_events: [], error: null };
+  const dialect = c.dialect === undefined ? null : c.dialect;
+  let stage = "init", index = 0;
+  let p = null;
+  try {
+    p = new TokenParser(tables, "prefix_ids" in c ? null : c.prefix, { prefixIds: c.prefix_ids ?? null, tools: c.tools, dialect });
+    if (dialect !== null) out.input_start = cpLen(p.inputText);
+    out.initial_events = encodeEvents(p.initialEvents, c.initial_events);
+    stage = "feed";
+    for (index = 0; index < c.feeds.length; index++) out.feed_events.push(encodeEvents(p.feedTokens(c.feeds[index]), c.feed_events && c.feed_events[index]));
+    stage = "finalize";
+    index = 0;
+    const [message, final] = p.finalize();
+    out.final_events = encodeEvents(final, c.final_events);
+    out.message = message;
+  } catch (e) {
+    out.error = { type: errType(e), stage, index: stage === "feed" ? index : 0 };
+  }
+  if (dialect !== null && p !== null && out.error === null) {
+    // inputText: the cut prompt, then every decoded text
+    const text = p.inputText;
+    const start = [...text].slice(0, out.input_start).join("");
+    if (text !== start + c.texts.join("")) out.input_text_error = `inputText is ${JSON.stringify(text).slice(0, 120)}`;
+  }
+  return out;
+}
+
+function runTokenVector(dir, file, vec, failures, verbose) {
+  // Token-mode vectors (kind "tokens"): the tables file with its token section, then per case the decoded texts
+  // (TokenDecoder), the events, message or error (TokenParser) and the one-shot parse of all the ids (parseTokens).
+  let tables;
+  try {
+    tables = loadTables(readFileSync(join(dir, vec.tables)));
+    if (tables.header.templateSha256 !== vec.template_sha256) throw new Error("template hash differs from the vector's");
+    if (tables.header.vocabSha256 !== vec.vocab_sha256) throw new Error("vocabulary hash differs from the vector's");
+    if (tokenBinding(tables).vocab.size !== vec.vocab_size) throw new Error("vocabulary size differs from the vector's");
+  } catch (e) {
+    for (const c of vec.cases) failures.push(`${file} ${c.id}: tables not loaded (${errType(e)}: ${e && e.message})`);
+    return;
+  }
+  const vocab = tokenBinding(tables).vocab;
+  for (const c of vec.cases) {
+    const texts = [];
+    try {
+      const dec = new TokenDecoder(vocab);
+      for (const f of c.feeds) {
+        if (f.some((i) => i < 0 || i >= vocab.size)) throw new Error("out of range");
+        texts.push(dec.feed(f));
+      }
+      texts.push(dec.finish());
+    } catch {
+      // (an id out of range: the texts up to it)
+    }
+    let d = diff(texts, c.texts);
+    if (d) d = `decoded texts: ${d}`;
+    if (!d) {
+      const got = runTokenCase(tables, c);
+      const want = { initial_events: c.initial_events, feed_events: c.feed_events, error: c.error };
+      if ("input_start" in c) want.input_start = c.input_start;
+      if ("message" in c) {
+        want.final_events = c.final_events;
+        want.message = c.message;
+      }
+      d = diff(got, decode(want));
+    }
+    if (!d && "oneshot" in c) {
+      let got;
+      try {
+        got = { message: parseTokens(c.feeds.flat(), tables, { prefix: "prefix_ids" in c ? null : c.prefix, prefixIds: c.prefix_ids ?? null, tools: c.tools, dialect: c.dialect ?? null }) };
+      } catch (e) {
+        got = { error: encodeError(e, c.oneshot && c.oneshot.error) };
+      }
+      const o = diff(got, decode(c.oneshot));
+      if (o) d = `parseTokens: ${o}`;
+    }
+    if (d) failures.push(`${file} ${c.id}: ${d}`);
+    else if (verbose) console.log(`ok ${file} ${c.id}`);
+  }
+}
+
 function main() {
   const args = process.argv.slice(2);
   const dir = args.find((a) => !a.startsWith("--")) || "tests/vectors";
@@ -140,7 +222,6 @@ function main() {
   const verbose = args.includes("--verbose");
   const failures = [];
   let total = 0;
-  let skippedTokens = 0;
   const files = readdirSync(dir).filter((f) => f.endsWith(".json")).sort();
   for (const file of files) {
     const vec = JSON.parse(readFileSync(join(dir, file), "utf8"));
@@ -189,8 +270,8 @@ function main() {
       continue;
     }
     if (vec.kind === "tokens") {
-      // token-mode vectors (ids in): not run by this runtime yet; listed, never counted as passed
-      skippedTokens += vec.cases.length;
+      runTokenVector(dir, file, vec, failures, verbose);
+      total += vec.cases.length;
       continue;
     }
     let tables;
@@ -233,7 +314,6 @@ function main() {
     }
   }
   for (const f of failures) console.log(`FAIL ${f}`);
-  if (skippedTokens) console.log(`NOT RUN: ${skippedTokens} token-mode vector cases (no token engine in this runtime yet)`);
   console.log(`${total - failures.length}/${total} vector cases pass (${files.length} files)`);
   if (asJson) console.log(JSON.stringify({ total, passed: total - failures.length, failed: failures.length, files: files.length }));
   process.exit(failures.length ? 1 : 0);

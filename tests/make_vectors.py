@@ -993,6 +993,58 @@ def run_token_oneshot(binding, case: dict) -> dict:
         return {"error": encode_error(e)}
 
 
+def fuzz_tokens(out_dir: Path, per_template: int = 4, seed: int = 0, names: tuple = ("qwen3", "gpt_oss", "hermes",
+                "kimi_k2", "x_regex", "x_malformed")) -> int:
+    """Random token-mode vectors (the layout of `generate_tokens`) in `out_dir`: for each template of `names` and
+    each vocabulary, `per_template` cases whose ids are a case's encoding with random tokens replaced by their
+    single bytes and random ids (any token: lone bytes, special tokens, byte-fallback runs) inserted, or pure
+    random ids, fed in random runs of 1-6 ids, in either dialect, the prompt as text or ids. Returns the case
+    count."""
+    from token_support import mutate, split_into_bytes
+
+    from chatparse import bind
+    from chatparse.compiler.writer import dumps
+    from chatparse.runtime.tables.loader import loads, template_hash
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    toks = token_tokenizers()
+    total = 0
+    for name, template, cases, _ in token_templates():
+        if name not in names:
+            continue
+        for label, (tok, enc) in toks.items():
+            b = bind(template, tok)
+            data = dumps(b.compiled.raw_tables, tokens=b)
+            vec_cases = []
+            for k in range(per_template):
+                cid, prefix, text, tools = rng.choice(cases)
+                ids = enc.encode(text, add_special_tokens=False).ids
+                if rng.random() < 0.2:
+                    ids = [rng.randrange(b.vocab.size) for _ in range(rng.randint(1, 80))]
+                else:
+                    if label != "uc":
+                        ids = split_into_bytes(enc, ids, rng, rate=rng.random())
+                    ids = mutate(enc, ids, rng, n=rng.randint(1, 8))
+                case = {"id": f"fuzz-{name}-{label}-{k}"}
+                if rng.random() < 0.5:
+                    case["dialect"] = "vllm"
+                if prefix and rng.random() < 0.5:
+                    case["prefix_ids"] = enc.encode(prefix, add_special_tokens=False).ids
+                else:
+                    case["prefix"] = prefix
+                case.update({"tools": tools, "feeds": _id_chunks(rng, ids, 6)})
+                vec_cases.append(run_token_case(b, case, oneshot=True))
+            stem = TOKEN_FILE.format(name=name, vocab=label)
+            (out_dir / f"{stem}.cpt").write_bytes(data)
+            vec = {"kind": "tokens", "name": name, "vocab": label, "tables": f"{stem}.cpt",
+                   "template_sha256": template_hash(b.compiled.spec), "vocab_sha256": loads(data)["header"]["vocab_sha256"],
+                   "vocab_size": b.vocab.size, "cases": vec_cases}
+            (out_dir / f"{stem}.json").write_bytes(_dump(vec))
+            total += len(vec_cases)
+    return total
+
+
 def token_templates():
     """(name, template, cases, hand) of the template vectors that get token vectors: every bundled template,
     the hand-written ones and the fixtures (ext_*: not here, they act on closed regions' values only)."""
