@@ -41,7 +41,7 @@ extern "C" {
 /* One match, byte offsets into the subject given to finditer. */
 typedef struct cp_vmatch {
     size_t start, end;
-    /* The span of the named group `name`: 1 with *s/*e set when it took part in the match, 0 when it did not,
+    /* The span of the named group `name`: 1 with *s and *e set when it took part in the match, 0 when it did not,
      * -1 when the pattern has no group of that name. */
     int (*group)(const struct cp_vmatch *m, const char *name, size_t *s, size_t *e);
     const void *impl;   /* the engine's own match data */
