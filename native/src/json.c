@@ -556,3 +556,9 @@ char *cp_json_dump(const cp_value *v, const cp_json_dump_options *opts, size_t *
     dump_value(&b, v ? v : &null_value, &d, 0);
     return cp_buf_take(&b, out_len);
 }
+
+char *cp_json_quote(const char *s, size_t n, int ensure_ascii, size_t *out_len) {
+    cp_buf b = {0};
+    dump_string(&b, s, n, ensure_ascii);
+    return cp_buf_take(&b, out_len);
+}

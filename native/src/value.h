@@ -202,6 +202,10 @@ cp_json_dump_options cp_json_dump_compact(void);
  * written raw, as Python's str would hold it). NULL on allocation failure. */
 char *cp_json_dump(const cp_value *v, const cp_json_dump_options *opts, size_t *out_len);
 
+/* json.dumps(s) of one string given as n bytes of generalized UTF-8, with
+ * or without ensure_ascii: a malloc'd NUL-terminated text (NULL on OOM). */
+char *cp_json_quote(const char *s, size_t n, int ensure_ascii, size_t *out_len);
+
 /* Python's repr(float) into out (at most 32 bytes with the NUL): shortest
  * text that round-trips, "inf", "-inf", "nan". Returns the length. */
 int cp_float_repr(double d, char out[32]);

@@ -1,0 +1,29 @@
+/*
+ * pyrepr.h - Python's repr() of a str, for messages that show one.
+ */
+#ifndef CHATPARSE_PYREPR_H
+#define CHATPARSE_PYREPR_H
+
+#include <stddef.h>
+
+#include "buf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Append repr(s) for a str of n bytes of generalized UTF-8 (value.h): the
+ * quote Python picks, backslash escapes, non-printable characters as
+ * \xhh/\uhhhh/\Uhhhhhhhh (printability from Unicode general categories, as
+ * str.isprintable, via PCRE2's tables). When max_chars >= 0 the result is cut
+ * to that many code points, as f"{s!r:.60}" does. */
+void cp_py_repr_str(cp_buf *out, const char *s, size_t n, long max_chars);
+
+/* Python's str.isprintable() for one code point. */
+int cp_py_isprintable(unsigned cp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CHATPARSE_PYREPR_H */
