@@ -77,6 +77,78 @@ void cp_tables_free(cp_tables *tables);
  * read events and the message as JSON text.
  * ------------------------------------------------------------------------- */
 
+/* A streaming parser for one generation over loaded tables (Python's
+ * ResponseParser). One thread at a time; the tables must outlive it. */
+typedef struct cp_parser cp_parser;
+
+/* The event dialect (FORMAT.md section 9, "Dialects"). */
+typedef enum cp_dialect {
+    CP_DIALECT_TRANSFORMERS_EVENTS = 0,   /* transformers 5.23's events (the default) */
+    CP_DIALECT_VLLM_EVENTS = 1            /* vLLM 0.33.0's serving dialect: spans, captures,
+                                             region_malformed events, the input text kept */
+} cp_dialect;
+
+typedef struct cp_parser_options {
+    cp_dialect dialect;
+    /* The tools the request declared, as JSON text (a list, Python's
+     * `tools=`), or NULL: tool-call arguments are then typed by the tools'
+     * schemas as chatparse does. */
+    const char *tools_json;
+    size_t tools_json_len;
+} cp_parser_options;
+
+/* Make a parser. `prompt` (UTF-8, `prompt_len` bytes) is the chat prompt the
+ * model continued: it is cut after the template's start anchor and parsed
+ * first (its events: cp_parser_initial_events). A NULL prompt is the
+ * ValueError Python raises (prefix required); pass "" (len 0) to opt out.
+ * `opts` may be NULL (transformers' dialect, no tools). NULL with err filled
+ * on failure (the prompt's own parse may fail as Python's constructor does). */
+cp_parser *cp_parser_new(const cp_tables *tables, const char *prompt, size_t prompt_len,
+                         const cp_parser_options *opts, cp_error *err);
+
+/* The events of the prompt, as JSON text (owned by the parser, valid until it
+ * is freed; *len may be NULL). */
+const char *cp_parser_initial_events(cp_parser *p, size_t *len);
+
+/* Feed `len` bytes of UTF-8 output; a character may be split across feeds
+ * (its bytes are held until the next). Returns the events this feed produced
+ * as a JSON list (caller frees with cp_free), or NULL with err filled: the
+ * exception class and message Python raises, after which every call fails
+ * with RuntimeError as Python's parser does. Ill-formed UTF-8 is a ValueError
+ * that consumes nothing and leaves the parser usable. */
+char *cp_parser_feed(cp_parser *p, const char *text, size_t len, size_t *out_len, cp_error *err);
+
+/* The end of the stream: returns the final events as a JSON list and stores
+ * the message (a JSON object) in *message (both freed with cp_free), or NULL
+ * with err filled (e.g. a missing required field: ValueError). */
+char *cp_parser_finalize(cp_parser *p, char **message, size_t *message_len, size_t *out_len, cp_error *err);
+
+/* In the vLLM dialect: the parser's input text (the cut prompt, then every
+ * feed; borrowed, valid until the next call) and the code points of the cut
+ * prompt (where generation begins). NULL in other dialects. */
+const char *cp_parser_input_text(cp_parser *p, size_t *len, size_t *prompt_code_points);
+
+void cp_parser_free(cp_parser *p);
+
+/* The message of a whole output (Python's parse_response), as JSON text
+ * (caller frees with cp_free), or NULL with err filled. In the vLLM dialect
+ * the whole text is parsed first; then a missing required field raises, else
+ * the first malformed region's error. */
+char *cp_parse_response(const cp_tables *tables, const char *text, size_t len, const char *prompt,
+                        size_t prompt_len, const cp_parser_options *opts, size_t *out_len, cp_error *err);
+
+/* Free what the parser API returned. NULL is allowed. */
+void cp_free(void *p);
+
+/* JSON text of events and messages is Python's json.dumps(value,
+ * separators=(",", ":")) (ensure_ascii: pure ASCII; numbers spelled as
+ * Python writes them, NaN/Infinity included). Events are objects as Python's
+ * ResponseParser yields them; a region_malformed event's "error" is
+ * {"type": <Python class>, "message": <str(exception)>}.
+ *
+ * Token mode (prompt ids, feed ids; FORMAT.md section 8) joins this block
+ * later: cp_parser_new_ids / cp_parser_feed_ids. */
+
 #ifdef __cplusplus
 }
 #endif

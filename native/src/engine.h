@@ -1,0 +1,243 @@
+/*
+ * engine.h - the character engine's run-time form of loaded tables, and the
+ * pieces of the engine that share it (library-internal).
+ *
+ * Files, one concept each:
+ *   engine_tables.c  cp_eng: what the engine runs, built once from validated
+ *                    cp_tables (modes as flat arrays, the compiled patterns,
+ *                    start guards with their projected states, the start
+ *                    anchor, the content regexes lent to the value layer).
+ *                    Read-only afterwards, shared by every parser.
+ *   scanner.c        the delimiter automaton stepping (FORMAT.md section 6,
+ *                    "Scanner"): attempts, decide, resolve.
+ *   stream.c         the parser over it (section 6, "Parser"): regions,
+ *                    events, values, dialects, close_json_end, on_error.
+ *   engine_api.c     the public parser API of chatparse.h (cp_parser_*).
+ *
+ * Offsets inside the engine are BYTE offsets of the UTF-8 text a parser was
+ * given (the cut prefix, then every feed); events report CODE POINT offsets,
+ * as Python does. Text handed to a scanner is always valid UTF-8 (the parser
+ * holds a character split across feeds and refuses ill-formed input).
+ */
+#ifndef CHATPARSE_ENGINE_H
+#define CHATPARSE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chatparse.h"
+#include "regex.h"
+#include "value.h"
+#include "values.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A start guard (FORMAT.md section 9, "Start guards") for one character
+ * class: the distinct leading lookbehinds of the candidates there, and the
+ * state to start in by the set of those that fail (bit j: rxs[j] fails). */
+typedef struct cp_eng_lead {
+    size_t n_rx;
+    const cp_rx **rxs;      /* borrowed from cp_eng.lookbehinds */
+    uint32_t *by_failed;    /* 1 << n_rx entries; [0] is the unguarded start */
+} cp_eng_lead;
+
+typedef struct cp_eng_mode {
+    uint32_t n_states;      /* the file's states, then the projected ones */
+    uint32_t n_classes;
+    uint32_t W;             /* watched patterns */
+    uint32_t *patterns;     /* local pattern -> global pattern index */
+    uint32_t *trans;        /* [n_states * n_classes] */
+    uint32_t *eot;          /* [n_states] */
+    uint8_t *term;          /* [n_states] */
+    uint32_t *acc_off;      /* [n_states + 1]: accepts of s are acc_item[acc_off[s] .. acc_off[s+1]) */
+    uint32_t *acc_item;     /* local pattern | (characters back << 31) */
+    uint32_t start0, startN;
+    /* Prefilter (derived, FORMAT.md section 4 allows a runtime its own):
+     * can_start[c] is 0 where an attempt starting with a character of class c
+     * at an offset > 0 dies at once without a match; NULL: anywhere (startN
+     * accepts the empty string). */
+    uint8_t *can_start;
+    /* Start guards per class (NULL entries: none), for startN and start0. */
+    cp_eng_lead **lead, **lead0;
+    cp_eng_lead *lead_store;  /* the distinct guards of lead (owned) */
+    size_t n_lead_store;
+    cp_eng_lead *lead_store0; /* ... of lead0 when it has its own */
+    size_t n_lead_store0;
+} cp_eng_mode;
+
+typedef struct cp_eng_pattern {
+    int is_open;
+    uint32_t field;
+    int exact, named_groups;
+    long long horizon;      /* -1: unbounded */
+    cp_rx *rx;              /* regex-decided or named groups: the translation; else NULL */
+} cp_eng_pattern;
+
+typedef struct cp_eng_content_rx {
+    char *pattern;          /* the Python tag_pattern (key of js.content) */
+    size_t len;
+    cp_rx *rx;              /* NULL: cannot run (see error) */
+    char exception[32];
+    char *error;            /* message when rx is NULL */
+} cp_eng_content_rx;
+
+typedef struct cp_eng {
+    const cp_value *spec;       /* borrowed from the tables: the template section */
+    const cp_value *defaults;
+    size_t n_fields;
+    const cp_value **fields;    /* borrowed field dicts */
+    const char **field_names;   /* borrowed */
+    size_t *field_name_lens;
+    uint8_t *dirty;             /* per field: content is not text/int/float/bool */
+    uint8_t *close_json_end;    /* per field */
+    uint8_t *on_error;          /* per field: 0 raise, 1 content, 2 drop */
+    long implicit;              /* field index, -1 none */
+
+    uint32_t n_classes;
+    uint16_t *bmp;              /* class of U+0000..U+FFFF */
+    size_t n_intervals;
+    uint32_t *class_starts;     /* for the rest: binary search */
+    uint16_t *class_ids;
+
+    size_t n_patterns;
+    cp_eng_pattern *patterns;
+    size_t n_modes;
+    cp_eng_mode *modes;
+    size_t n_lookbehinds;
+    cp_rx **lookbehinds;        /* owned: start guards' compiled lookbehinds */
+
+    cp_rx *anchor;              /* the start anchor (literals or pattern) */
+    int anchor_is_pattern;
+
+    size_t n_content;
+    cp_eng_content_rx *content;
+    cp_vregex vregex;           /* the hook lent to the value layer */
+    cp_values_env env;
+} cp_eng;
+
+/* Build the engine's form of loaded tables. Refuses (ValueError naming the
+ * pattern: "patterns[i] (close_pattern of field 1: \"...\") cannot run in C:
+ * ...") a pattern it must run - regex-decided, or with named groups, or the
+ * start anchor pattern - whose translation is missing, an error, or not
+ * accepted by PCRE2. NULL with err filled on failure. */
+cp_eng *cp_eng_build(const cp_tables *tables, cp_error *err);
+void cp_eng_free(cp_eng *eng);
+
+/* The class of code point cp. */
+static inline uint32_t cp_eng_class(const cp_eng *e, uint32_t cp) {
+    if (cp < 0x10000) return e->bmp[cp];
+    size_t lo = 0, hi = e->n_intervals; /* last start <= cp */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (e->class_starts[mid] <= cp) lo = mid;
+        else hi = mid;
+    }
+    return e->class_ids[lo];
+}
+
+/* ------------------------------------------------------------------ scanner */
+
+typedef struct cp_attempt {
+    size_t start;           /* byte offset */
+    uint32_t state;
+    long long fin;          /* -1 undecided, else the byte offset it was decided at */
+    uint32_t n_ends;
+    uint32_t *loc;          /* [W max]: local patterns in the order first recorded */
+    size_t *end;            /* their match ends */
+} cp_attempt;
+
+typedef struct cp_scanner {
+    const cp_eng *eng;
+    const cp_eng_mode *mode;
+    char *text;             /* everything received (UTF-8) */
+    size_t end, cap;        /* bytes received, allocated */
+    size_t pos;             /* first byte not yet handed out */
+    size_t scan;            /* next byte to step */
+    size_t cp_pos;          /* code points before pos */
+    cp_attempt *att;        /* live attempts in start order: att[0 .. n_att) */
+    size_t n_att, cap_att;  /* slots (each with its own loc/end buffers) */
+    uint32_t w_max;
+    int eot_fed;
+    long long stop;         /* no delimiter starting after this offset matters (-1: none) */
+    cp_rx_match m;
+} cp_scanner;
+
+/* A decided delimiter. */
+typedef struct cp_decision {
+    size_t s, e;            /* byte span */
+    long pattern;           /* global pattern index, CP_JSON_END_PATTERN for close_json_end */
+    cp_value *captures;     /* named groups that took part (owned; NULL: none) */
+} cp_decision;
+
+#define CP_JSON_END_PATTERN (-1L)
+
+int cp_scanner_init(cp_scanner *sc, const cp_eng *eng);
+void cp_scanner_fini(cp_scanner *sc);
+/* Append n bytes of valid UTF-8 (whole characters). 0, or -1 (MemoryError). */
+int cp_scanner_push(cp_scanner *sc, const char *s, size_t n, cp_error *err);
+/* Switch to mode i at byte offset `at`: attempts dropped, pos = scan = at. */
+void cp_scanner_restart(cp_scanner *sc, size_t mode, size_t at);
+/* No attempt and everything stepped. */
+int cp_scanner_quiet(const cp_scanner *sc);
+/* The first offset that may still belong to a delimiter. */
+size_t cp_scanner_safe_end(const cp_scanner *sc);
+/* Hand out [pos, upto): returns a pointer into the text and its length; pos
+ * moves to upto (cp_pos follows). */
+const char *cp_scanner_take(cp_scanner *sc, size_t upto, size_t *len);
+/* The next delimiter once no continuation can change it: 1 with d filled, 0
+ * when nothing is decided yet, -1 on error (err). With eos, the end of the
+ * stream has come (the EOT symbol is fed once). */
+int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err);
+
+/* ------------------------------------------------------------------ stream */
+
+typedef struct cp_dialect_opts {
+    int offsets;            /* spans (and captures) on region events */
+    int malformed_event;    /* a failing value is a region_malformed event */
+    int prompt_chunks;      /* prompt characters released late are chunks too */
+    int input_text;         /* keep the whole input */
+} cp_dialect_opts;
+
+extern const cp_dialect_opts CP_DIALECT_TRANSFORMERS;
+extern const cp_dialect_opts CP_DIALECT_VLLM;
+
+typedef struct cp_stream cp_stream;
+
+/* A parser for one generation (the JS ResponseParser): the prefix is cut after
+ * the start anchor's last match and fed first (its events: initial events).
+ * `tools` is the JSON tools list or NULL. NULL with err on failure (the
+ * prefix's own events may fail: Python's constructor raises then too). */
+cp_stream *cp_stream_new(const cp_eng *eng, const char *prefix, size_t prefix_len, const cp_value *tools,
+                         const cp_dialect_opts *dialect, cp_error *err);
+void cp_stream_free(cp_stream *p);
+/* The events of the prefix (borrowed list). */
+const cp_value *cp_stream_initial_events(const cp_stream *p);
+/* Feed UTF-8 text (a character may be split across feeds: its bytes are
+ * held). Returns a new list of events, or NULL with err (the parser is then
+ * failed: later calls raise RuntimeError, as Python's). Ill-formed UTF-8 is a
+ * ValueError that consumes nothing and leaves the parser usable. */
+cp_value *cp_stream_feed(cp_stream *p, const char *text, size_t len, cp_error *err);
+/* The end of the stream: *message gets the message (owned), the return value
+ * the final events; NULL with err on failure. */
+cp_value *cp_stream_finish(cp_stream *p, cp_value **message, cp_error *err);
+/* The dialect's input text (the cut prefix, then every feed), or NULL when
+ * the dialect does not keep it. *cp_len_prefix: code points of the cut prefix. */
+const char *cp_stream_input_text(const cp_stream *p, size_t *len, size_t *cp_len_prefix);
+
+/* parse_response: the message of a whole text (NULL with err). In a dialect
+ * with region_malformed events, the whole text is parsed first, then a missing
+ * required field raises, else the first unrecovered malformed region's error. */
+cp_value *cp_parse_response_value(const cp_eng *eng, const char *text, size_t len, const char *prefix, size_t prefix_len,
+                            const cp_value *tools, const cp_dialect_opts *dialect, cp_error *err);
+
+/* Token mode (ids in) comes later: it will feed cp_stream the decoded text of
+ * each id through the token section (FORMAT.md section 8) and may take the
+ * inert/delims fast paths; cp_stream_feed is the place it joins. */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CHATPARSE_ENGINE_H */
