@@ -1,8 +1,9 @@
 """The lean path's native regions (`chatparse.runtime.oneshot._lean_regions`, issue #20) against its Python loop.
 
 For a template whose every mode is decided by string tests (one literal, literals with whitespace around
-them, or no delimiter at all), `oneshot._parse_lean` hands the whole delimiter loop to the C module and only
-stores the regions it returns. The message, the exception, the logged stall / loop and the fallback to the
+them, or no delimiter at all) or by a keyed literal table (every match starts with one of a few literals, and
+`regex` is asked only where one occurs: gpt-oss, cohere), `oneshot._parse_lean` hands the whole delimiter loop
+to the C module and only stores the regions it returns. The message, the exception, the logged stall / loop and the fallback to the
 automaton must be those of the Python loop (``lean_regions._use_native = False``) for every text, and the
 reference's (tests/test_oneshot.py's shaped-template test runs through the module too). Without the module
 (an install with no C compiler) these tests skip, saying so; ``CHATPARSE_REQUIRE_NATIVE=1`` (set by .ci/run)
@@ -34,9 +35,9 @@ if str(ROOT) not in sys.path:
 native = pytest.mark.skipif(not lean_regions.NATIVE, reason="chatparse.runtime.oneshot._lean_regions is not built (no "
                             "C compiler when chatparse was installed); the Python loop is tested by test_oneshot.py")
 
-# the bundled templates the module takes (every mode one literal, shaped literals, or nothing)
-NATIVE_TEMPLATES = ["ernie45", "granite3", "granite4", "granite_20b_fc", "hermes", "hunyuan_a13b", "jamba",
-                    "kimi_vl_think", "lfm2", "longcat", "mistral_pre_v11", "nemotron_json", "qwen3", "smollm3"]
+# the bundled templates the module takes (every mode one literal, shaped literals, keyed literals, or nothing)
+NATIVE_TEMPLATES = ["cohere", "ernie45", "gpt_oss", "granite3", "granite4", "granite_20b_fc", "hermes", "hunyuan_a13b",
+                    "jamba", "kimi_vl_think", "lfm2", "longcat", "mistral_pre_v11", "nemotron_json", "qwen3", "smollm3"]
 
 
 def test_native_module_is_built_where_required():
@@ -48,8 +49,9 @@ def test_native_module_is_built_where_required():
 
 @native
 def test_which_bundled_templates_go_native():
-    """The module takes exactly the bundled templates whose modes are all string tests (the list above), and
-    refuses the others (a mode that needs `regex`: a capture, a class, a keyed literal table)."""
+    """The module takes exactly the bundled templates whose modes are all string tests or keyed literal tables
+    (the list above), and refuses the others (a mode whose candidates only a prefilter or the whitespace-led
+    search finds, or one that starts with a literal `regex` decides)."""
     taken = [name for name in templates.names()
              if plan_for(chatparse.compile_template(templates.get(name)).tables).native is not None]
     assert taken == NATIVE_TEMPLATES
@@ -172,7 +174,7 @@ def test_out_of_candidates_or_time_goes_to_the_automaton(monkeypatch):
     found, status, _, _ = lean_regions._lean_regions.regions(spec, text, 10_000, -1.0, lambda: 0.0)
     assert status == 3 and found == []  # (the clock, at the 16th candidate: 10,000 - 16 = 156 * 64)
     found, status, _, _ = lean_regions._lean_regions.regions(spec, text, 10_000, 1e30, lambda: 0.0)
-    assert status == 0 and found == [(1, text, -1)]
+    assert status == 0 and found == [(1, text, -1, None, None)]
     assert same_both_ways(tables, text) == ("fallback", True)  # (the budget)
     monkeypatch.setattr(oneshot, "SCAN_SECONDS", -1.0)
     assert same_both_ways(tables, "<b>" * 100 + "x <b>") == ("fallback", True)  # (the deadline: 12th candidate)
@@ -192,6 +194,10 @@ def test_out_of_candidates_or_time_goes_to_the_automaton(monkeypatch):
     (("", -1, (True,), (0,), (("shaped", False, ("<a>",), (None, None), ((),)), ("nowhere",))), TypeError),
     (("\u3001", -1, (True,), (0,), (("nowhere",), ("nowhere",))), ValueError),  # whitespace past U+3000
     (("", -1, [True], (0,), (("nowhere",), ("nowhere",))), TypeError),  # a list for a tuple
+    (("", -1, (True,), (0,), (("keyed", ("<a>",), ((0, 3), (0, 3))), ("nowhere",))), TypeError),  # keys != literals
+    (("", -1, (True,), (0,), (("keyed", ("<a>",), ((4, 3),)), ("nowhere",))), ValueError),  # a pattern out of range
+    (("", -1, (True,), (0,), (("keyed", ("<a>",), ("x",)), ("nowhere",))), TypeError),  # neither (pi, length) nor callable
+    (("", -1, (True,), (0,), (("keyed", ("",), ((0, 0),)), ("nowhere",))), TypeError),  # an empty literal
 ])
 def test_bad_specs_are_refused(args, error):
     with pytest.raises(error, match="lean_regions spec|must be"):
@@ -204,4 +210,95 @@ def test_a_good_spec_by_hand():
         ("shaped", True, ("<a>",), ((0, 0, 1 << 62, 3, 0),), (((0, 0, ((0, 1 << 62, 3, 0),)),),)),
         ("single", "</a>", 1, 4), ("nowhere",)))
     found, status, _, _ = lean_regions._lean_regions.regions(spec, "x  <a>y</a>z", 100, 1e30, lambda: 0.0)
-    assert (found, status) == ([(1, "x", -1), (0, "y", 0), (1, "z", -1)], 0)
+    assert (found, status) == ([(1, "x", -1, None, None), (0, "y", 0, None, None), (1, "z", -1, None, None)], 0)
+
+
+@native
+def test_a_keyed_spec_by_hand():
+    """A keyed mode: a literal key is its pattern's match; a decide callable is asked at each occurrence of its
+    literal, None moving the search on, its (end, pattern, match, reader) handed back with the region it opens;
+    an end outside [p, len(text)] is refused; an exception it raises propagates."""
+    asked = []
+
+    def decide(text, p):
+        asked.append(p)
+        return None if text[p + 2] != "!" else (p + 3, 1, "M", "R")
+
+    spec = lean_regions._lean_regions.compile("", 2, (True, True, False), (0, 1, 2), (
+        ("keyed", ("<a", "<b"), ((0, 2), decide)), ("single", "/", 2, 1), ("single", "/", 2, 1), ("nowhere",)))
+    found, status, _, _ = lean_regions._lean_regions.regions(spec, "x<bx<ay/<b!z/w", 100, 1e30, lambda: 0.0)
+    assert status == 0 and asked == [1, 8]
+    assert found == [(2, "x<bx", -1, None, None), (0, "y", 0, None, None), (1, "z", 1, "M", "R"),
+                     (2, "w", -1, None, None)]
+    bad = lean_regions._lean_regions.compile("", -1, (True,), (0,), (
+        ("keyed", ("<b",), (lambda text, p: (len(text) + 1, 0, None, None),)), ("nowhere",)))
+    with pytest.raises(ValueError, match="end"):
+        lean_regions._lean_regions.regions(bad, "<b", 100, 1e30, lambda: 0.0)
+
+    def boom(text, p):
+        raise oneshot._Fallback(automaton=True)
+
+    fails = lean_regions._lean_regions.compile("", -1, (True,), (0,), (("keyed", ("<b",), (boom,)), ("nowhere",)))
+    with pytest.raises(oneshot._Fallback):
+        lean_regions._lean_regions.regions(fails, "x<b", 100, 1e30, lambda: 0.0)
+
+
+# keyed modes: open patterns that start with one of a few literals (some shared by two patterns), then what
+# only `regex` decides (a capture, a class, a bounded run that `plan.WindowTwin` runs by its `re` twin)
+KEYED_OPENS = ["<a>", "<b>", r"<a>(?P<g>[xy]+)>", r"<b>(?P<g>[^<>]*)>", r"<c>[xy]*(?:<d>[^<]*)?>", r"<c>\s*>",
+               r"<c>(?P<g>\w+)\s*>", r"<b>x"]
+KEYED_CLOSES = ["</a>", "</b>", ["</a>", "</b>"], "</c>"]
+KEYED_PIECES = ["<a>", "<b>", "<c>", "<d>", "</a>", "</b>", "</c>", ">", "x", "y", "xy>", " ", "<", "é", "→",
+                "z", "{\"k\": 1}", "\n", "<a>xy>", "<b>x>", "<c>xy>", "<c> >", "<c>z >", "<c>x<d>q>"]
+
+
+@st.composite
+def keyed_templates(draw):
+    opens = draw(st.lists(st.sampled_from(KEYED_OPENS), min_size=2, max_size=3, unique=True))
+    fields = {}
+    for k, open_ in enumerate(opens):
+        field = {("open" if "\\" not in open_ and "(" not in open_ and "[" not in open_ else "open_pattern"): open_,
+                 "close": draw(st.sampled_from(KEYED_CLOSES)), "repeats": draw(st.booleans())}
+        if "(?P<g>" in open_:
+            field["transform"] = {"g": "{g}", "c": "{content}"}
+        fields[f"f{k}"] = field
+    if draw(st.booleans()):
+        fields["content"] = {"repeats": True}
+    return {"defaults": {"role": "assistant"}, "start_anchor": "<|A|>", "fields": fields}
+
+
+@native
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(template=keyed_templates(), text=st.lists(st.sampled_from(KEYED_PIECES), max_size=24).map("".join))
+def test_keyed_templates_parse_as_the_python_loop(template, text, caplog):
+    """Random templates with keyed modes, texts of their literals, ASCII and not (the keyed tables differ): the
+    same message, error, logged stall or loop, either way."""
+    from strategies import compiles
+
+    if not compiles(template):
+        return
+    tables = chatparse.compile_template(template).tables
+    if plan_for(tables).native is None:
+        return
+    with caplog.at_level(logging.INFO, logger="chatparse"):
+        same_both_ways(tables, text, caplog)
+
+
+@native
+def test_the_keyed_templates_mostly_go_native():
+    """The strategy above is not vacuous: most of its templates are taken by the module, with a keyed mode."""
+    from strategies import compiles
+
+    taken = total = 0
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(keyed_templates())
+    def count(template):
+        nonlocal taken, total
+        if compiles(template):
+            total += 1
+            plan = plan_for(chatparse.compile_template(template).tables)
+            taken += plan.native is not None and any(m[5] is not None for m in plan.mode_tuples)
+
+    count()
+    assert total and taken / total > 0.5, (taken, total)

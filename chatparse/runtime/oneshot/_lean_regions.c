@@ -17,19 +17,29 @@
  *                                                           (pi, run_min, run_max, length, after) or None, and
  *                                                           its entries ((pi, rank, ((run_min, run_max, length,
  *                                                           after), ...)), ...), rank an int (equal for equal
- *                                                           tie ranks, smaller first).
+ *                                                           tie ranks, smaller first);
+ *                ("keyed", literals, keys)                  plan._keyed's table: every match starts with one of
+ *                                                           `literals`, none a prefix of another, so at the
+ *                                                           leftmost occurrence of any of them that literal alone
+ *                                                           says what can match there; per literal its key,
+ *                                                           (pi, length) where it is pattern pi's whole match,
+ *                                                           else a callable decide(text, p) -> None (no match:
+ *                                                           the search goes on at p + 1) or (end, pi, match,
+ *                                                           read) (parse.keyed_decider: `regex` asked there).
  *   Raises TypeError / ValueError naming what is wrong with a spec of another shape or out of range.
  *
  * regions(spec, text, budget, deadline, clock) -> (regions, status, at, end)
  *
  *   The delimiters of `text` as _parse_lean decides them, with its region rules, and what they close:
- *   `regions` a list of (field, body, open) per region to store, in order (open: the pattern index of the
- *   delimiter that opened the region, -1 for the implicit region); status 0 when the text ended, 1 when a
+ *   `regions` a list of (field, body, open, match, read) per region to store, in order (open: the pattern
+ *   index of the delimiter that opened the region, -1 for the implicit region; match and read: what a keyed
+ *   decide gave for that delimiter, else None); status 0 when the text ended, 1 when a
  *   zero-width close of an empty implicit region stopped the parse at offset `at` (`end` its end), 2 when a
  *   zero-width close came at the offset of its region's zero-width open (`at`; `end` the field), 3 when the
  *   candidate budget or the deadline ran out (the caller redoes the parse with the automaton, after storing
- *   the regions found before, as _parse_lean would have). `budget` counts shaped candidates as _parse_lean
- *   does; every 64th, `clock()` (time.perf_counter) is compared with `deadline`.
+ *   the regions found before, as _parse_lean would have). `budget` counts shaped and keyed candidates as
+ *   _parse_lean does; every 64th, `clock()` (time.perf_counter) is compared with `deadline`. An exception
+ *   a decide raises (parse._Fallback on a `regex` timeout) propagates, no region handed back.
  *
  * Literal occurrences are found with PyUnicode_Find, each literal's next one remembered while the search
  * start passes it (the start never moves back), so a text costs one pass per literal.
@@ -62,9 +72,11 @@ typedef struct {
     Py_ssize_t solo_pi;
     Alt solo;
     Py_ssize_t slot;  /* index of its next-occurrence memo */
+    PyObject *decide;  /* (owned) a keyed literal's decide callable, NULL where it is pattern key_pi's match */
+    Py_ssize_t key_pi, key_len;
 } Lit;
 
-enum { NOWHERE = 0, SINGLE = 1, SHAPED = 2 };
+enum { NOWHERE = 0, SINGLE = 1, SHAPED = 2, KEYED = 3 };
 
 typedef struct {
     int kind, led;
@@ -93,6 +105,7 @@ spec_free(Spec *s)
             if (md->lits != NULL) {
                 for (Py_ssize_t k = 0; k < md->nlits; k++) {
                     Py_XDECREF(md->lits[k].literal);
+                    Py_XDECREF(md->lits[k].decide);
                     if (md->lits[k].entries != NULL)
                         for (Py_ssize_t j = 0; j < md->lits[k].nentries; j++)
                             PyMem_Free(md->lits[k].entries[j].alts);
@@ -221,6 +234,45 @@ read_shaped(Spec *s, Mode *md, PyObject *t)
     return 0;
 }
 
+static int
+read_keyed(Spec *s, Mode *md, PyObject *t)
+{
+    PyObject *lits = tuple_of(PyTuple_GET_ITEM(t, 1), -1, "a keyed mode's literals"), *keys;
+    if (lits == NULL)
+        return -1;
+    md->nlits = PyTuple_GET_SIZE(lits);
+    if ((keys = tuple_of(PyTuple_GET_ITEM(t, 2), md->nlits, "a keyed mode's keys")) == NULL)
+        return -1;
+    md->lits = PyMem_Calloc((size_t)md->nlits + 1, sizeof(Lit));
+    if (md->lits == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < md->nlits; k++) {
+        Lit *l = &md->lits[k];
+        PyObject *lit = PyTuple_GET_ITEM(lits, k), *key = PyTuple_GET_ITEM(keys, k);
+        if (!PyUnicode_Check(lit) || PyUnicode_GET_LENGTH(lit) == 0) {
+            PyErr_SetString(PyExc_TypeError, "lean_regions spec: a keyed mode's literals must be non-empty str");
+            return -1;
+        }
+        l->literal = Py_NewRef(lit);
+        l->slot = s->nslots++;
+        if (PyTuple_Check(key)) {
+            if (tuple_of(key, 2, "a literal key") == NULL
+                    || index_in(PyTuple_GET_ITEM(key, 0), 0, s->npatterns, "a literal key's pattern", &l->key_pi) < 0
+                    || index_in(PyTuple_GET_ITEM(key, 1), 0, PY_SSIZE_T_MAX / 2, "a literal key's length",
+                                &l->key_len) < 0)
+                return -1;
+        } else if (PyCallable_Check(key)) {
+            l->decide = Py_NewRef(key);
+        } else {
+            PyErr_SetString(PyExc_TypeError, "lean_regions spec: a keyed mode's keys must be (pi, length) or callables");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *
 compile_spec(PyObject *self, PyObject *args)
 {
@@ -286,9 +338,13 @@ compile_spec(PyObject *self, PyObject *args)
             md->kind = SHAPED;
             if (read_shaped(s, md, t) < 0)
                 goto fail;
+        } else if (PyUnicode_CompareWithASCIIString(kind, "keyed") == 0 && PyTuple_GET_SIZE(t) == 3) {
+            md->kind = KEYED;
+            if (read_keyed(s, md, t) < 0)
+                goto fail;
         } else {
             PyErr_SetString(PyExc_ValueError, "lean_regions spec: a mode must be ('nowhere',), ('single', literal, pi, "
-                            "length) or ('shaped', led, literals, solos, entries)");
+                            "length), ('shaped', led, literals, solos, entries) or ('keyed', literals, keys)");
             goto fail;
         }
     }
@@ -385,10 +441,79 @@ over_deadline(PyObject *clock, double deadline)
     return t > deadline;
 }
 
-/* The next delimiter at or after `scan` in mode `md`: [*ps, *pe) of pattern *ppi. */
+/* One candidate spent: OUT_OF_BUDGET when the budget has run out or, at every 64th, the deadline has passed. */
+static int
+spend(Py_ssize_t *budget, double deadline, PyObject *clock)
+{
+    *budget -= 1;
+    if (*budget < 0)
+        return OUT_OF_BUDGET;
+    if (*budget % CLOCK_EVERY == 0) {
+        int late = over_deadline(clock, deadline);
+        if (late != 0)
+            return late < 0 ? FAIL : OUT_OF_BUDGET;
+    }
+    return NONE;
+}
+
+/* The leftmost occurrence at or after `i` of any of `md`'s literals, and at one offset the first in order (the
+ * longest; keyed literals never share an offset): the literal, or NULL with *pq -1 when none occurs, or NULL
+ * with *pq -2 on error. */
+static const Lit *
+leftmost_lit(Run *r, const Mode *md, Py_ssize_t i, Py_ssize_t *pq)
+{
+    const Lit *hit = NULL;
+    Py_ssize_t q = -1;
+    for (Py_ssize_t k = 0; k < md->nlits; k++) {
+        Py_ssize_t at = find_lit(r, &md->lits[k], i);
+        if (at == -2) {
+            *pq = -2;
+            return NULL;
+        }
+        if (at >= 0 && (hit == NULL || at < q)) {
+            hit = &md->lits[k];
+            q = at;
+        }
+    }
+    *pq = q;
+    return hit;
+}
+
+/* A keyed literal's decide(text, q): FOUND with [q, *pe) of pattern *ppi and the match and its capture reader
+ * (new references), NONE when nothing matches at q, FAIL with the exception set. */
+static int
+decide_keyed(const Run *r, const Lit *l, Py_ssize_t q, Py_ssize_t *pe, Py_ssize_t *ppi, PyObject **pm,
+             PyObject **pread)
+{
+    PyObject *at = PyLong_FromSsize_t(q);
+    if (at == NULL)
+        return FAIL;
+    PyObject *args[2] = {r->text, at};
+    PyObject *got = PyObject_Vectorcall(l->decide, args, 2, NULL);
+    Py_DECREF(at);
+    if (got == NULL)
+        return FAIL;
+    if (got == Py_None) {
+        Py_DECREF(got);
+        return NONE;
+    }
+    if (tuple_of(got, 4, "a keyed decision") == NULL
+            || index_in(PyTuple_GET_ITEM(got, 0), q, r->n + 1, "a keyed decision's end", pe) < 0
+            || index_in(PyTuple_GET_ITEM(got, 1), 0, r->s->npatterns, "a keyed decision's pattern", ppi) < 0) {
+        Py_DECREF(got);
+        return FAIL;
+    }
+    *pm = Py_NewRef(PyTuple_GET_ITEM(got, 2));
+    *pread = Py_NewRef(PyTuple_GET_ITEM(got, 3));
+    Py_DECREF(got);
+    return FOUND;
+}
+
+/* The next delimiter at or after `scan` in mode `md`: [*ps, *pe) of pattern *ppi; for a keyed decision by
+ * `regex`, its match and capture reader in *pm and *pread (new references; left NULL otherwise). */
 static int
 next_delimiter(Run *r, const Mode *md, Py_ssize_t scan, Py_ssize_t *ps, Py_ssize_t *pe, Py_ssize_t *ppi,
-               Py_ssize_t *budget, double deadline, PyObject *clock)
+               PyObject **pm, PyObject **pread, Py_ssize_t *budget, double deadline, PyObject *clock)
 {
     if (md->kind == NOWHERE)
         return NONE;
@@ -405,31 +530,29 @@ next_delimiter(Run *r, const Mode *md, Py_ssize_t scan, Py_ssize_t *ps, Py_ssize
     }
     Py_ssize_t i = scan;
     for (;;) {
-        /* the leftmost literal occurrence; at one offset the first literal in order (the longest) */
-        const Lit *hit = NULL;
-        Py_ssize_t q = -1;
-        for (Py_ssize_t k = 0; k < md->nlits; k++) {
-            Py_ssize_t at = find_lit(r, &md->lits[k], i);
-            if (at == -2)
-                return FAIL;
-            if (at >= 0 && (hit == NULL || at < q)) {
-                hit = &md->lits[k];
-                q = at;
-            }
-        }
+        Py_ssize_t q;
+        const Lit *hit = leftmost_lit(r, md, i, &q);
         if (hit == NULL)
-            return NONE;
+            return q == -2 ? FAIL : NONE;
         Py_ssize_t p = q;
         if (md->led)
             while (p > i && is_ws(r, p - 1))
                 p--;
-        *budget -= 1;
-        if (*budget < 0)
-            return OUT_OF_BUDGET;
-        if (*budget % CLOCK_EVERY == 0) {
-            int late = over_deadline(clock, deadline);
-            if (late != 0)
-                return late < 0 ? FAIL : OUT_OF_BUDGET;
+        int spent = spend(budget, deadline, clock);
+        if (spent != NONE)
+            return spent;
+        if (md->kind == KEYED) {
+            *ps = q;
+            if (hit->decide == NULL) {
+                *pe = q + hit->key_len;
+                *ppi = hit->key_pi;
+                return FOUND;
+            }
+            int got = decide_keyed(r, hit, q, pe, ppi, pm, pread);
+            if (got != NONE)
+                return got;
+            i = q + 1;
+            continue;
         }
         if (hit->has_solo) {
             const Alt *al = &hit->solo;
@@ -457,12 +580,13 @@ next_delimiter(Run *r, const Mode *md, Py_ssize_t scan, Py_ssize_t *ps, Py_ssize
 }
 
 static int
-add_region(PyObject *out, const Run *r, Py_ssize_t field, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t open)
+add_region(PyObject *out, const Run *r, Py_ssize_t field, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t open,
+           PyObject *m, PyObject *read)
 {
     PyObject *body = PyUnicode_Substring(r->text, lo, hi);
     if (body == NULL)
         return -1;
-    PyObject *t = Py_BuildValue("(nNn)", field, body, open);
+    PyObject *t = Py_BuildValue("(nNnOO)", field, body, open, m == NULL ? Py_None : m, read == NULL ? Py_None : read);
     if (t == NULL)
         return -1;
     int res = PyList_Append(out, t);
@@ -488,6 +612,7 @@ regions(PyObject *self, PyObject *args)
         next[k] = -2;
     Run r = {s, text, PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), next};
     Py_ssize_t n = r.n, current = s->implicit, open = -1, pos = 0, scan = 0, empty_open = -1, at = 0, end = 0;
+    PyObject *open_m = NULL, *open_read = NULL;  /* (owned) the keyed decision that opened the current region */
     int opened = 0, status = 0;
     const Mode *md = &s->modes[0];
     out = PyList_New(0);
@@ -495,7 +620,8 @@ regions(PyObject *self, PyObject *args)
         goto fail;
     for (;;) {
         Py_ssize_t st = 0, e = 0, pi = 0;
-        int got = next_delimiter(&r, md, scan, &st, &e, &pi, &budget, deadline, clock);
+        PyObject *m = NULL, *read = NULL;
+        int got = next_delimiter(&r, md, scan, &st, &e, &pi, &m, &read, &budget, deadline, clock);
         if (got == FAIL)
             goto fail;
         if (got == OUT_OF_BUDGET) {
@@ -508,15 +634,24 @@ regions(PyObject *self, PyObject *args)
         if (st > pos && current >= 0)
             opened = 1;
         int had = opened;
-        if (current >= 0 && opened && add_region(out, &r, current, pos, st, open) < 0)
+        if (current >= 0 && opened && add_region(out, &r, current, pos, st, open, open_m, open_read) < 0) {
+            Py_XDECREF(m);
+            Py_XDECREF(read);
             goto fail;
+        }
+        Py_CLEAR(open_m);
+        Py_CLEAR(open_read);
         if (s->opens[pi]) {  /* ... and opens its field */
             current = s->pat_field[pi];
             opened = 1;
             open = pi;
+            open_m = m;
+            open_read = read;
             md = &s->modes[1 + current];
             empty_open = st == e ? st : -1;
         } else {  /* ... and the implicit field may open after it */
+            Py_XDECREF(m);
+            Py_XDECREF(read);
             if (!had && st == e) {
                 status = 1;
                 at = st;
@@ -539,13 +674,17 @@ regions(PyObject *self, PyObject *args)
     if (status == 0) {
         if (n > pos && current >= 0)
             opened = 1;
-        if (current >= 0 && opened && add_region(out, &r, current, pos, n, open) < 0)
+        if (current >= 0 && opened && add_region(out, &r, current, pos, n, open, open_m, open_read) < 0)
             goto fail;
     }
+    Py_XDECREF(open_m);
+    Py_XDECREF(open_read);
     if (next != small)
         PyMem_Free(next);
     return Py_BuildValue("(Ninn)", out, status, at, end);
 fail:
+    Py_XDECREF(open_m);
+    Py_XDECREF(open_read);
     if (next != small)
         PyMem_Free(next);
     Py_XDECREF(out);

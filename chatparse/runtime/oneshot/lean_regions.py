@@ -29,17 +29,26 @@ NATIVE = _lean_regions is not None
 _use_native = NATIVE  # (False: `_parse_lean` takes its Python loop; tests and the bench switch it)
 
 
-def native_spec(plan, ws_chars, nowhere):
-    """The compiled spec of `plan`'s modes for `_lean_regions.regions`, or None (module docstring).
+def native_specs(plan, ws_chars, nowhere, keyed_decider):
+    """The compiled specs of `plan`'s modes for `_lean_regions.regions`, for any text and for text that is all
+    ASCII (the same object where no keyed table differs), or (None, None) (module docstring).
     `ws_chars`: the characters `\\s` matches (`plan._WS_CHARS`); `nowhere`: the candidate search of
-    a mode that watches no pattern (`plan._NOWHERE`)."""
+    a mode that watches no pattern (`plan._NOWHERE`); `keyed_decider`: `parse.keyed_decider`."""
+    spec = native_spec(plan, plan.mode_tuples, ws_chars, nowhere, keyed_decider)
+    if spec is None or all(m[5] is None for m in plan.mode_tuples):
+        return spec, spec
+    return spec, native_spec(plan, plan.ascii_mode_tuples, ws_chars, nowhere, keyed_decider)
+
+
+def native_spec(plan, mode_tuples, ws_chars, nowhere, keyed_decider):
+    """The compiled spec of `mode_tuples` (`plan`'s, for any text or for ASCII text), or None."""
     if _lean_regions is None or not plan.lean.usable:
         return None
     _, _, implicit, opens, pat_field, _, _, _ = plan.lean
     if any(type(f) is not int for f in pat_field):
         return None
     modes, ranks = [], {}
-    for first_re, start0, wide, single, _watched, _keyed, shaped in plan.mode_tuples:
+    for first_re, start0, wide, single, _watched, keyed, shaped in mode_tuples:
         if type(single) is tuple:  # (the branch order of `_parse_lean`: single, shaped, then the others)
             modes.append(("single", *single))
         elif shaped is not None:
@@ -52,6 +61,13 @@ def native_spec(plan, ws_chars, nowhere):
             for entries in by_lit.values():
                 for _pi, rank, _alts in entries:
                     ranks[rank] = None
+        elif keyed is not None:
+            literals = tuple(keyed)
+            if first_re.pattern != "|".join(map(re.escape, literals)) or first_re.flags & ~(re.UNICODE | re.DOTALL):
+                return None  # (built otherwise than `Plan` builds it: not what the module searches for)
+            modes.append(("keyed", literals, tuple(
+                (key[0], len(lit)) if key[0] >= 0 and key[1] is None else keyed_decider(key, len(lit))
+                for lit, key in keyed.items())))
         elif first_re is nowhere and not start0 and wide is None and single is None:
             modes.append(("nowhere",))
         else:

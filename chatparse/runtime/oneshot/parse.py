@@ -147,9 +147,11 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
     output = dict(defaults) if flat else fresh_output(tables)
     current, opened, captures = implicit, False, {}
     budget, deadline = n // 4 + 64, perf_counter() + SCAN_SECONDS + n * SCAN_SECONDS_PER_CHAR
-    if plan.native is not None and lean_regions._use_native:  # every mode decided by string tests: in C
-        return _lean_native(tables, plan.native, stores, read_captures, text, output, tool_params, budget, deadline)
-    modes = plan.ascii_mode_tuples if text.isascii() else plan.mode_tuples  # (`ModePlan`s, as plain tuples)
+    ascii = text.isascii()
+    if plan.native is not None and lean_regions._use_native:  # every mode decided by string tests or keys: in C
+        return _lean_native(tables, plan.native_ascii if ascii else plan.native, stores, read_captures, text, output,
+                            tool_params, budget, deadline)
+    modes = plan.ascii_mode_tuples if ascii else plan.mode_tuples  # (`ModePlan`s, as plain tuples)
     first_re, start0, wide, single, watched, keyed, shaped = modes[0]
     mi = pos = scan = 0
     stalled = False
@@ -350,12 +352,14 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
 
 def _lean_native(tables, native, stores, read_captures, text: str, output: dict, tool_params: dict, budget: int,
                  deadline: float) -> dict:
-    """`_parse_lean` where every mode is decided by string tests: the regions the C loop (`lean_regions`) finds,
-    stored in order with the same store functions, and its stops (a stall, a loop, the budget or the deadline)
-    handled as the Python loop handles them."""
+    """`_parse_lean` where every mode is decided by string tests or by a keyed literal: the regions the C loop
+    (`lean_regions`) finds, stored in order with the same store functions (the captures read from the match a
+    keyed decision gave, as the Python loop reads them), and its stops (a stall, a loop, the budget or the
+    deadline) handled as the Python loop handles them."""
     found, status, at, end = _native_regions(native, text, budget, deadline, perf_counter)
-    for field, body, open_pi in found:
-        stores[field](output, body, {} if open_pi < 0 else read_captures[open_pi](None), tool_params)
+    for field, body, open_pi, m, read in found:
+        captures = {} if open_pi < 0 else read_captures[open_pi](m) if read is None else read(m)
+        stores[field](output, body, captures, tool_params)
     if status == 1 and end < len(text):  # (statuses: 0 the end, 1 a stall, 2 a loop, 3 the budget or the deadline)
         warn_stall(at)
     elif status == 2:
@@ -426,6 +430,45 @@ def _decide_shaped(entries: tuple, text: str, p: int, q: int):
                 best_key, found = key, (p, e, pi, None)
             break
     return found
+
+
+def keyed_decider(key: tuple, length: int):
+    """The decision of `_parse_lean`'s keyed branch at a candidate where the literal of `key` (a `plan.Keyed`
+    whose pattern is no mere literal), `length` characters long, starts, as a function for the C loop (`lean_regions`): ``decide(text,
+    p)`` gives None where nothing matches at p, else ``(end, pattern index, match, capture reader or None)``,
+    step for step what the branch decides there (the same calls, the same timeouts: `_Fallback`)."""
+    pi, rx, risky, read = key
+    if pi >= 0:
+        if risky is False:
+            match = rx.match
+
+            def decide(text: str, p: int):
+                m = match(text, p)
+                return None if m is None else (m.end(), pi, m, read)
+        else:
+            def decide(text: str, p: int):
+                m = _match_at(rx, risky, text, p)
+                return None if m is None else (m.end(), pi, m, read)
+        return decide
+    first_only = pi == -2
+
+    def decide_among(text: str, p: int):  # several patterns start with this literal: the longest match, then the tie rank
+        best = None
+        for (cpi, crx, crisky, cread), rank in rx:
+            if crx is None:  # (that pattern is this literal)
+                cm, ce = None, p + length
+            else:
+                cm = crx.match(text, p) if crisky is False else _match_at(crx, crisky, text, p)
+                if cm is None:
+                    continue
+                ce = cm.end()
+            if best is None or (p - ce, rank) < best[0]:
+                best = ((p - ce, rank), ce, cpi, cm, cread)
+                if first_only:
+                    break
+        return None if best is None else best[1:]
+
+    return decide_among
 
 
 def _match_at(rx, risky, text: str, p: int):

@@ -23,7 +23,7 @@ from ..stream.parser import capture_reader, flat_defaults, stores_for
 from ..tables.layout import _prefilter, whitespace_closure
 from ..values.json_end import json_end_fields
 from ..values.recovery import on_error_modes
-from .lean_regions import native_spec
+from .lean_regions import native_specs
 
 LEAN_PREFILTER_DEPTH = 8  # characters the one-shot prefilters look ahead (streaming uses 3)
 
@@ -85,14 +85,16 @@ class Plan:
     """What the lean path needs of a template, computed once per loaded tables (`plan_for`).
 
     ``modes[m]``: the `ModePlan` of mode m; ``ascii_modes``: the same with `_keyed`'s table for ASCII text.
-    ``lean``: the `LeanPlan`; ``native``: its `lean_regions` spec, or None. ``captures``: per pattern, its
+    ``lean``: the `LeanPlan`; ``native`` / ``native_ascii``: its `lean_regions` specs (any text / ASCII text), or
+    None. ``captures``: per pattern, its
     capture reader (match -> named groups).
 
     ``mode_tuples`` / ``ascii_mode_tuples``: the same `ModePlan`s as plain tuples, which `parse._parse_lean`
     unpacks at every delimiter (an exact tuple unpacks faster than a NamedTuple; see `Watched`).
     `Watched` and `Keyed` records are plain tuples for the same reason."""
 
-    __slots__ = ("usable", "modes", "ascii_modes", "mode_tuples", "ascii_mode_tuples", "captures", "lean", "native")
+    __slots__ = ("usable", "modes", "ascii_modes", "mode_tuples", "ascii_mode_tuples", "captures", "lean", "native",
+                 "native_ascii")
 
     def __init__(self, tables):
         self.captures = [capture_reader(p.rx) for p in tables.patterns]  # per pattern: match -> named groups
@@ -146,7 +148,9 @@ class Plan:
         self.lean = LeanPlan(lean_ok, stores_for(tables), tables.implicit,
                              [p.kind == "open" for p in tables.patterns], [p.field for p in tables.patterns],
                              self.captures, tables.template["defaults"], flat_defaults(tables))
-        self.native = native_spec(self, _WS_CHARS, _NOWHERE)  # (`lean_regions`: None for most templates)
+        from .parse import keyed_decider  # (parse.py imports this module)
+
+        self.native, self.native_ascii = native_specs(self, _WS_CHARS, _NOWHERE, keyed_decider)
 
 
 class _Nowhere:
