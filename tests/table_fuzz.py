@@ -22,6 +22,12 @@ JavaScript runtime parses text only, so there is no token-id parse to compare wi
 `js/fuzz_tables.mjs` once over the whole directory and the Python runtime in-process, and returns the
 figures and every disagreement. `python tests/table_fuzz.py --n 20000` runs it from the command line.
 
+The C runtime (native/, issue #40) is the third reader: with ``native=PATH`` (a `chatparse-load` executable,
+`native_loader` builds one with CMake) `run` also loads every mutant in C, one process per batch, and its
+verdict must be Python's: refused with the same message, or loaded (``c_refused``/``c_loaded``; a C crash, a
+sanitizer report or a missing verdict is a crash of side "c"). The command line does this whenever CMake and
+PCRE2 are there (``--no-native`` skips it).
+
 What the fuzzer leaves alone, and why: the *values* of the port section's translations (``js.patterns[i]``,
 ``js.anchor``, ``js.content`` sources and group maps) and ``js.word``. Only the JavaScript runtime reads them
 (they are its Python-regex-to-JavaScript translations); a reader can check their form but not that a
@@ -692,25 +698,56 @@ def js_outcomes(directory: Path, texts: dict) -> dict:
     return json.loads(out.stdout)
 
 
+def native_loader(build_dir: Path | None = None, *, sanitize: bool = False) -> Path:
+    """Build `chatparse-load` (native/, CMake) into `build_dir` (default build/native, or build/native-asan with
+    `sanitize`: ASan+UBSan) and return its path. Raises RuntimeError with CMake's output when it cannot."""
+    build_dir = Path(build_dir or ROOT / "build" / ("native-asan" if sanitize else "native"))
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise RuntimeError("cmake is not installed")
+    steps = ([cmake, "-S", str(ROOT / "native"), "-B", str(build_dir), f"-DCHATPARSE_SANITIZE={'ON' if sanitize else 'OFF'}"],
+             [cmake, "--build", str(build_dir), "--target", "chatparse-load", "-j", "2"])
+    for cmd in steps:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{(out.stdout + out.stderr)[-3000:]}")
+    return build_dir / "chatparse-load"
+
+
+def c_outcomes(loader: Path, files: list) -> list:
+    """The C loader's verdict per file, in order: {"refused": message} or {"loaded": True}, or {"crash": ...}
+    for every file when the process fails (a crash or a sanitizer report ends it)."""
+    out = subprocess.run([str(loader), *map(str, files)], capture_output=True, text=True, timeout=3600,
+                         env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
+                              "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"})
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or len(lines) != len(files):
+        crash = f"chatparse-load exit {out.returncode}: {out.stderr[-1500:]}"
+        return [json.loads(x) for x in lines] + [{"crash": crash}] * (len(files) - len(lines))
+    return [json.loads(x) for x in lines]
+
+
 def _same(a, b) -> bool:
     return a == b  # (after _plain: 1 == 1.0; NaN cannot occur in these values)
 
 
 def run(seed: int, n: int, workdir: Path | None = None, *, batch: int = 2500, bases: dict | None = None,
-        log=None) -> dict:
+        log=None, native: Path | None = None) -> dict:
     """Fuzz `n` mutants of seed `seed` through both runtimes; returns the figures and the disagreements.
 
     ``token_*`` figures count the mutants of token bases: how many both runtimes refused and loaded, and of
     the loaded ones, how many token parsers Python refused to build (``token_bind_refused``) or built and ran
     (``token_ids_run``), and in how many of those the token-id message differed from the text parser's
     (``token_differ``, informative: a damaged `inert` table may misparse). ``refusals``: how often each
-    refusal message was given (numbers in it replaced by N)."""
+    refusal message was given (numbers in it replaced by N). With `native` (a chatparse-load path), ``c_refused``
+    and ``c_loaded`` count the mutants the C loader decided as Python did (refused with the same message, or
+    loaded); any other C verdict is a disagreement of side "c"."""
     bases = bases or load_bases()
     texts = {name: b[1] for name, b in bases.items()}
     ids = {name: b[2] for name, b in bases.items()}
     stats = {"mutants": 0, "refused": 0, "loaded": 0, "disagreements": [], "crashes": [], "py_s": 0.0, "js_s": 0.0,
              "token_mutants": 0, "token_refused": 0, "token_loaded": 0, "token_bind_refused": 0, "token_ids_run": 0,
-             "token_differ": 0, "refusals": {}}
+             "token_differ": 0, "refusals": {}, "c_refused": 0, "c_loaded": 0, "c_s": 0.0}
     tmp = Path(tempfile.mkdtemp(prefix="cpt_fuzz_", dir=workdir))
     try:
         gen = mutants(seed, n, bases)
@@ -725,8 +762,13 @@ def run(seed: int, n: int, workdir: Path | None = None, *, batch: int = 2500, ba
             t0 = time.perf_counter()
             js = js_outcomes(tmp, texts)
             stats["js_s"] += time.perf_counter() - t0
+            c = [None] * len(chunk)
+            if native is not None:
+                t0 = time.perf_counter()
+                c = c_outcomes(native, [tmp / f"{name}.{base}.cpt" for name, base, _, _ in chunk])
+                stats["c_s"] += time.perf_counter() - t0
             t0 = time.perf_counter()
-            for name, base, data, what in chunk:
+            for (name, base, data, what), co in zip(chunk, c):
                 py = python_outcome(data, texts[base], ids[base])
                 j = js.get(name, {"crash": "no result from node"})
                 stats["mutants"] += 1
@@ -751,10 +793,22 @@ def run(seed: int, n: int, workdir: Path | None = None, *, batch: int = 2500, ba
                 elif "crash" not in py and "crash" not in j:
                     stats["disagreements"].append({"mutant": name, "base": base, "what": what,
                                                    "python": _brief(py), "js": _brief(j)})
+                if co is not None:
+                    if "crash" in co:
+                        stats["crashes"].append({"mutant": name, "base": base, "what": what, "side": "c",
+                                                 "crash": co["crash"]})
+                    elif "refused" in py and co.get("refused") == py["refused"]:
+                        stats["c_refused"] += 1
+                    elif "loaded" in py and co.get("loaded") is True:
+                        stats["c_loaded"] += 1
+                    elif "crash" not in py:
+                        stats["disagreements"].append({"mutant": name, "base": base, "what": what, "side": "c",
+                                                       "python": _brief(py), "c": json.dumps(co)[:300]})
             stats["py_s"] += time.perf_counter() - t0
             if log:
                 log(f"{stats['mutants']} mutants: {stats['refused']} refused, {stats['loaded']} loaded, "
-                    f"{len(stats['disagreements'])} disagreements, {len(stats['crashes'])} crashes")
+                    f"{len(stats['disagreements'])} disagreements, {len(stats['crashes'])} crashes"
+                    + (f"; C: {stats['c_refused']} refused, {stats['c_loaded']} loaded as Python" if native else ""))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return stats
@@ -773,10 +827,19 @@ def main(argv=None) -> int:
     ap.add_argument("--show", type=int, default=20, help="disagreements/crashes to print")
     ap.add_argument("--bases", default=",".join(BASES), help="comma-separated base names (default: all; "
                     "--bases tokens: the token bases only)")
+    ap.add_argument("--no-native", action="store_true", help="leave the C runtime out (by default it is built with "
+                    "CMake into build/native and judged too, when CMake and PCRE2 are installed)")
+    ap.add_argument("--sanitize", action="store_true", help="the C loader built with ASan+UBSan (build/native-asan)")
     args = ap.parse_args(argv)
     names = tuple(TOKEN_BASES) if args.bases == "tokens" else tuple(args.bases.split(","))
+    native = None
+    if not args.no_native:
+        try:
+            native = native_loader(sanitize=args.sanitize)
+        except RuntimeError as e:
+            print(f"the C runtime is left out: {e}", flush=True)
     t0 = time.perf_counter()
-    stats = run(args.seed, args.n, bases=load_bases(names), log=lambda s: print(s, flush=True))
+    stats = run(args.seed, args.n, bases=load_bases(names), log=lambda s: print(s, flush=True), native=native)
     for d in (stats["disagreements"] + stats["crashes"])[:args.show]:
         print(json.dumps(d, ensure_ascii=False)[:700])
     refusals = stats.pop("refusals")
