@@ -5,6 +5,16 @@
  *   {"parser", "args", "text", "expect" | "error"}  -> cp_values_parse_content(text, parser, args)
  *   {"coerce", "types", "expect" | "error"}         -> cp_values_coerce(coerce, types)
  *
+ * The Python test (tests/test_native_values.py) also writes cases of its own, made by the Python reference at test
+ * time, of these kinds (each "expect" | "error" [, "message": compared word for word when given]):
+ *
+ *   {"python_calls": text}  {"json_values": text}            -> the extension parsers
+ *   {"json_end": text, "expect": J in code points | null}   -> JsonEnd fed whole, byte by byte and in 3-byte
+ *                                                               pieces (all three must agree)
+ *   {"make": {"field", "body", "captures"[, "tools"]}, "regex": {pattern: translation}}
+ *                                                           -> cp_values_make (+ cp_values_type with tools), the
+ *                                                              content regexes run by regex.h
+ *
  * A case passes when the value is the expected one (strictly: same types - int is not float, bool is not int -,
  * NaN equals NaN, 0.0 and -0.0 differ, dict keys in the same order) or when both fail with the same Python
  * exception class. Expected values spell what JSON cannot as {"$py": "float", "v": "nan"|"inf"|"-inf"} and
@@ -15,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
+#include "regex.h"
 #include "values.h"
 #include "vectors.h"
 
@@ -85,29 +97,156 @@ static char *show(const cp_value *v) {
     return s;
 }
 
+/* ---- the regex hook of the "make" cases: translations given by the case, run by the engine's regex.h ---- */
+
+typedef struct rx_hook {
+    const cp_value *translations;   /* pattern -> translation */
+} rx_hook;
+
+typedef struct rx_each {
+    const cp_rx *rx;
+    int (*on_match)(void *arg, const cp_vmatch *m);
+    void *arg;
+} rx_each;
+
+static int rx_group(const cp_vmatch *m, const char *name, size_t *s, size_t *e) {
+    const rx_each *x = ((const void *const *)m->impl)[0];
+    const cp_rx_match *rm = ((const void *const *)m->impl)[1];
+    return cp_rx_group_span(x->rx, rm, name, s, e);
+}
+
+static int rx_each_fn(void *ctx, const cp_rx_match *rm) {
+    rx_each *x = ctx;
+    const void *impl[2] = {x, rm};
+    cp_vmatch m = {rm->start, rm->end, rx_group, impl};
+    return x->on_match(x->arg, &m) ? 2 : 0;
+}
+
+static int rx_finditer(void *ctx, const cp_value *pattern, const char *text, size_t len,
+                       int (*on_match)(void *arg, const cp_vmatch *m), void *arg, cp_error *err) {
+    rx_hook *h = ctx;
+    if (cp_type_of(pattern) != CP_STRING) {
+        cp_error_set(err, "TypeError", "first argument must be a string or compiled pattern");
+        return -1;
+    }
+    size_t pn;
+    const char *ps = cp_string_bytes(pattern, &pn);
+    const cp_value *t = cp_object_get(h->translations, ps, pn);
+    const cp_value *terr = cp_object_get_cstr(t, "error");
+    if (!t || terr) {
+        const char *why = terr ? cp_string_bytes(terr, NULL) : "the case has no translation of this pattern";
+        cp_error_set(err, why && strncmp(why, "invalid regex", 13) == 0 ? "error" : "ValueError", "%s", why ? why : "?");
+        return -1;
+    }
+    cp_rx *rx = cp_rx_compile(t, "content pattern", err);
+    if (!rx) return -1;
+    cp_rx_match m;
+    cp_rx_match_init(&m);
+    rx_each x = {rx, on_match, arg};
+    int r = cp_rx_finditer(rx, text, len, &m, rx_each_fn, &x, err);
+    cp_rx_match_fini(&m);
+    cp_rx_free(rx);
+    return r == 0 ? 0 : -1;
+}
+
+/* ---- json_end cases: where the value ends, fed whole, byte by byte and in 3-byte pieces ---- */
+
+static long long json_end_run(const char *s, size_t n, size_t piece) {
+    cp_json_end je;
+    cp_json_end_init(&je, 0);
+    for (size_t at = 0; at < n && cp_json_end_status(&je) == 0; at += piece) {
+        size_t upto = at + piece < n ? at + piece : n;
+        cp_json_end_advance(&je, s, 0, upto);
+    }
+    cp_json_end_finish(&je);
+    if (cp_json_end_status(&je) != 1) return -1;
+    return je.end;
+}
+
+static size_t cps(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+/* One case's outcome: a value, or an error. */
+static cp_value *run_case(const cp_value *c, cp_error *err, const char **kind) {
+    const cp_value *x;
+    size_t n;
+    if ((x = cp_object_get_cstr(c, "parser"))) {
+        *kind = "parser";
+        const char *text = cp_string_bytes(cp_object_get_cstr(c, "text"), &n);
+        return cp_values_parse_content(text, n, x, cp_object_get_cstr(c, "args"), NULL, err);
+    }
+    if ((x = cp_object_get_cstr(c, "coerce"))) {
+        *kind = "coerce";
+        const char *text = cp_string_bytes(x, &n);
+        return cp_values_coerce(text, n, cp_object_get_cstr(c, "types"), err);
+    }
+    if ((x = cp_object_get_cstr(c, "python_calls"))) {
+        *kind = "python_calls";
+        const char *text = cp_string_bytes(x, &n);
+        return cp_values_python_calls(text, n, err);
+    }
+    if ((x = cp_object_get_cstr(c, "json_values"))) {
+        *kind = "json_values";
+        const char *text = cp_string_bytes(x, &n);
+        return cp_values_json_values(text, n, err);
+    }
+    if ((x = cp_object_get_cstr(c, "json_end"))) {
+        *kind = "json_end";
+        const char *text = cp_string_bytes(x, &n);
+        long long a = json_end_run(text, n, n ? n : 1), b = json_end_run(text, n, 1), d = json_end_run(text, n, 3);
+        if (a != b || a != d) {
+            cp_error_set(err, "SplitError", "the end depends on the feeding: %lld, %lld, %lld", a, b, d);
+            return NULL;
+        }
+        return a < 0 ? cp_null() : cp_int((int64_t)cps(text, (size_t)a));
+    }
+    if ((x = cp_object_get_cstr(c, "make"))) {
+        *kind = "make";
+        rx_hook h = {cp_object_get_cstr(c, "regex")};
+        cp_vregex rx = {&h, rx_finditer};
+        cp_values_env env = {&rx};
+        const cp_value *field = cp_object_get_cstr(x, "field"), *captures = cp_object_get_cstr(x, "captures");
+        const char *body = cp_string_bytes(cp_object_get_cstr(x, "body"), &n);
+        cp_value *v = cp_values_make(body, n, field, captures, &env, err);
+        const cp_value *tools = cp_object_get_cstr(x, "tools");
+        if (v && tools) {
+            cp_value *params = cp_values_tool_params(tools, err);
+            if (!params) { cp_value_free(v); return NULL; }
+            v = cp_values_type(v, body, n, field, captures, params, &env, err);
+            cp_value_free(params);
+        }
+        return v;
+    }
+    *kind = NULL;
+    return NULL;
+}
+
 void cp_vectors_values(cp_vectors_run *run, const char *file, const cp_value *vec) {
     const cp_value *cases = cp_object_get_cstr(vec, "cases");
     for (size_t i = 0; i < cp_list_len(cases); i++) {
         const cp_value *c = cp_list_get(cases, i);
-        const cp_value *parser = cp_object_get_cstr(c, "parser");
-        const cp_value *raw = parser ? cp_object_get_cstr(c, "text") : cp_object_get_cstr(c, "coerce");
-        if (cp_type_of(c) != CP_OBJECT || cp_type_of(raw) != CP_STRING) {
-            cp_vectors_fail(run, "%s[%zu]: not a values case", file, i);
-            continue;
-        }
-        size_t n;
-        const char *text = cp_string_bytes(raw, &n);
         cp_error err = {0};
-        cp_value *got = parser ? cp_values_parse_content(text, n, parser, cp_object_get_cstr(c, "args"), NULL, &err)
-                               : cp_values_coerce(text, n, cp_object_get_cstr(c, "types"), &err);
-        const cp_value *want_err = cp_object_get_cstr(c, "error");
+        const char *kind = NULL;
+        cp_value *got = cp_type_of(c) == CP_OBJECT ? run_case(c, &err, &kind) : NULL;
         char what[64];
         snprintf(what, sizeof what, "%s[%zu]", file, i);
+        if (!kind) {
+            cp_vectors_fail(run, "%s: not a values case", what);
+            continue;
+        }
+        const cp_value *want_err = cp_object_get_cstr(c, "error");
+        const cp_value *want_msg = cp_object_get_cstr(c, "message");   /* (extra cases only: compared when given) */
         if (want_err) {
-            if (!got && cp_string_equals(want_err, err.exception)) cp_vectors_pass(run, what);
+            if (!got && cp_string_equals(want_err, err.exception) &&
+                (!want_msg || cp_string_equals(want_msg, err.message)))
+                cp_vectors_pass(run, what);
             else {
                 char *g = show(got);
-                cp_vectors_fail(run, "%s: expected %s, got %s%s%s", what, cp_string_bytes(want_err, NULL),
+                cp_vectors_fail(run, "%s (%s): expected %s%s%s, got %s%s%s", what, kind, cp_string_bytes(want_err, NULL),
+                                want_msg ? ": " : "", want_msg ? cp_string_bytes(want_msg, NULL) : "",
                                 got ? "the value " : err.exception, got ? (g ? g : "?") : ": ", got ? "" : err.message);
                 free(g);
             }
@@ -116,8 +255,8 @@ void cp_vectors_values(cp_vectors_run *run, const char *file, const cp_value *ve
             if (got && want && same(got, want)) cp_vectors_pass(run, what);
             else {
                 char *g = show(got), *w = show(want);
-                cp_vectors_fail(run, "%s: expected %s, got %s%s%s", what, w ? w : "?", got ? (g ? g : "?") : err.exception,
-                                got ? "" : ": ", got ? "" : err.message);
+                cp_vectors_fail(run, "%s (%s): expected %s, got %s%s%s", what, kind, w ? w : "?",
+                                got ? (g ? g : "?") : err.exception, got ? "" : ": ", got ? "" : err.message);
                 free(g);
                 free(w);
             }

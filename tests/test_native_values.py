@@ -1,0 +1,340 @@
+"""The native runtime's value layer (issue #40; native/src/values*.c) against the Python reference.
+
+* tests/vectors/values.json (content parsers and tool-argument coercion, the vectors every runtime runs) through
+  ``chatparse-vectors``: every case must pass;
+* cases made here by the Python reference itself, run through the same runner's "values" kind (its extra case
+  kinds: native/tools/vectors_values.c): the python-calls and json-values parsers, the close_json_end tracker
+  (fed whole, byte by byte and in 3-byte pieces), and a region's whole value (cp_values_make: unwrap_pattern,
+  escaped_json_values, content_fallback, as_list, key_aliases, transforms with transform_each and
+  optional_placeholders, decode_json_strings) with tool typing (transformers' coercion and argument_types
+  "schema"); values compared strictly (int is not float, key order), errors by class and message. Hand-picked
+  texts plus seeded random mutations of them.
+* the runner fails on edited expectations (so a pass means something).
+
+Builds native/ with CMake into build/native-values (the library and chatparse-vectors).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NATIVE = ROOT / "native"
+BUILD = ROOT / "build" / "native-values"
+VECTORS = ROOT / "tests" / "vectors"
+
+
+def _runner() -> Path:
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed")
+    subprocess.run(["cmake", "-S", str(NATIVE), "-B", str(BUILD), "-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
+                   check=True, capture_output=True, text=True)
+    r = subprocess.run(["cmake", "--build", str(BUILD), "--target", "chatparse-vectors", "-j2"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, f"the native build failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    return BUILD / "chatparse-vectors"
+
+
+@pytest.fixture(scope="module")
+def runner() -> Path:
+    return _runner()
+
+
+def _run(runner: Path, cases: list, tmp_path: Path, name: str = "values.json") -> tuple[int, int, list]:
+    d = tmp_path / name.replace(".json", "")
+    d.mkdir(exist_ok=True)
+    (d / name).write_text(json.dumps({"kind": "values", "cases": cases}), encoding="utf-8")
+    r = subprocess.run([str(runner), str(d), "--json"], capture_output=True, text=True, timeout=600)
+    lines = r.stdout.strip().splitlines()
+    summary = json.loads(lines[-1])
+    fails = [line for line in lines if line.startswith("FAIL ")]
+    assert (r.returncode == 0) == (summary["failed"] == 0), r.stdout[-2000:]
+    return summary["passed"], summary["total"], fails
+
+
+# ------------------------------------------------------------------------------------------------ encoding
+
+
+def encode(v):
+    """A value as the vectors hold it: what JSON cannot say as {"$py": ...} (make_vectors.encode)."""
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return {"$py": "float", "v": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53:
+        return {"$py": "int", "v": str(v)}
+    if isinstance(v, list):
+        return [encode(x) for x in v]
+    if isinstance(v, dict):
+        return {k: encode(x) for k, x in v.items()}
+    return v
+
+
+def outcome(case: dict, fn) -> dict:
+    try:
+        case["expect"] = encode(fn())
+    except Exception as e:  # noqa: BLE001 - every exception class is compared
+        case["error"] = type(e).__name__
+        case["message"] = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else str(e)
+    return case
+
+
+def mutations(texts: list, n: int, seed: int, alphabet: str) -> list:
+    """`n` seeded random edits (a character deleted, inserted, replaced, or a slice duplicated) of `texts`."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        t = rnd.choice(texts)
+        for _ in range(rnd.randint(1, 3)):
+            k = rnd.randrange(len(t) + 1)
+            op = rnd.randrange(4)
+            if op == 0 and t:
+                t = t[:k] + t[k + 1:]
+            elif op == 1:
+                t = t[:k] + rnd.choice(alphabet) + t[k:]
+            elif op == 2 and t:
+                t = t[:k] + rnd.choice(alphabet) + t[k + 1:]
+            else:
+                j = rnd.randrange(len(t) + 1)
+                a, b = min(j, k), max(j, k)
+                t = t[:b] + t[a:b] + t[b:]
+        out.append(t)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ cases
+
+PY_CALLS = [
+    "", "  \n ", "[]", "[f()]", "f()", "f(a=1)", "[get_weather(city='LA'), search(q=\"x\")]",
+    "functions.get_time(tz = 'UTC', fmt=\"%H\")\nother(x=[1, 2.5, -3, +4.0, 1e3, .5, 1., 0x1F, 0o17, 0b101, 1_000])",
+    "f(a=True, b=False, c=None, d=true, e=false, f=null)", "f(d={'k': 'v', \"n\": [1, (2, 3), ()], 'k': 2})",
+    "f(s='a' \"b\" '''c\nd''' \"\"\"e\r\nf\"\"\")", r"f(s='\x41\u00e9\U0001F600\101\n\t\\\'\"\a\b\f\v\r\q')",
+    "f(s='line\\\ncont')", "f(a=-0, b=-0.0, c=- 5, d=(1))", "f(a=1,)", "[f(a=1), g(b=2),]", "f(a=1), g(b=2)",
+    "f(a=1),\ng(b=[\n1,\n2])\n", "f(1)", "f(a=1, a=2)", "f(*x)", "f(**k)", "f(a=b)", "f(a=g())", "f(a=1+2)",
+    "f(a=f'x')", "f(a=r'x')", "f(a=b'x')", r"f(a='\N{DASH}')", "f(a={1, 2})", "f(a={1: 2})", "f(a=1j)",
+    "f(a=1.5J)", "f(a=1) # c", "f(a=1); g()", "[f()] x", "f(a='x)", "f(a='x\ny')", "def(a=1)", "f.class(a=1)",
+    "f(if=1)", "f(a=01)", "f(a=1__0)", "f(a=1_)", "f(a=0x)", "f(a=1e)", "f(a=1.2.3)", "f(a='\\x4')",
+    "f(a='\\U00110000')", "f(a=" + "[" * 101 + "]" * 101 + ")", "[" + "f(a=" + "(" * 98 + "1" + ")" * 98 + ")]",
+    "f(a=" + "9" * 4300 + ")", "f(a=" + "9" * 4301 + ")", "f(a=0x" + "F" * 40 + ")", "f(a=1e999, b=-1e999)",
+    "f (a=1)", "f\n(a=1)", "f(a\n=\n1)", "[f\n(a=1)]", "f(a=1) g(b=2)", "ƒ(a=1)", "f(a='é😀\ud800')",
+    "f(a=12345678901234567890, b=-9223372036854775808, c=9223372036854775808)",
+]
+
+JSON_TEXTS = [
+    "", " ", "1", "-0", "1.5", "1.", "1e5", "1e", "1e+", "01", "-", "-I", "NaN", "Infinity", "-Infinity",
+    "null", "nullnull", "true", "tru", "false", '"s"', '"a\\"b"', '"\\u00e9\\ud800"', '"\\x"', '"unterminated',
+    '"ctrl\x01"', "[]", "[1, 2]", "[1,]", "{}", '{"a": 1}', '{"a": 1, "a": 2, "b": [true, null]}', '{"a" 1}',
+    '{a: 1}', '{"a": 1,}', "[1 2]", "  {\"name\": \"f\", \"arguments\": {}}  ", '{"k": "é😀"}\n',
+    "12 tail", "12. tail", "[1] tail", '{"a": 1} , {"b": 2}', "1, 2, 3", "1,", ", 1", "1 ,2", "[[[[]]]]",
+    "[" * 512 + "]" * 512, "[" * 513 + "]" * 513, "[" * 600, '"' + "[" * 600 + '"', "9" * 4301,
+    '[1, "' + "x" * 50 + '"]',
+]
+
+
+def _schema_tools() -> list:
+    return [
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+            "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"}, "s": {"type": "string"},
+            "o": {"type": "object"}, "a": {"type": "array"}, "u": {"type": ["integer", "string"]},
+            "z": {"anyOf": [{"type": "null"}, {"type": "number"}]}, "m": {"type": "string", "nullable": True},
+            "l": {"type": "integer"}}}}},
+        {"name": "g", "parameters": {"properties": {"x": {"type": "integer"}}}},
+        "not a tool", {"function": {"name": 3}},
+    ]
+
+
+CALL_T = {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}
+
+
+def make_fields() -> list:
+    """(field, bodies, captures list, tools or None) for the make cases."""
+    xml_args = {"tag_pattern": r"<(?P<key>\w+)>(?P<value>.*?)</(?P=key)>"}
+    kv_json = {"value_parser": {"name": "json"}, "line_sep": "\n", "kv_sep": "="}
+    xml_bodies = ["<a>1</a><b>x</b>", "<i>10</i><s>10</s><u>1.50</u><n>3</n><b>TRUE</b><o>{\"k\": 1}</o>",
+                  "<a>[{\\\"id\\\": \\\"1\\\"}]</a><b>\\\"[1]\\\"</b><c>a\\nb</c><d>\"[1]\"</d>", "<l>1</l><l>2</l><l>x</l>",
+                  "", "no tags", "<a></a>"]
+    calls = '[{"name": "f", "arguments": {"i": "7", "n": "2", "s": 5, "b": "true", "l": ["1", 2, "x"], "z": "null", ' \
+            '"m": null, "u": "1e3", "o": "{\\"k\\": [1]}", "a": "[1]", "q": "1"}}, ' \
+            '{"name": "g", "arguments": {"x": "3.0"}}, {"name": "h", "arguments": {"x": "1"}}, ' \
+            '{"name": "f", "arguments": {"i": 1.0, "n": true, "s": null, "b": "0", "l": "-0", "u": 2.5, "z": "1e999", ' \
+            '"m": "None", "o": [], "a": {}}}]'
+    return [
+        ({"name": "content", "content": "text", "content_args": {}}, ["  hi  ", ""], [{}], None),
+        ({"name": "r", "content": "json", "content_args": {}, "transform": {"v": "{content}", "c": 1,
+                                                                           "deep": ["{content.a.b}"]}},
+         ['{"a": {"b": [1]}}', '{"a": 1}', '{"a": {}}', "[1]", "bad"], [{}, {"content": "cap"}], None),
+        ({"name": "tool_calls", "content": "json", "content_args": {}, "transform": CALL_T, "transform_each": True},
+         [calls, calls[:-1] + ", 5]", '{"name": "f"}', "[1]", "[]", '[{"name": "f", "arguments": {"i": "x"}}]'],
+         [{}, {"id": "9"}],
+         _schema_tools()),
+        ({"name": "tool_calls", "content": "json", "content_args": {}, "transform": CALL_T, "transform_each": True,
+          "argument_types": "schema"}, [calls], [{}], _schema_tools()),
+        ({"name": "tool_calls", "content": "xml-inline", "content_args": {**xml_args, "value_parser": {"name": "json", "args": {"allow_non_json": True}}, "merge_duplicates": True},
+          "transform": {"type": "function", "function": {"name": "f", "arguments": "{content}"}},
+          "argument_types": "schema"}, xml_bodies, [{}], _schema_tools()),
+        ({"name": "tool_calls", "content": "xml-inline", "content_args": {**xml_args, "value_parser": {"name": "json", "args": {"allow_non_json": True}}, "merge_duplicates": True},
+          "transform": {"type": "function", "function": {"name": "f", "arguments": "{content}"}}},
+         xml_bodies, [{}], _schema_tools()),
+        ({"name": "args", "content": "xml-inline", "content_args": {**xml_args, "value_parser": {"name": "json"}},
+          "escaped_json_values": True}, xml_bodies + ["<a>[{\\\"id\\\": 1}]</a><b>\\\"[1]\\\"</b><c>[1]</c><d>\"[1]\"</d>"],
+         [{}], None),
+        ({"name": "args", "content": "xml-inline", "escaped_json_values": True,
+          "content_args": {**xml_args, "value_parser": {"name": "json", "args": {"allow_non_json": True}}}},
+         xml_bodies, [{}], None),
+        ({"name": "args", "content": "kv-lines", "content_args": kv_json, "escaped_json_values": True},
+         ["a=1\nb=[\\\"x\\\"]\nc=\\\"[1]\\\"\nd=[1]", "a=1\nb=[\\\"x\\\"]\nc=\\\"[1]\\\"\nd=a\\nb\ne=oops",
+          "x=\"[1]\"", "k"], [{}], None),
+        ({"name": "tool_calls", "content": "kv-lines", "argument_types": "schema",
+          "content_args": {"value_parser": {"name": "json", "args": {"allow_non_json": True}}},
+          "transform": {"type": "function", "function": {"name": "f", "arguments": "{content}"}}},
+         ["i: 10\ns: 10\nu: 1.50\nn: 3\nb: TRUE\no: {\"k\": 1}\nz: null\nm: null\nl: 2.0", "s: \"quoted\"\ni: \"5\"",
+          "a: [1, 2]\ns: [1, 2]\nu: x"], [{}], _schema_tools()),
+        ({"name": "calls", "content": "python-calls", "content_args": {}, "transform": CALL_T, "transform_each": True,
+          "as_list": True}, ["[f(i='1'), g(x='2')]", "f(a=1)", "", "f(1)"], [{}], _schema_tools()),
+        ({"name": "calls", "content": "json-values", "content_args": {}, "transform": CALL_T, "transform_each": True},
+         ['{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"x": "4"}}', "1 2", ""], [{}], _schema_tools()),
+        ({"name": "calls", "content": "json", "content_args": {}, "as_list": True,
+          "key_aliases": {"parameters": "arguments", "args": "arguments", "fn": "name"},
+          "transform": CALL_T, "transform_each": True},
+         ['{"fn": "f", "parameters": {"i": "1"}}', '[{"name": "f", "args": {}, "parameters": {}}, 3]',
+          '{"name": "f", "arguments": {}, "parameters": 1}', '[{"args": 1, "parameters": 2, "name": "f"}]'],
+         [{}], _schema_tools()),
+        ({"name": "calls", "content": "json", "content_args": {}, "transform": CALL_T, "transform_each": True,
+          "decode_json_strings": ["function.arguments", "function.x.y"]},
+         ['[{"name": "f", "arguments": "{\\"i\\": \\"2\\"}"}]', '[{"name": "f", "arguments": "[1]"}]',
+          '[{"name": "f", "arguments": "{bad"}]', '[{"name": "f", "arguments": " {} "}]'], [{}], _schema_tools()),
+        ({"name": "calls", "content": "json", "content_args": {},
+          "transform": {"id": "{id}", "type": "function", "function": {"name": "{name}", "x": "{id.k}"},
+                        "l": ["{name}"]}, "optional_placeholders": ["id"]},
+         ['{"a": 1}'], [{"name": "f"}, {"name": "f", "id": "7"}, {"name": "f", "id": {"k": 1}}, {}], None),
+        ({"name": "calls", "content": "json", "content_args": {},
+          "content_fallback": [{"content": "int", "content_args": {}},
+                               {"content": "xml-inline", "content_args": xml_args}]},
+         ['{"a": 1}', " 42 ", "<k>v</k>", "plain"], [{}], None),
+        ({"name": "calls", "content": "json", "content_args": {},
+          "content_fallback": [{"content": "kv-lines", "content_args": {"value_parser": {"name": "nope"}}}]},
+         ["a: 1", "{}", "nothing"], [{}], None),
+        ({"name": "c", "content": "text", "content_args": {},
+          "unwrap_pattern": r"<co(?:: [^>]*)?>(?P<keep>.*?)</co: [^>]*>"},
+         ["foo <co>bar</co: 0:[1,2]> baz <co: 1>q</co: 2>", "a <co>b", ""], [{}], None),
+        ({"name": "c", "content": "json", "content_args": {"string_delims": [["<s>", "</s>"]], "unquoted_keys": True},
+          "unwrap_pattern": "x*"}, ['{a: <s>he said "hi"</s>, b: 1}', "{é: 1}", "xx{a:1}x"], [{}], None),
+        ({"name": "n", "content": "float", "content_args": {}, "transform": "{content}"}, ["1.5", "x"], [{}], None),
+        ({"name": "n", "content": "int", "content_args": {}, "transform": ["{content}", "{missing}"]}, ["3"], [{"z": 1}],
+         None),
+    ]
+
+
+def make_cases() -> list:
+    from chatparse.compiler.writer import translate_js
+    from chatparse.runtime.values.coerce import tool_params
+    from chatparse.runtime.values.schema_typing import schema_typer
+    from chatparse.runtime.values.transform import value_maker
+
+    cases = []
+    for field, bodies, capture_list, tools in make_fields():
+        patterns = {}
+        args = field.get("content_args") or {}
+        for a in [args] + [e.get("content_args") or {} for e in field.get("content_fallback", [])]:
+            if isinstance(a, dict) and isinstance(a.get("tag_pattern"), str):
+                patterns[a["tag_pattern"]] = translate_js(a["tag_pattern"])
+        if field.get("unwrap_pattern"):
+            patterns[field["unwrap_pattern"]] = translate_js(field["unwrap_pattern"])
+        for body in bodies:
+            for captures in capture_list:
+                for with_tools in ([False, True] if tools is not None else [False]):
+                    f = json.loads(json.dumps(field))
+
+                    def made(f=f, body=body, captures=captures, with_tools=with_tools):
+                        value = value_maker(f)(body, dict(captures))
+                        if with_tools:
+                            value = schema_typer(f, value_maker)(value, body, dict(captures), tool_params(tools))
+                        return value
+
+                    make = {"field": field, "body": body, "captures": captures}
+                    if with_tools:
+                        make["tools"] = tools
+                    cases.append(outcome({"make": make, "regex": patterns}, made))
+    return cases
+
+
+def extension_cases() -> list:
+    from chatparse.runtime.values.json_end import JsonEnd
+    from chatparse.runtime.values.json_values import parse_json_values
+    from chatparse.runtime.values.pycalls import parse_python_calls
+
+    def json_end(text):
+        je = JsonEnd(0)
+        je.advance(text, 0, len(text))
+        je.finish()
+        return None if je.dead else je.end
+
+    cases = []
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20000))  # (encode() walks the 512-deep values json-values accepts)
+    try:
+        return _extension_cases(cases, json_end, parse_json_values, parse_python_calls)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _extension_cases(cases, json_end, parse_json_values, parse_python_calls) -> list:
+    py_texts = PY_CALLS + mutations(PY_CALLS[:40], 3000, 1, "()[]{},.=:'\"\\ \n\t_-+0123456789abcxjeE#*é")
+    for t in py_texts:
+        cases.append(outcome({"python_calls": t}, lambda t=t: parse_python_calls(t)))
+    js_texts = JSON_TEXTS + mutations(JSON_TEXTS[:48], 3000, 2, "[]{},:\"\\ \n\t.-+0123456789eEnulltrfaINé\x01")
+    for t in js_texts:
+        cases.append(outcome({"json_values": t}, lambda t=t: parse_json_values(t)))
+        cases.append(outcome({"json_end": t}, lambda t=t: json_end(t)))
+    return cases
+
+
+# ------------------------------------------------------------------------------------------------ tests
+
+
+def test_values_vectors_all_pass(runner, tmp_path):
+    """tests/vectors/values.json, the cases every runtime runs: all 2056 pass in C."""
+    cases = json.loads((VECTORS / "values.json").read_text(encoding="utf-8"))["cases"]
+    passed, total, fails = _run(runner, cases, tmp_path)
+    assert total == len(cases) == 2056
+    assert passed == total, "\n".join(fails[:20])
+
+
+def test_extension_parsers_and_json_end_match_python(runner, tmp_path):
+    """python-calls, json-values and close_json_end's tracker: value, or error class and message, as Python's,
+    on hand-picked texts and 3000 seeded mutations each; the tracker the same however the text is fed."""
+    cases = extension_cases()
+    passed, total, fails = _run(runner, cases, tmp_path)
+    assert total == len(cases)
+    assert passed == total, f"{total - passed} of {total} differ:\n" + "\n".join(fails[:30])
+
+
+def test_region_values_and_typing_match_python(runner, tmp_path):
+    """A region's value (cp_values_make) with every value step, and tool typing (both rules), as Python's."""
+    cases = make_cases()
+    passed, total, fails = _run(runner, cases, tmp_path)
+    assert total == len(cases) > 150
+    assert passed == total, f"{total - passed} of {total} differ:\n" + "\n".join(fails[:30])
+
+
+def test_runner_fails_on_edited_expectations(runner, tmp_path):
+    """Edited expectations fail: a value, an error class, an error message, an int made a float."""
+    cases = json.loads((VECTORS / "values.json").read_text(encoding="utf-8"))["cases"][:50]
+    edited = json.loads(json.dumps(cases))
+    ok = [i for i, c in enumerate(edited) if "expect" in c]
+    bad = [i for i, c in enumerate(edited) if "error" in c]
+    edited[ok[0]]["expect"] = "zzz"
+    edited[bad[0]]["error"] = "TypeError" if edited[bad[0]]["error"] != "TypeError" else "ValueError"
+    extra = [outcome({"python_calls": "f(1)"}, lambda: 1 / 0), {"python_calls": "f(a=1)", "expect": [
+        {"name": "f", "arguments": {"a": 1.0}}]}]
+    extra[0]["error"], extra[0]["message"] = "ValueError", "python-calls: wrong words at offset 2"
+    passed, total, fails = _run(runner, edited + extra, tmp_path)
+    assert total == 52 and passed == 48, fails
