@@ -4051,7 +4051,13 @@ function tokenPrefix(vocab, prefix, prefixIds) {
 
 /** One generation fed token ids (`chatparse.runtime.tokens.TokenParser`): `new TokenParser(tables, prompt, {
  * prefixIds, tools, dialect, ... })` (prompt text, or null with `prefixIds`); `feedTokens(id or ids)` returns the
- * events, `finalize()` `[message, finalEvents]`. Tables must come from a file with a token section. */
+ * events, `finalize()` `[message, finalEvents]`. Tables must come from a file with a token section.
+ *
+ * The fast path (Python's `feed_tokens` fast state): while the scanner is quiet, a region is open and the
+ * decoder holds nothing, a token that is inert in the current mode (the token section's `inert` table: no
+ * character of it can start a delimiter) is region text: one table lookup and one region_chunk event. Its text
+ * waits in `tail` and reaches the character engine, as one feed whose events are the ones already handed out,
+ * the next time the engine is needed; so the engine's state is always what feeding the decoded text gives. */
 export class TokenParser {
   constructor(tables, prefix, { prefixIds = null, tools = null, warn = null, dialect = null, offsets = null, malformed = null } = {}) {
     if (!(tables instanceof Tables)) throw E("TypeError", "TokenParser needs Tables from loadTables()");
@@ -4063,26 +4069,90 @@ export class TokenParser {
     this.dialect = this.parser.dialect;
     this.initialEvents = this.parser.initialEvents;
     this.dec = new TokenDecoder(b.vocab);
+    this.core = this.parser.core;
+    this.inert = tables.tokenSection.inert;
+    this.modeIndex = new Map(tables.modes.map((m, k) => [m, k]));
+    this.tail = []; // texts handed out by the fast path, not yet fed to the engine
+    this.fast = -1; // the current mode's row offset in `inert` while the fast path applies, else -1
+    this.fname = null;
+    this.fdirty = false;
+    this.refresh();
+  }
+
+  /** Whether the fast path applies now (after the engine ran), as Python's `TokenParser._refresh` decides. */
+  refresh() {
+    this.fast = -1;
+    const core = this.core, sc = core.scanner, mode = sc.mode;
+    if (core.stalled || core.failed !== null || core.finished || core.jsonEnd !== null || core.held || core.pending.length) return;
+    if (sc.attempts.length || sc.scan !== sc.end || mode.firstRe === null || !(sc.end || mode.start0 === mode.startN)) return;
+    if (!this.dec.clean() || core.current === null || !core.opened || sc.pos < core.promptEnd) return;
+    this.fast = this.modeIndex.get(mode) * this.size;
+    this.fname = core.t.fields[core.current].name;
+    this.fdirty = core.t.dirty[core.current];
+  }
+
+  /** Hand the engine the text the fast path handed out (its events were returned then). */
+  sync() {
+    if (!this.tail.length) return;
+    const text = this.tail.length === 1 ? this.tail[0] : this.tail.join("");
+    this.tail = [];
+    this.core.feed(text);
   }
 
   feedTokens(ids) {
-    this.parser.core.checkUsable();
-    const list = tokenIds(ids, this.size);
-    const text = this.dec.feed(list);
-    return text ? this.parser.feed(text) : [];
+    const fast = this.fast;
+    if (fast >= 0) {
+      if (typeof ids === "number") {
+        if (this.inert[fast + ids] === 1 && Number.isInteger(ids) && ids >= 0 && ids < this.size) {
+          const s = this.vocab.textOf(ids);
+          this.tail.push(s);
+          return [{ type: "region_chunk", field: this.fname, text: s, dirty: this.fdirty }];
+        }
+      } else if (ids !== null && typeof ids === "object" && ids.length > 0) {
+        let all = true;
+        for (let k = 0; all && k < ids.length; k++) {
+          const i = ids[k];
+          all = Number.isInteger(i) && i >= 0 && i < this.size && this.inert[fast + i] === 1;
+        }
+        if (all) {
+          let s = "";
+          for (let k = 0; k < ids.length; k++) s += this.vocab.textOf(ids[k]);
+          this.tail.push(s);
+          return [{ type: "region_chunk", field: this.fname, text: s, dirty: this.fdirty }];
+        }
+      }
+    }
+    this.fast = -1;
+    try {
+      this.core.checkUsable();
+      const list = tokenIds(ids, this.size);
+      this.sync();
+      const text = this.dec.feed(list);
+      return text ? this.parser.feed(text) : [];
+    } finally {
+      this.refresh();
+    }
   }
 
   /** Decoded text instead of ids (refused while the bytes of a split character are held). */
   feed(text) {
-    this.parser.core.checkUsable();
+    this.core.checkUsable();
     if (this.dec.held.length || this.dec.run.length) {
       throw E("ValueError", "feed(text) while the bytes of a character split across tokens are held; feed the token ids that complete it first");
     }
-    return text ? this.parser.feed(text) : [];
+    this.fast = -1;
+    try {
+      this.sync();
+      return text ? this.parser.feed(text) : [];
+    } finally {
+      this.refresh();
+    }
   }
 
   finalize() {
-    this.parser.core.checkUsable();
+    this.core.checkUsable();
+    this.fast = -1;
+    this.sync();
     const rest = this.dec.finish();
     const events = rest ? this.parser.feed(rest) : [];
     const [message, final] = this.parser.finalize();
@@ -4090,11 +4160,12 @@ export class TokenParser {
   }
 
   get inputText() {
+    this.sync();
     return this.parser.inputText;
   }
 
   get input_text() {
-    return this.parser.inputText;
+    return this.inputText;
   }
 }
 
