@@ -576,14 +576,10 @@ cp_value *cp_stream_feed(cp_stream *p, const char *text, size_t len, cp_error *e
             return NULL;
         }
     }
-    if (p->stalled) {
-        cp_buf_free(&all);
-        return events;
-    }
     memcpy(p->held, all.data + all.len - tail, tail);
     p->n_held = tail;
     size_t n = all.len - tail;
-    if (n) {
+    if (n && !p->stalled) {
         cp_error e = {0};
         if (cp_scanner_push(&p->sc, all.data, n, &e) < 0 || process(p, events, 0, &e) < 0 ||
             flush(p, events, &e) < 0) {
