@@ -4,6 +4,7 @@ Every test that cannot run without an optional package, a program or a downloade
 never with ``pytest.importorskip`` or a ``skipif`` of its own:
 
 - ``need("xgrammar", why)`` returns the imported module; ``need_program("node", why)`` the program's path;
+  ``need_library("libpcre2-8", why)`` a C library's version (pkg-config);
   ``need_folder(ENV, why)`` the folder an environment variable names; ``need_vllm(module)`` a module of
   vLLM 0.33.0, ``need_sglang(module)`` one of SGLang 0.5.23. Each skips where the thing is missing, naming how to get it.
 - ``needs(...)`` / ``needs_program(...)`` are the same as marks, for a decorator (checked by tests/conftest.py
@@ -22,6 +23,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from types import ModuleType
 
@@ -36,7 +38,11 @@ PROGRAMS = {
     "node": "Node.js, for the JavaScript reader (js/): apt-get install nodejs",
     "dot": "Graphviz, for `chatparse show --format svg`: apt-get install graphviz",
     "bash": "bash: apt-get install bash",
+    "cmake": "CMake, for the C runtime (native/): apt-get install cmake",
+    "pkg-config": "pkg-config, for the C runtime's PCRE2 (native/): apt-get install pkg-config",
 }
+# C libraries (pkg-config names) the C runtime builds against, and how to get them
+LIBRARIES = {"libpcre2-8": "PCRE2, for the C runtime (native/): apt-get install libpcre2-dev"}
 TEST_EXTRA = "pip install -e \".[test]\""
 
 
@@ -81,6 +87,17 @@ def need_program(name: str, why: str = "", *, _item_location: bool = False) -> s
     if path is None:
         _missing(f"{name} is not installed", why, PROGRAMS.get(name, f"install {name}"), item_location=_item_location)
     return path
+
+
+def need_library(name: str, why: str = "") -> str:
+    """A C library `name` known to pkg-config (e.g. ``libpcre2-8``): its version; a skip when pkg-config does not
+    know it (a failure under CHATPARSE_REQUIRE_DEPS)."""
+    __tracebackhide__ = True
+    pkg_config = need_program("pkg-config", why)
+    out = subprocess.run([pkg_config, "--modversion", name], capture_output=True, text=True)
+    if out.returncode != 0:
+        _missing(f"the C library {name} is not installed", why, LIBRARIES.get(name, f"install {name}"))
+    return out.stdout.strip()
 
 
 def need_folder(env: str, how: str) -> Path:
