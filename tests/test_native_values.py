@@ -139,6 +139,69 @@ JSON_TEXTS = [
 ]
 
 
+PARSER_TEXTS = [
+    "42", " 42 ", "+7", "-0", "007", "1_000", "_1", "1__0", "1_", "\u0664\u0662", "\U0001d7d2\U0001d7d0", "\uff13",
+    "\u2003 5 \u2003", "\x1c5", "5\x1c", "\x855", "\x7f5", "1e5", "1.5", ".5", "5.", ".", "-.5e-3", "1_0.5", "1._5",
+    "inf", "-Infinity", "NaN", "nan ", "+nan", "0x10", "\u0661\u0662.\u0665", "true", "TRUE", "1", "0", "yes", "",
+    "   ", "\t\n", "\u0130", "12345678901234567", "1e400", "-1e-400", "9" * 4300, "9" * 4301, "x" * 300,
+    '{"a": 1, "a": 2, "b": [1, 2.0, -0.0, 1e2]}', "[NaN, Infinity, -Infinity]", '"\\ud83d\\ude00 \\u00e9 \\n"',
+    '"\\ud83d"', '{"x": "tab\there"}', "[1, 2,]", '{"a" 1}', "\ufeff{}", " [ ] ", '{"k": tru}', "01", "-", "1.5e",
+    '"unterminated', '{"a": 1} extra', "{name: \"v\", n2: 3}", "{ spaced: 1}", "{\u00fcn\u00ef: 1}",
+    '{"k": <s>a "b" c</s>}', '<s>x</s>', '{<s>k</s>: <s>v\u00e9</s>}', '[<s>a</s>, <s>b', "\x01", "a\x02b",
+    "name: alice\nage: 30", "a=1;b=2", "k: v: w\n\n  : empty key\nnocolon", "a: 1\r\nb: 2\u2028c: 3",
+    "x: \\\"q\\\"", "x: [1, {\"y\": 2}]",
+]
+PARSER_ARGS = {
+    "text": [{}, {"strip": False}, {"strip": 0}, {"strip": []}, {"strip": "no"}, {"strip": None}, {"strip": 0.0}],
+    "int": [{}, {"strip": False}],
+    "float": [{}, {"strip": False}],
+    "bool": [{}, {"strip": False}],
+    "json": [{}, {"allow_non_json": True}, {"unquoted_keys": True}, {"string_delims": [["<s>", "</s>"]]},
+             {"string_delims": [["<s>", "</s>"]], "unquoted_keys": True, "allow_non_json": True, "strip": False},
+             {"string_delims": "ab"}, {"string_delims": None}, {"string_delims": [["", ""]]},
+             {"string_delims": [["<", ""]]}, {"string_delims": [["", ">"]]}, {"string_delims": {"<>": 1}},
+             {"string_delims": [["<s>", "</s>"], ["[", "]"]], "unquoted_keys": 1}, {"string_delims": [5]},
+             {"string_delims": [["a"]]}, {"string_delims": [["a", "b", "c"]]}, {"string_delims": 5},
+             {"string_delims": [[1, 2]]}, {"string_delims": [], "allow_non_json": "yes"}, {"string_delims": ""},
+             {"string_delims": ["<>"]}, {"string_delims": [{"<": 1, ">": 2}]}],
+    "kv-lines": [{}, {"strip": False}, {"line_sep": ";", "kv_sep": "="}, {"kv_sep": ""}, {"line_sep": ""},
+                 {"line_sep": None}, {"value_parser": {"name": "int"}}, {"value_parser": {"name": "nope"}},
+                 {"value_parser": {"name": "json", "args": {"allow_non_json": True}}}, {"kv_sep": 5},
+                 {"line_sep": 5}, {"value_parser": {"name": "python-calls"}}, {"value_parser": {"name": ["x"]}},
+                 {"value_parser": {"name": 5}}, {"value_parser": {"name": None}}, {"value_parser": []},
+                 {"value_parser": {}}, {"value_parser": {"name": "text", "args": {"strip": False}}},
+                 {"value_parser": {"name": "json", "args": []}}, {"value_parser": {"name": "bool"}}],
+}
+
+
+def parser_cases() -> list:
+    from chatparse.runtime.values.parsers import parse_content
+
+    texts = PARSER_TEXTS + mutations(PARSER_TEXTS, 400, 3, " :=;\n\"{}[],<>/s.0123456789eE_-+x\u0663\u2003\x01")
+    cases = []
+    for name, arg_list in PARSER_ARGS.items():
+        for args in arg_list:
+            for text in texts:
+                cases.append(outcome({"parser": name, "args": args, "text": text},
+                                     lambda t=text, n=name, a=args: parse_content(t, n, json.loads(json.dumps(a)))))
+    for args in [{}, [], None, "x"]:
+        for name in ["text", "nope", "xml-inline", "python-calls"]:
+            cases.append(outcome({"parser": name, "args": args, "text": "a: 1"},
+                                 lambda n=name, a=args: parse_content("a: 1", n, a)))
+    return cases
+
+
+def coerce_cases() -> list:
+    from chatparse.runtime.values.coerce import coerce
+
+    raws = ["7", " 7 ", "7.0", "7.5", "1e3", "1_0", "nan", "inf", "-inf", "True", " false ", "1", "0", "null",
+            "None", '{"a": 1}', "[1, 2]", "[1,", "\u0663", "x", "", "-0", "-0.0", "1e400", "1e20", "123456789012345678901",
+            "9" * 4301, "4.0e22", " NULL", "\u2003true\u2003", '"s"', "2.5e-3", "0x1", "+5", "1.", ".5"]
+    types = [["integer"], ["number"], ["boolean"], ["null"], ["object"], ["array"], ["string"], ["integer", "null"],
+             ["number", "string"], ["null", "boolean", "integer"], ["unknown"], [], ["array", "object", "number"]]
+    return [outcome({"coerce": r, "types": t}, lambda r=r, t=t: coerce(r, tuple(t))) for t in types for r in raws]
+
+
 def _schema_tools() -> list:
     return [
         {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
@@ -312,6 +375,15 @@ def test_extension_parsers_and_json_end_match_python(runner, tmp_path):
     """python-calls, json-values and close_json_end's tracker: value, or error class and message, as Python's,
     on hand-picked texts and 3000 seeded mutations each; the tracker the same however the text is fed."""
     cases = extension_cases()
+    passed, total, fails = _run(runner, cases, tmp_path)
+    assert total == len(cases)
+    assert passed == total, f"{total - passed} of {total} differ:\n" + "\n".join(fails[:30])
+
+
+def test_content_parsers_and_coercion_match_python(runner, tmp_path):
+    """The base content parsers with many content_args (bad ones too) and coercion: value, or error class and
+    message, as Python's, on the vectors' kind of texts plus 400 seeded mutations."""
+    cases = parser_cases() + coerce_cases()
     passed, total, fails = _run(runner, cases, tmp_path)
     assert total == len(cases)
     assert passed == total, f"{total - passed} of {total} differ:\n" + "\n".join(fails[:30])

@@ -84,7 +84,8 @@ static int sub_pair(vbuf *out, const char *in, size_t n, const char *od, size_t 
                     cp_value *captured) {
     size_t pos = 0;
     if (lo == 0 && lc == 0) {
-        /* the empty pattern matches at every character boundary */
+        /* the pattern `(.*?)`: an empty match at each position, and between two of them the next character (a
+         * non-empty match may start where an empty one was): every character becomes a captured string */
         size_t i = 0;
         for (;;) {
             vb_printf(out, "\x01%zu\x02", cp_list_len(captured));
@@ -92,7 +93,8 @@ static int sub_pair(vbuf *out, const char *in, size_t n, const char *od, size_t 
             if (i >= n) break;
             size_t j = i;
             cp_utf8_decode(in, n, &j, 1);
-            vb_put(out, in + i, j - i);
+            vb_printf(out, "\x01%zu\x02", cp_list_len(captured));
+            if (cp_list_append(captured, cp_string(in + i, j - i)) < 0) return -1;
             i = j;
         }
         return out->oom ? -1 : 0;
@@ -176,40 +178,66 @@ static void *unpack_error(cp_error *err, size_t got) {
     return verr(err, "ValueError", "not enough values to unpack (expected 2, got %zu)", got);
 }
 
-/* One string_delims entry as (open, close). */
-static int delim_pair(const cp_value *pair, const char **od, size_t *lo, const char **cd, size_t *lc, cp_error *err) {
-    const cp_value *a, *b;
+/* What regex.escape(d) + "(.*?)" makes of one delimiter, as the literal text it then matches, into `out`: a str is
+ * itself; a list (or a dict's keys) is the concatenation of its items, which regex.escape iterates (an item that
+ * is not a str fails as there: AttributeError "no attribute 'isspace'", or TypeError "unhashable type"); anything
+ * else is a TypeError "'T' object is not iterable". A multi-character item holding regex syntax would be a
+ * pattern there, not a literal: refused (RuntimeError: not supported here). */
+static int delim_literal(const cp_value *d, vbuf *out, cp_error *err) {
+    if (vpy_is_str(d)) { vb_put(out, d->u.string.bytes, d->u.string.len); return 0; }
+    if (!vpy_is_list(d) && !vpy_is_dict(d)) {
+        verr(err, "TypeError", "'%s' object is not iterable", vpy_type_name(d));
+        return -1;
+    }
+    size_t n = vpy_is_list(d) ? cp_list_len(d) : cp_object_len(d);
+    for (size_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        if (vpy_is_dict(d)) { s = cp_object_at(d, i)->key; len = cp_object_at(d, i)->key_len; }
+        else {
+            const cp_value *x = cp_list_get(d, i);
+            if (vpy_is_list(x) || vpy_is_dict(x)) { verr(err, "TypeError", "unhashable type: '%s'", vpy_type_name(x)); return -1; }
+            if (!vpy_is_str(x)) { verr(err, "AttributeError", "'%s' object has no attribute 'isspace'", vpy_type_name(x)); return -1; }
+            s = x->u.string.bytes;
+            len = x->u.string.len;
+        }
+        if (vpy_cplen(s, len) > 1) {
+            for (size_t k = 0; k < len; k++)
+                if (s[k] && strchr("\\.^$*+?{}[]|()", s[k])) {
+                    verr(err, "RuntimeError", "string_delims: a delimiter given as a list holds regex syntax in an item "
+                         "(not supported by the C runtime)");
+                    return -1;
+                }
+        }
+        vb_put(out, s, len);
+    }
+    return 0;
+}
+
+/* One string_delims entry unpacked as (open, close) into two literals. */
+static int delim_pair(const cp_value *pair, vbuf *od, vbuf *cd, cp_error *err) {
     if (vpy_is_str(pair)) {
         size_t n = pair->u.string.len, i = 0;
         size_t cps = vpy_cplen(pair->u.string.bytes, n);
         if (cps != 2) { unpack_error(err, cps); return -1; }
         cp_utf8_decode(pair->u.string.bytes, n, &i, 1);
-        *od = pair->u.string.bytes;
-        *lo = i;
-        *cd = pair->u.string.bytes + i;
-        *lc = n - i;
+        vb_put(od, pair->u.string.bytes, i);
+        vb_put(cd, pair->u.string.bytes + i, n - i);
         return 0;
     }
     if (vpy_is_list(pair)) {
         if (cp_list_len(pair) != 2) { unpack_error(err, cp_list_len(pair)); return -1; }
-        a = cp_list_get(pair, 0);
-        b = cp_list_get(pair, 1);
-    } else if (vpy_is_dict(pair)) {
-        if (cp_object_len(pair) != 2) { unpack_error(err, cp_object_len(pair)); return -1; }
-        /* (unpacking a dict gives its keys: strings) */
-        const cp_member *m0 = cp_object_at(pair, 0), *m1 = cp_object_at(pair, 1);
-        *od = m0->key; *lo = m0->key_len; *cd = m1->key; *lc = m1->key_len;
+        if (delim_literal(cp_list_get(pair, 0), od, err) < 0 || delim_literal(cp_list_get(pair, 1), cd, err) < 0) return -1;
         return 0;
-    } else {
-        verr(err, "TypeError", "cannot unpack non-iterable %s object", vpy_type_name(pair));
-        return -1;
     }
-    if (!vpy_is_str(a) || !vpy_is_str(b)) {
-        verr(err, "TypeError", "first argument must be a string");
-        return -1;
+    if (vpy_is_dict(pair)) {   /* unpacking a dict gives its keys */
+        if (cp_object_len(pair) != 2) { unpack_error(err, cp_object_len(pair)); return -1; }
+        vb_put(od, cp_object_at(pair, 0)->key, cp_object_at(pair, 0)->key_len);
+        vb_put(cd, cp_object_at(pair, 1)->key, cp_object_at(pair, 1)->key_len);
+        return 0;
     }
-    *od = a->u.string.bytes; *lo = a->u.string.len; *cd = b->u.string.bytes; *lc = b->u.string.len;
-    return 0;
+    verr(err, "TypeError", "cannot unpack non-iterable %s object", vpy_type_name(pair));
+    return -1;
 }
 
 static int has_sentinel(const char *s, size_t n) {
@@ -241,8 +269,7 @@ static cp_value *parse_json(vtext t, const cp_value *args, cp_error *err) {
     if (!t.none) vb_put(&work, t.s, t.n);
     size_t spos = 0;
     for (size_t k = 0; k < count; k++) {
-        const char *od, *cd;
-        size_t lo, lc;
+        vbuf od = {0}, cd = {0};
         cp_value *tmp = NULL;
         const cp_value *pair;
         if (dt == CP_LIST) pair = cp_list_get(delims, k);
@@ -258,14 +285,17 @@ static cp_value *parse_json(vtext t, const cp_value *args, cp_error *err) {
             pair = tmp;
         }
         if (!pair) { cp_value_free(captured); vb_free(&work); return verr_oom(err); }
-        int r = delim_pair(pair, &od, &lo, &cd, &lc, err);
+        int r = delim_pair(pair, &od, &cd, err);
+        if (r == 0 && (od.oom || cd.oom)) { r = -1; verr_oom(err); }
         if (r == 0) {
             vbuf next = {0};
-            r = sub_pair(&next, work.b ? work.b : "", work.n, od, lo, cd, lc, captured);
+            r = sub_pair(&next, work.b ? work.b : "", work.n, od.b ? od.b : "", od.n, cd.b ? cd.b : "", cd.n, captured);
             vb_free(&work);
             work = next;
             if (r < 0) verr_oom(err);
         }
+        vb_free(&od);
+        vb_free(&cd);
         cp_value_free(tmp);
         if (r < 0) { cp_value_free(captured); vb_free(&work); return NULL; }
     }
