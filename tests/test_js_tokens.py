@@ -206,3 +206,25 @@ console.log(JSON.stringify(res));"""
     out = subprocess.run([NODE, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == want
+
+
+@needs_program("node", "the JavaScript runtime")
+def test_js_fast_path_is_taken_and_agrees():
+    """The vectors exercise the JS fast path (inert tokens handed out without the character engine): on a
+    qwen3 generation fed one id per call, most calls take it, and the events equal the vector's."""
+    vec = json.loads((VECTORS / "qwen3.tok-bl.json").read_text(encoding="utf-8"))
+    case = next(c for c in vec["cases"] if c["id"].endswith("/split1"))
+    script = f"""
+import fs from "node:fs";
+const t = await import({json.dumps(str(ROOT / 'js' / 'chatparse.mjs'))});
+const tables = t.loadTables(fs.readFileSync({json.dumps(str(VECTORS / vec['tables']))}));
+const c = {json.dumps(case)};
+const p = new t.TokenParser(tables, c.prefix);
+let fast = 0;
+const events = [];
+for (const f of c.feeds) {{ if (p.fast >= 0) fast++; events.push(p.feedTokens(f[0])); }}
+console.log(JSON.stringify({{fast, n: c.feeds.length, same: JSON.stringify(events) === JSON.stringify(c.feed_events)}}));"""
+    out = subprocess.run([NODE, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["same"] and got["fast"] > got["n"] // 4, got
