@@ -296,6 +296,38 @@ def make_fields() -> list:
     ]
 
 
+def random_call_fields(n: int, seed: int) -> list:
+    """Seeded random tool calls written as xml-inline tags or kv-lines, with the value parsers and both typing
+    rules: what a model writes for a tool with typed parameters."""
+    rnd = random.Random(seed)
+    keys = ["i", "n", "b", "s", "o", "a", "u", "z", "m", "l", "extra"]
+    texts = ["10", "1.50", "true", "TRUE", "null", "None", "x", "[1, 2]", '{"a": 1}', "", "  7 ", "-0", "1e3", "1e999",
+             "nan", '"q"', "0", "3.0", "\u0663", "[1,", "{", "\\\"s\\\"", "1_0"]
+    parsers = [None, {"name": "json", "args": {"allow_non_json": True}}, {"name": "json"}, {"name": "int"},
+               {"name": "text"}, {"name": "float"}]
+    xml_args = {"tag_pattern": r"<(?P<key>\w+)>(?P<value>.*?)</(?P=key)>"}
+    out = []
+    for _ in range(n):
+        kv = rnd.random() < 0.5
+        args = {} if kv else dict(xml_args)
+        vp = rnd.choice(parsers)
+        if vp is not None:
+            args["value_parser"] = vp
+        if not kv and rnd.random() < 0.5:
+            args["merge_duplicates"] = True
+        field = {"name": "tool_calls", "content": "kv-lines" if kv else "xml-inline", "content_args": args,
+                 "transform": {"type": "function", "function": {"name": rnd.choice(["f", "f", "g", "h"]),
+                                                                "arguments": "{content}"}}}
+        if rnd.random() < 0.6:
+            field["argument_types"] = "schema"
+        if rnd.random() < 0.2:
+            field["escaped_json_values"] = True
+        pairs = [(rnd.choice(keys), rnd.choice(texts)) for _ in range(rnd.randint(0, 5))]
+        body = "\n".join(f"{k}: {v}" for k, v in pairs) if kv else "".join(f"<{k}>{v}</{k}>" for k, v in pairs)
+        out.append((field, [body], [{}], _schema_tools()))
+    return out
+
+
 def make_cases() -> list:
     from chatparse.compiler.writer import translate_js
     from chatparse.runtime.values.coerce import tool_params
@@ -303,7 +335,7 @@ def make_cases() -> list:
     from chatparse.runtime.values.transform import value_maker
 
     cases = []
-    for field, bodies, capture_list, tools in make_fields():
+    for field, bodies, capture_list, tools in make_fields() + random_call_fields(300, 4):
         patterns = {}
         args = field.get("content_args") or {}
         for a in [args] + [e.get("content_args") or {} for e in field.get("content_fallback", [])]:
@@ -393,13 +425,13 @@ def test_region_values_and_typing_match_python(runner, tmp_path):
     """A region's value (cp_values_make) with every value step, and tool typing (both rules), as Python's."""
     cases = make_cases()
     passed, total, fails = _run(runner, cases, tmp_path)
-    assert total == len(cases) > 150
+    assert total == len(cases) > 600
     assert passed == total, f"{total - passed} of {total} differ:\n" + "\n".join(fails[:30])
 
 
 def test_runner_fails_on_edited_expectations(runner, tmp_path):
     """Edited expectations fail: a value, an error class, an error message, an int made a float."""
-    cases = json.loads((VECTORS / "values.json").read_text(encoding="utf-8"))["cases"][:50]
+    cases = json.loads((VECTORS / "values.json").read_text(encoding="utf-8"))["cases"][330:380]
     edited = json.loads(json.dumps(cases))
     ok = [i for i, c in enumerate(edited) if "expect" in c]
     bad = [i for i, c in enumerate(edited) if "error" in c]
