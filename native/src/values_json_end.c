@@ -262,9 +262,11 @@ long long vjson_too_deep_at(const char *s, size_t n) {
         if (s[k] == '[' || s[k] == '{') openers++;
     if (openers <= CP_JSON_END_MAX_DEPTH) return -1;
     long long depth = 0;
+    int unclosed = 0;   /* a string literal ran to the end: every later '"' was escaped in that run, and a run from
+                           just after it is the rest of that run, so no later literal closes either (linear time) */
     for (size_t k = 0; k < n; k++) {
         char c = s[k];
-        if (c == '"') {
+        if (c == '"' && !unclosed) {
             /* a string literal "..." with backslash escapes, when it closes; else the quote is skipped */
             size_t j = k + 1;
             while (j < n && s[j] != '"') {
@@ -274,6 +276,7 @@ long long vjson_too_deep_at(const char *s, size_t n) {
                 } else j++;
             }
             if (j < n) { k = j; continue; }
+            unclosed = 1;
         } else if (c == '[' || c == '{') {
             if (++depth > CP_JSON_END_MAX_DEPTH) return (long long)k;
         } else if (c == ']' || c == '}') depth--;
