@@ -188,7 +188,8 @@ cp_value *cp_values_tool_params(const cp_value *tools, cp_error *err) {
     if (!tools || cp_type_of(tools) == CP_NULL) return params;
     if (!vpy_is_list(tools)) {
         cp_value_free(params);
-        return verr(err, "TypeError", "tools must be a list of tool schemas or None, got %s", vpy_type_name(tools));
+        return verr(err, "TypeError", "`tools` must be a list of tool schemas (dicts) or functions, not %s%s",
+                    vpy_type_name(tools), vpy_is_dict(tools) ? " (wrap one tool in a list: tools=[tool])" : "");
     }
     for (size_t i = 0; i < cp_list_len(tools); i++) {
         const cp_value *tool = cp_list_get(tools, i);
