@@ -12,6 +12,8 @@
  *                    "Scanner"): attempts, decide, resolve.
  *   stream.c         the parser over it (section 6, "Parser"): regions,
  *                    events, values, dialects, close_json_end, on_error.
+ *   engine_tokens.c  the token mode: ids decoded as the tokenizer decodes
+ *                    them (FORMAT.md section 8), the text fed to stream.c.
  *   engine_api.c     the public parser API of chatparse.h (cp_parser_*).
  *
  * Offsets inside the engine are BYTE offsets of the UTF-8 text a parser was
@@ -27,8 +29,10 @@
 
 #include "chatparse.h"
 #include "regex.h"
+#include "tables.h"
 #include "value.h"
 #include "values.h"
+#include "buf.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -232,9 +236,44 @@ const char *cp_stream_input_text(const cp_stream *p, size_t *len, size_t *cp_len
 cp_value *cp_parse_response_value(const cp_eng *eng, const char *text, size_t len, const char *prefix, size_t prefix_len,
                             const cp_value *tools, const cp_dialect_opts *dialect, cp_error *err);
 
-/* Token mode (ids in) comes later: it will feed cp_stream the decoded text of
- * each id through the token section (FORMAT.md section 8) and may take the
- * inert/delims fast paths; cp_stream_feed is the place it joins. */
+/* RuntimeError when the parser is finalized or failed (Python's message), else 0. */
+int cp_stream_check_usable(cp_stream *p, cp_error *err);
+
+/* ------------------------------------------------------------------ tokens (engine_tokens.c) */
+
+/* Incremental decode of token ids (FORMAT.md 8.2): the texts of every call
+ * plus the final one are exactly the tokenizer's decode of all the ids. */
+typedef struct cp_tok_decoder cp_tok_decoder;
+cp_tok_decoder *cp_tok_decoder_new(const cp_token_section *v);
+void cp_tok_decoder_free(cp_tok_decoder *d);
+/* 1 while the bytes of a character split across tokens are held. */
+int cp_tok_decoder_holds(const cp_tok_decoder *d);
+/* Python's range check of ids: ValueError "token id N is out of range ...". */
+int cp_tok_check_ids(const cp_token_section *v, const int64_t *ids, size_t n, cp_error *err);
+/* Decode ids[0..n) (range-checked first) and append the text they complete
+ * to out; `final` ends the sequence (held bytes and clean-up flushed). */
+int cp_tok_decode(cp_tok_decoder *d, const int64_t *ids, size_t n, int final, cp_buf *out, cp_error *err);
+
+/* The checks a token parser makes on the tables (FORMAT.md 8.4, last
+ * paragraph; JS tokenBinding) with Python's messages. */
+int cp_tok_binding_check(const cp_eng *eng, const cp_tables *t, cp_error *err);
+
+/* A parser fed token ids (Python's TokenParser): the prompt is `prefix` text
+ * (NULL: required unless has_ids) or the decode of prefix_ids; each feed of
+ * ids is decoded and its text fed to the character engine. */
+typedef struct cp_tok_stream cp_tok_stream;
+cp_tok_stream *cp_tok_stream_new(const cp_eng *eng, const cp_tables *t, const char *prefix, size_t prefix_len,
+                                 const int64_t *prefix_ids, size_t n_ids, int has_ids, const cp_value *tools,
+                                 const cp_dialect_opts *dialect, cp_error *err);
+void cp_tok_stream_free(cp_tok_stream *p);
+cp_stream *cp_tok_stream_core(cp_tok_stream *p);
+cp_value *cp_tok_stream_feed(cp_tok_stream *p, const int64_t *ids, size_t n, cp_error *err);
+cp_value *cp_tok_stream_finish(cp_tok_stream *p, cp_value **message, cp_error *err);
+/* parse_tokens: the message of a whole sequence of ids. */
+cp_value *cp_parse_tokens_value(const cp_eng *eng, const cp_tables *t, const int64_t *ids, size_t n,
+                                const char *prefix, size_t prefix_len, const int64_t *prefix_ids, size_t n_prefix_ids,
+                                int has_prefix_ids, const cp_value *tools, const cp_dialect_opts *dialect,
+                                cp_error *err);
 
 #ifdef __cplusplus
 }

@@ -522,6 +522,8 @@ static int check_usable(cp_stream *p, cp_error *err) {
     return 0;
 }
 
+int cp_stream_check_usable(cp_stream *p, cp_error *err) { return check_usable(p, err); }
+
 static void mark_failed(cp_stream *p, const cp_error *err) {
     p->failed = 1;
     snprintf(p->failed_exc, sizeof p->failed_exc, "%s", err->exception);

@@ -11,8 +11,9 @@
  * one byte at a time (the C twin of the JavaScript runner's split surrogate
  * pairs: one more counted case), which must give the same regions and message.
  *
- * Token vectors (kind "tokens") need the token engine, which is not written
- * yet: cp_vectors_tokens counts each of their cases failed, saying so.
+ * Token vectors (kind "tokens", cp_vectors_tokens) run the token engine
+ * (engine_tokens.c): decoded texts per feed, then events, message or error
+ * and the one-shot parse of all the ids, compared the same way.
  */
 #include <math.h>
 #include <stdio.h>
@@ -441,9 +442,228 @@ void cp_vectors_template(cp_vectors_run *run, const char *file, const cp_value *
     cp_tables_free(tables);
 }
 
-/* Token-mode vectors: the token engine (ids in, FORMAT.md section 8) is not written yet. */
+/* ------------------------------------------------------------------ token-mode vectors */
+
+/* The ids of a JSON list as int64 (n set); NULL for an empty list. */
+static int64_t *ids_of(const cp_value *list, size_t *n) {
+    *n = cp_list_len(list);
+    int64_t *ids = calloc(*n ? *n : 1, sizeof *ids);
+    for (size_t k = 0; ids && k < *n; k++) ids[k] = cp_int_value(cp_list_get(list, k));
+    return ids;
+}
+
+/* The decoded text of each feed, then of the end (an id out of range: the texts up to it). */
+static cp_value *decoded_texts(const cp_tables *t, const cp_value *feeds) {
+    cp_value *out = cp_list();
+    cp_tok_decoder *d = cp_tok_decoder_new(&t->tokens);
+    int ok = 1;
+    for (size_t f = 0; ok && f < cp_list_len(feeds); f++) {
+        size_t n = 0;
+        int64_t *ids = ids_of(cp_list_get(feeds, f), &n);
+        cp_buf b = {0};
+        cp_error e = {0};
+        if (cp_tok_decode(d, ids, n, 0, &b, &e) < 0) ok = 0;
+        else cp_list_append(out, cp_string(b.data ? b.data : "", b.len));
+        cp_buf_free(&b);
+        free(ids);
+    }
+    if (ok) {
+        cp_buf b = {0};
+        cp_error e = {0};
+        if (cp_tok_decode(d, NULL, 0, 1, &b, &e) == 0) cp_list_append(out, cp_string(b.data ? b.data : "", b.len));
+        cp_buf_free(&b);
+    }
+    cp_tok_decoder_free(d);
+    return out;
+}
+
+static void run_token_case(const cp_eng *eng, const cp_tables *t, const cp_value *c, case_result *r) {
+    memset(r, 0, sizeof *r);
+    r->input_start = -1;
+    r->initial = cp_list();
+    r->feeds = cp_list();
+    int vllm = cp_string_equals(cp_object_get_cstr(c, "dialect"), "vllm");
+    const cp_dialect_opts *d = vllm ? &CP_DIALECT_VLLM : &CP_DIALECT_TRANSFORMERS;
+    size_t pl = 0, np = 0;
+    const cp_value *pids = cp_object_get_cstr(c, "prefix_ids");
+    const char *prefix = pids ? NULL : cp_string_bytes(cp_object_get_cstr(c, "prefix"), &pl);
+    int64_t *prefix_ids = pids ? ids_of(pids, &np) : NULL;
+    cp_error err = {0};
+    cp_tok_stream *p = cp_tok_stream_new(eng, t, prefix, pl, prefix_ids, np, pids != NULL,
+                                         cp_object_get_cstr(c, "tools"), d, &err);
+    free(prefix_ids);
+    if (!p) {
+        r->error = stage_error(&err, "init", 0);
+        return;
+    }
+    cp_stream *core = cp_tok_stream_core(p);
+    size_t in_len = 0, in_cp = 0;
+    if (vllm && cp_stream_input_text(core, &in_len, &in_cp)) r->input_start = (long long)in_cp;
+    cp_value_free(r->initial);
+    r->initial = cp_value_copy(cp_stream_initial_events(core));
+    encode_events(r->initial, cp_object_get_cstr(c, "initial_events"));
+    const cp_value *feeds = cp_object_get_cstr(c, "feeds");
+    const cp_value *want_feeds = cp_object_get_cstr(c, "feed_events");
+    for (size_t i = 0; i < cp_list_len(feeds); i++) {
+        size_t n = 0;
+        int64_t *ids = ids_of(cp_list_get(feeds, i), &n);
+        cp_value *ev = cp_tok_stream_feed(p, ids, n, &err);
+        free(ids);
+        if (!ev) {
+            r->error = stage_error(&err, "feed", i);
+            break;
+        }
+        encode_events(ev, cp_list_get(want_feeds, i));
+        cp_list_append(r->feeds, ev);
+    }
+    if (!r->error) {
+        cp_value *msg = NULL;
+        cp_value *fin = cp_tok_stream_finish(p, &msg, &err);
+        if (!fin) r->error = stage_error(&err, "finalize", 0);
+        else {
+            encode_events(fin, cp_object_get_cstr(c, "final_events"));
+            r->final = fin;
+            r->message = msg;
+        }
+    }
+    if (vllm && !r->error) {
+        /* the input text: the cut prompt, then every decoded text */
+        const char *text = cp_stream_input_text(core, &in_len, NULL);
+        const cp_value *texts = cp_object_get_cstr(c, "texts");
+        cp_buf all = {0};
+        for (size_t k = 0; k < cp_list_len(texts); k++) {
+            size_t l = 0;
+            const char *s = cp_string_bytes(cp_list_get(texts, k), &l);
+            cp_buf_append(&all, s, l);
+        }
+        int ok = text && in_len >= all.len && memcmp(text + in_len - all.len, all.data ? all.data : "", all.len) == 0 &&
+                 (long long)cp_rx_cp_count(text, 0, in_len - all.len) == r->input_start;
+        if (!ok) snprintf(r->input_error, sizeof r->input_error, "input text is not the cut prompt and the texts");
+        cp_buf_free(&all);
+    }
+    cp_tok_stream_free(p);
+}
+
+static cp_value *run_token_oneshot(const cp_eng *eng, const cp_tables *t, const cp_value *c) {
+    const cp_value *feeds = cp_object_get_cstr(c, "feeds");
+    size_t total = 0;
+    for (size_t f = 0; f < cp_list_len(feeds); f++) total += cp_list_len(cp_list_get(feeds, f));
+    int64_t *ids = calloc(total ? total : 1, sizeof *ids);
+    size_t k = 0;
+    for (size_t f = 0; f < cp_list_len(feeds); f++)
+        for (size_t i = 0; i < cp_list_len(cp_list_get(feeds, f)); i++) ids[k++] = cp_int_value(cp_list_get(cp_list_get(feeds, f), i));
+    size_t pl = 0, np = 0;
+    const cp_value *pids = cp_object_get_cstr(c, "prefix_ids");
+    const char *prefix = pids ? NULL : cp_string_bytes(cp_object_get_cstr(c, "prefix"), &pl);
+    int64_t *prefix_ids = pids ? ids_of(pids, &np) : NULL;
+    int vllm = cp_string_equals(cp_object_get_cstr(c, "dialect"), "vllm");
+    cp_error err = {0};
+    cp_value *msg = cp_parse_tokens_value(eng, t, ids, total, prefix, pl, prefix_ids, np, pids != NULL,
+                                          cp_object_get_cstr(c, "tools"),
+                                          vllm ? &CP_DIALECT_VLLM : &CP_DIALECT_TRANSFORMERS, &err);
+    free(ids);
+    free(prefix_ids);
+    cp_value *o = cp_object();
+    if (msg) {
+        cp_object_set_cstr(o, "message", msg);
+        return o;
+    }
+    cp_value *e = cp_object();
+    cp_object_set_cstr(e, "type", cp_string_cstr(err.exception));
+    const cp_value *we = cp_object_get_cstr(cp_object_get_cstr(c, "oneshot"), "error");
+    if (cp_bool_value(cp_object_get_cstr(we, "loose"))) {
+        cp_object_set_cstr(e, "message", cp_value_copy(cp_object_get_cstr(we, "message")));
+        cp_object_set_cstr(e, "loose", cp_bool(1));
+    } else {
+        cp_object_set_cstr(e, "message", cp_string_cstr(err.message));
+    }
+    cp_object_set_cstr(o, "error", e);
+    return o;
+}
+
+/* Token-mode vectors (kind "tokens"): the tables file with its token section, then per case the decoded texts,
+ * the events, message or error of the token parser, and the one-shot parse of all the ids. */
 void cp_vectors_tokens(cp_vectors_run *run, const char *file, const cp_value *vec) {
-    size_t n = cp_vectors_case_count(vec);
-    for (size_t i = 0; i < n; i++)
-        cp_vectors_fail(run, "%s case %zu: token mode not implemented in the C runtime yet", file, i);
+    const cp_value *cases = cp_object_get_cstr(vec, "cases");
+    size_t n_cases = cp_list_len(cases);
+    size_t tl = 0;
+    const char *tname = cp_string_bytes(cp_object_get_cstr(vec, "tables"), &tl);
+    char why[1200] = "";
+    cp_tables *tables = NULL;
+    cp_eng *eng = NULL;
+    cp_error err = {0};
+    size_t blen = 0;
+    unsigned char *bytes = tname ? cp_vectors_read(run, tname, &blen) : NULL;
+    if (!bytes) snprintf(why, sizeof why, "tables file not read");
+    else {
+        tables = cp_tables_load(bytes, blen, &err);
+        free(bytes);
+        if (!tables) snprintf(why, sizeof why, "%s: %.900s", err.exception, err.message);
+        else {
+            char hex[65], vhex[65];
+            hex32(tables->template_sha256, hex);
+            hex32(tables->vocab_sha256, vhex);
+            if (!cp_string_equals(cp_object_get_cstr(vec, "template_sha256"), hex))
+                snprintf(why, sizeof why, "template hash differs from the vector's");
+            else if (!cp_string_equals(cp_object_get_cstr(vec, "vocab_sha256"), vhex))
+                snprintf(why, sizeof why, "vocabulary hash differs from the vector's");
+            else if (!tables->has_tokens || (int64_t)tables->tokens.size != cp_int_value(cp_object_get_cstr(vec, "vocab_size")))
+                snprintf(why, sizeof why, "vocabulary size differs from the vector's");
+            else {
+                eng = cp_eng_build(tables, &err);
+                if (!eng) snprintf(why, sizeof why, "%s: %.900s", err.exception, err.message);
+                else if (cp_tok_binding_check(eng, tables, &err) < 0) {
+                    snprintf(why, sizeof why, "%s: %.900s", err.exception, err.message);
+                    cp_eng_free(eng);
+                    eng = NULL;
+                }
+            }
+        }
+    }
+    if (!eng) {
+        for (size_t i = 0; i < n_cases; i++) {
+            size_t il = 0;
+            const char *id = cp_string_bytes(cp_object_get_cstr(cp_list_get(cases, i), "id"), &il);
+            cp_vectors_fail(run, "%s %.*s: tables not loaded (%s)", file, (int)il, id ? id : "?", why);
+        }
+        cp_tables_free(tables);
+        return;
+    }
+    for (size_t ci = 0; ci < n_cases; ci++) {
+        const cp_value *c = cp_list_get(cases, ci);
+        size_t il = 0;
+        const char *id = cp_string_bytes(cp_object_get_cstr(c, "id"), &il);
+        char path[400] = "$";
+        why[0] = 0;
+        cp_value *texts = decoded_texts(tables, cp_object_get_cstr(c, "feeds"));
+        char w0[1000] = "";
+        if (diff(texts, cp_object_get_cstr(c, "texts"), path, sizeof path, w0, sizeof w0))
+            snprintf(why, sizeof why, "decoded texts: %s", w0);
+        cp_value_free(texts);
+        if (!why[0]) {
+            case_result r;
+            run_token_case(eng, tables, c, &r);
+            cp_value *got = result_object(&r, 1);
+            cp_value *want = want_object(c);
+            strcpy(path, "$");
+            if (!diff(got, want, path, sizeof path, why, sizeof why) && r.input_error[0])
+                snprintf(why, sizeof why, "%s", r.input_error);
+            cp_value_free(got);
+            cp_value_free(want);
+            result_free(&r);
+        }
+        if (!why[0] && cp_object_get_cstr(c, "oneshot")) {
+            cp_value *o = run_token_oneshot(eng, tables, c);
+            cp_value *wo = decode(cp_object_get_cstr(c, "oneshot"));
+            char p2[400] = "$";
+            char w2[1000] = "";
+            if (diff(o, wo, p2, sizeof p2, w2, sizeof w2)) snprintf(why, sizeof why, "parse_tokens: %s", w2);
+            cp_value_free(o);
+            cp_value_free(wo);
+        }
+        if (why[0]) cp_vectors_fail(run, "%s %.*s: %s", file, (int)il, id ? id : "?", why);
+        else cp_vectors_pass(run, NULL);
+    }
+    cp_eng_free(eng);
+    cp_tables_free(tables);
 }
