@@ -60,6 +60,11 @@ typedef struct cp_vregex {
 /* What the value layer needs from the loaded tables. Zero-initialize; every member may be NULL. */
 typedef struct cp_values_env {
     const cp_vregex *regex;   /* NULL: xml-inline and unwrap_pattern fail with a RuntimeError naming it */
+    /* Python regex's \w for {placeholder} names and json's unquoted_keys: 1 when `cp` is a word character. NULL:
+     * the built-in table (values_unicode.c, made from the regex module of the Python that made the vectors); an
+     * engine may pass the table file's own class (metadata js.word), as the JS runtime does. */
+    int (*word)(void *word_ctx, uint32_t cp);
+    void *word_ctx;
 } cp_values_env;
 
 /* ---- content parsers ----------------------------------------------------------------------------------- */

@@ -25,7 +25,8 @@ extern const cp_udigit cp_u_decimal[];
 extern const size_t cp_u_decimal_len;
 
 int vu_printable(uint32_t cp);      /* Python's str.isprintable() of one code point */
-int vu_word(uint32_t cp);           /* the regex module's \w */
+int vu_word(uint32_t cp);           /* the regex module's \w (the built-in table) */
+int vu_word_env(const cp_values_env *env, uint32_t cp);   /* env's word class when it has one, else vu_word */
 int vu_decimal(uint32_t cp);        /* unicodedata.decimal, or -1 */
 int vu_space(uint32_t cp);          /* Python's str.isspace() */
 

@@ -123,7 +123,7 @@ static int sub_pair(vbuf *out, const char *in, size_t n, const char *od, size_t 
 }
 
 /* regex.sub(r'(?<=[{,])(\w+):', r'"\1":', text) */
-static void quote_bare_keys(vbuf *out, const char *s, size_t n) {
+static void quote_bare_keys(vbuf *out, const char *s, size_t n, const cp_values_env *env) {
     size_t pos = 0;
     for (size_t q = 0; q < n; q++) {
         if (s[q] != '{' && s[q] != ',') continue;
@@ -131,7 +131,7 @@ static void quote_bare_keys(vbuf *out, const char *s, size_t n) {
         while (k < n) {
             size_t j = k;
             int32_t c = cp_utf8_decode(s, n, &j, 1);
-            if (c < 0 || !vu_word((uint32_t)c)) break;
+            if (c < 0 || !vu_word_env(env, (uint32_t)c)) break;
             k = j;
         }
         if (k > p && k < n && s[k] == ':') {
@@ -244,7 +244,7 @@ static int has_sentinel(const char *s, size_t n) {
     return memchr(s, '\x01', n) != NULL || memchr(s, '\x02', n) != NULL;
 }
 
-static cp_value *parse_json(vtext t, const cp_value *args, cp_error *err) {
+static cp_value *parse_json(vtext t, const cp_value *args, const cp_values_env *env, cp_error *err) {
     int failed = 0;
     const cp_value *delims = vpy_get(args, "string_delims", &vconst_empty_list, err, &failed);
     if (failed) return NULL;
@@ -302,7 +302,7 @@ static cp_value *parse_json(vtext t, const cp_value *args, cp_error *err) {
     if (vpy_truthy(unquoted)) {
         if (t.none) { cp_value_free(captured); vb_free(&work); return verr(err, "TypeError", "expected string or buffer"); }
         vbuf next = {0};
-        quote_bare_keys(&next, work.b ? work.b : "", work.n);
+        quote_bare_keys(&next, work.b ? work.b : "", work.n, env);
         vb_free(&work);
         work = next;
     }
@@ -570,7 +570,7 @@ cp_value *vparse(const char *text, size_t len, int is_none, const cp_value *name
     if (cp_string_equals(name, "int")) return parse_int(t, args, err);
     if (cp_string_equals(name, "float")) return parse_float(t, args, err);
     if (cp_string_equals(name, "bool")) return parse_bool(t, args, err);
-    if (cp_string_equals(name, "json")) return parse_json(t, args, err);
+    if (cp_string_equals(name, "json")) return parse_json(t, args, env, err);
     if (cp_string_equals(name, "xml-inline")) return parse_xml_inline(t, args, env, unescape, err);
     if (cp_string_equals(name, "kv-lines")) return parse_kv_lines(t, args, env, unescape, err);
     return verr_key(err, name->u.string.bytes, name->u.string.len);

@@ -70,7 +70,7 @@ static void sorted_names(vbuf *m, const cp_value *a, const cp_value *b, const ch
 }
 
 /* The dotted path of a string that is exactly one placeholder {w(.w)*}, or 0. */
-static int placeholder(const cp_value *v, const char **path, size_t *n) {
+static int placeholder(const cp_value *v, const char **path, size_t *n, const cp_values_env *env) {
     if (!vpy_is_str(v)) return 0;
     const char *s = v->u.string.bytes;
     size_t len = v->u.string.len;
@@ -84,7 +84,7 @@ static int placeholder(const cp_value *v, const char **path, size_t *n) {
             continue;
         }
         int32_t c = cp_utf8_decode(s, len - 1, &i, 1);
-        if (c < 0 || !vu_word((uint32_t)c)) return 0;
+        if (c < 0 || !vu_word_env(env, (uint32_t)c)) return 0;
         seg++;
     }
     if (!seg) return 0;
@@ -148,7 +148,8 @@ static int listed(const cp_value *optional, const char *root, size_t n) {
     return 0;
 }
 
-static cp_value *apply(const cp_value *t, const scope *sc, const cp_value *optional, int depth, cp_error *err) {
+static cp_value *apply(const cp_value *t, const scope *sc, const cp_value *optional, int depth,
+                       const cp_values_env *env, cp_error *err) {
     if (depth > CP_JSON_MAX_DEPTH) return verr(err, "RecursionError", "maximum recursion depth exceeded");
     const char *path;
     size_t n;
@@ -156,7 +157,7 @@ static cp_value *apply(const cp_value *t, const scope *sc, const cp_value *optio
         cp_value *out = cp_list();
         if (!out) return verr_oom(err);
         for (size_t i = 0; i < cp_list_len(t); i++) {
-            cp_value *x = apply(cp_list_get(t, i), sc, optional, depth + 1, err);
+            cp_value *x = apply(cp_list_get(t, i), sc, optional, depth + 1, env, err);
             if (!x) { cp_value_free(out); return NULL; }
             if (cp_list_append(out, x) < 0) { cp_value_free(out); return verr_oom(err); }
         }
@@ -167,17 +168,17 @@ static cp_value *apply(const cp_value *t, const scope *sc, const cp_value *optio
         if (!out) return verr_oom(err);
         for (size_t i = 0; i < cp_object_len(t); i++) {
             const cp_member *m = cp_object_at(t, i);
-            if (optional && placeholder(m->value, &path, &n)) {
+            if (optional && placeholder(m->value, &path, &n, env)) {
                 size_t rl = root_len(path, n);
                 if (listed(optional, path, rl) && !scope_get(sc, path, rl)) continue;
             }
-            cp_value *x = apply(m->value, sc, optional, depth + 1, err);
+            cp_value *x = apply(m->value, sc, optional, depth + 1, env, err);
             if (!x) { cp_value_free(out); return NULL; }
             if (cp_object_set(out, m->key, m->key_len, x) < 0) { cp_value_free(out); return verr_oom(err); }
         }
         return out;
     }
-    if (placeholder(t, &path, &n)) return resolve(path, n, sc, err);
+    if (placeholder(t, &path, &n, env)) return resolve(path, n, sc, err);
     cp_value *c = cp_value_copy(t);
     return c ? c : verr_oom(err);
 }
@@ -376,7 +377,7 @@ cp_value *cp_values_make(const char *body, size_t len, const cp_value *field, co
         cp_value *out;
         if (!vpy_truthy(cp_object_get_cstr(field, "transform_each"))) {
             scope sc = {caps, NULL, value};
-            out = apply(t, &sc, optional, 0, err);
+            out = apply(t, &sc, optional, 0, env, err);
         } else {
             const cp_value *name = cp_object_get_cstr(field, "name");
             size_t nn = 0;
@@ -403,7 +404,7 @@ cp_value *cp_values_make(const char *body, size_t len, const cp_value *field, co
                     return verr_buf(err, "ValueError", &m);
                 }
                 scope sc = {caps, el, NULL};
-                cp_value *x = apply(t, &sc, optional, 0, err);
+                cp_value *x = apply(t, &sc, optional, 0, env, err);
                 if (!x) { cp_value_free(out); out = NULL; break; }
                 if (cp_list_append(out, x) < 0) { cp_value_free(out); out = NULL; verr_oom(err); break; }
             }

@@ -28,6 +28,10 @@ int vu_word(uint32_t cp) {
     if (cp < 128) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
     return in_ranges(cp_u_word, cp_u_word_len, cp);
 }
+int vu_word_env(const cp_values_env *env, uint32_t cp) {
+    if (env && env->word) return env->word(env->word_ctx, cp) != 0;
+    return vu_word(cp);
+}
 int vu_decimal(uint32_t cp) {
     size_t lo = 0, hi = cp_u_decimal_len;
     while (lo < hi) {

@@ -207,7 +207,7 @@ static cp_value *run_case(const cp_value *c, cp_error *err, const char **kind) {
         *kind = "make";
         rx_hook h = {cp_object_get_cstr(c, "regex")};
         cp_vregex rx = {&h, rx_finditer};
-        cp_values_env env = {&rx};
+        cp_values_env env = {.regex = &rx};
         const cp_value *field = cp_object_get_cstr(x, "field"), *captures = cp_object_get_cstr(x, "captures");
         const char *body = cp_string_bytes(cp_object_get_cstr(x, "body"), &n);
         cp_value *v = cp_values_make(body, n, field, captures, &env, err);
