@@ -1217,7 +1217,8 @@ def main(argv=None) -> int:
                     help="instead: write N random differential cases per template to --dir")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default=None, metavar="NAMES",
-                    help="write only these template vectors (comma-separated, e.g. ext_olmo3), keeping the others")
+                    help="write only these template vectors and their token-mode vectors (comma-separated, e.g. "
+                         "ext_olmo3), keeping the others")
     ap.add_argument("--tokens", action="store_true",
                     help="write only the token-mode vectors (*.tok-*), keeping the others")
     ap.add_argument("--dialect", default=None, help="with --fuzz: parse the random cases in this dialect (vllm)")
