@@ -2,12 +2,11 @@
 engine_api.c) against the Python reference.
 
 * every vector of tests/vectors through ``chatparse-vectors`` (template cases in both dialects with their one-shot
-  results, regex translations, values, invalid files): each case must pass, and the runner must have counted
-  every case the files hold (so none is silently skipped). The token-mode vectors need the C token engine, which
-  is not written yet: that test is a strict xfail until it is;
+  results, token-mode cases, regex translations, values, invalid files): each case must pass, and the runner must
+  have counted every case the files hold (so none is silently skipped);
 * random differential vectors the Python reference writes now (``make_vectors.fuzz`` over every vector template,
-  in both dialects, and ``fuzz_templates`` over hypothesis-generated templates with failing bodies and
-  lookbehind-led delimiters), which the C runtime must parse exactly as Python did;
+  in both dialects, ``fuzz_templates`` over hypothesis-generated templates with failing bodies and
+  lookbehind-led delimiters, ``fuzz_tokens`` for random ids), which the C runtime must parse exactly as Python did;
 * edited expectations make the runner fail (a pass means something);
 * the public parser API of native/include/chatparse.h, from a small C program: streamed one byte at a time and
   in one piece, the message and events as Python's json.dumps text, equal to Python's parse_response.
@@ -93,16 +92,13 @@ def _token_file(line: str) -> bool:
     return ".tok-" in line.split(" ", 1)[0]
 
 
-def test_every_character_vector_passes(runner):
-    """All of tests/vectors except the token-mode files: template cases (both dialects, one-shot results, byte
-    split runs), regex, values and invalid-file vectors."""
+def test_every_vector_passes(runner):
+    """All of tests/vectors: template cases (both dialects, one-shot results, byte split runs), token-mode
+    cases, regex and values vectors, every one counted."""
     summary, fails = _run(runner, VECTORS)
-    other = [f for f in fails if not _token_file(f)]
-    assert not other, "\n".join(other[:40])
-    # every case counted: what passed is exactly the character-mode cases the files hold (the invalid files
-    # are a subdirectory: the next test), and nothing else failed than the token-mode cases
-    assert summary["passed"] == _expected_cases(VECTORS, {"template", "regex", "values"}), summary
-    assert summary["total"] == summary["passed"] + len(fails)
+    assert not fails, "\n".join(fails[:40])
+    # every case counted (the invalid files are a subdirectory: the next test)
+    assert summary["passed"] == summary["total"] == _expected_cases(VECTORS, {"template", "tokens", "regex", "values"})
 
 
 def test_invalid_files_refused_with_their_message(runner):
@@ -111,12 +107,27 @@ def test_invalid_files_refused_with_their_message(runner):
     assert summary["passed"] == len(list((VECTORS / "invalid").glob("*.json")))
 
 
-@pytest.mark.xfail(strict=True, reason="the C token engine (ids in, FORMAT.md section 8) is not written yet: "
-                                       "the 503 token-mode vector cases (tests/vectors/*.tok-*.json) fail")
 def test_token_vectors_pass(runner):
+    """The token-mode vectors (tests/vectors/*.tok-*.json: three vocabularies, prompts as text or ids, split
+    characters, byte-fallback runs, clean-up): decoded texts, events, messages and parse_tokens."""
     summary, fails = _run(runner, VECTORS, "--mode", "token")
     token_fails = [f for f in fails if _token_file(f)]
-    assert not token_fails, f"{len(token_fails)} token-mode cases fail, e.g. {token_fails[0]}"
+    assert not token_fails, "\n".join(token_fails[:30])
+    assert _expected_cases(VECTORS, {"tokens"}) == 503
+
+
+def test_random_token_vectors(runner, tmp_path):
+    """Random ids (a case's encoding with tokens split into bytes, random tokens inserted, or pure random ids),
+    fed in random runs, either dialect, prompts as text or ids (make_vectors.fuzz_tokens), parsed by Python now
+    and by C."""
+    seed = random.randrange(10**6)
+    n = mv.fuzz_tokens(tmp_path, per_template=10, seed=seed)
+    summary, fails = _run(runner, tmp_path)
+    note = (f"reproduce: python -c 'import sys; sys.path[:0] = [\"tests\"]; import make_vectors as mv; "
+            f"from pathlib import Path; mv.fuzz_tokens(Path(\"/tmp/fz\"), 10, {seed})' && "
+            "build/native-engine/chatparse-vectors /tmp/fz")
+    assert not fails, note + "\n" + "\n".join(fails[:30])
+    assert summary["passed"] == n
 
 
 @pytest.mark.parametrize("dialect", [None, "vllm"])
@@ -354,3 +365,122 @@ def test_public_api_errors(api_program, tmp_path):
     assert got["error"] == msg
     assert got["final-error"] == msg
     assert got["after"].startswith("RuntimeError ResponseParser already finalized")
+
+
+API_IDS_PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "chatparse.h"
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long l = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc(l + 1);
+    *n = fread(b, 1, l, f);
+    b[*n] = 0;
+    fclose(f);
+    return b;
+}
+
+/* ids of one line: "1 2 3" */
+static size_t parse_ids(char *line, int64_t *out) {
+    size_t n = 0;
+    for (char *t = strtok(line, " "); t; t = strtok(NULL, " ")) out[n++] = strtoll(t, NULL, 10);
+    return n;
+}
+
+int main(int argc, char **argv) {
+    /* argv: tables dialect(0/1) prompt-mode(text|ids) prompt-file feeds-file */
+    (void)argc;
+    size_t tn, pn, fn;
+    char *tb = slurp(argv[1], &tn), *prompt = slurp(argv[4], &pn), *feeds = slurp(argv[5], &fn);
+    cp_error err = {0};
+    cp_tables *t = cp_tables_load((const uint8_t *)tb, tn, &err);
+    if (!t) { printf("LOAD %s: %s\n", err.exception, err.message); return 1; }
+    cp_parser_options o = {atoi(argv[2]) ? CP_DIALECT_VLLM_EVENTS : CP_DIALECT_TRANSFORMERS_EVENTS, NULL, 0};
+    int by_ids = strcmp(argv[3], "ids") == 0;
+    int64_t *pids = calloc(pn + 1, sizeof *pids);
+    size_t npids = by_ids ? parse_ids(prompt, pids) : 0;
+    int64_t *all = calloc(fn + 1, sizeof *all);
+    size_t nall = 0;
+    cp_parser *p = cp_parser_new_ids(t, by_ids ? NULL : prompt, by_ids ? 0 : pn, by_ids ? pids : NULL, npids, &o, &err);
+    if (!p) { printf("NEW %s: %s\n", err.exception, err.message); return 1; }
+    printf("EVENTS %s\n", cp_parser_initial_events(p, NULL));
+    int64_t *ids = calloc(fn + 1, sizeof *ids);
+    char *save = NULL;
+    for (char *line = strtok_r(feeds, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char copy[65536];
+        snprintf(copy, sizeof copy, "%s", line);
+        size_t n = parse_ids(copy, ids);
+        memcpy(all + nall, ids, n * sizeof *ids);
+        nall += n;
+        char *ev = cp_parser_feed_ids(p, ids, n, NULL, &err);
+        if (!ev) { printf("FEED %s: %s\n", err.exception, err.message); return 1; }
+        printf("EVENTS %s\n", ev);
+        cp_free(ev);
+    }
+    char *msg = NULL;
+    char *fin = cp_parser_finalize(p, &msg, NULL, NULL, &err);
+    if (!fin) { printf("FINAL %s: %s\n", err.exception, err.message); return 1; }
+    printf("EVENTS %s\nMESSAGE %s\n", fin, msg);
+    char *one = cp_parse_ids(t, all, nall, by_ids ? NULL : prompt, by_ids ? 0 : pn, by_ids ? pids : NULL, npids, &o,
+                             NULL, &err);
+    printf("ONESHOT %s\n", one ? one : "null");
+    cp_free(fin); cp_free(msg); cp_free(one);
+    cp_parser_free(p);
+    cp_tables_free(t);
+    free(tb); free(prompt); free(feeds); free(pids); free(all); free(ids);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def api_ids_program(api_program) -> Path:
+    d = api_program.parent
+    (d / "api_ids.c").write_text(API_IDS_PROGRAM, encoding="utf-8")
+    exe = d / "api_ids"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    pcre = subprocess.run(["pkg-config", "--libs", "libpcre2-8"], capture_output=True, text=True).stdout.split()
+    r = subprocess.run([cc, "-std=gnu11", "-Wall", "-I", str(NATIVE / "include"), str(d / "api_ids.c"),
+                        str(BUILD / "libchatparse.a"), *pcre, "-lm", "-o", str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return exe
+
+
+def test_public_api_token_ids(api_ids_program, tmp_path):
+    """cp_parser_new_ids / cp_parser_feed_ids / cp_parse_ids on token vectors' tables: the events (chunks of a
+    region merged), message and one-shot message of every case without an error, prompts as text and as ids."""
+    checked = 0
+    for f in ("qwen3.tok-bl.json", "qwen3.tok-sp.json", "hermes.tok-uc.json", "x_malformed.tok-bl.json"):
+        vec = json.loads((VECTORS / f).read_text(encoding="utf-8"))
+        for c in vec["cases"]:
+            if c["error"] is not None or "oneshot" not in c or "message" not in c["oneshot"] or c["tools"]:
+                continue
+            by_ids = "prefix_ids" in c
+            (tmp_path / "prompt").write_text(" ".join(map(str, c["prefix_ids"])) if by_ids else c["prefix"],
+                                             encoding="utf-8")
+            (tmp_path / "feeds").write_text("\n".join(" ".join(map(str, ids)) or " " for ids in c["feeds"]),
+                                            encoding="utf-8")
+            r = subprocess.run([str(api_ids_program), str(VECTORS / vec["tables"]),
+                                "1" if c.get("dialect") == "vllm" else "0", "ids" if by_ids else "text",
+                                str(tmp_path / "prompt"), str(tmp_path / "feeds")],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, f"{f} {c['id']}: {r.stdout[-2000:]}"
+            events, got = [], {}
+            for line in r.stdout.splitlines():
+                tag, _, rest = line.partition(" ")
+                if tag == "EVENTS":
+                    events += json.loads(rest)
+                else:
+                    got[tag] = json.loads(rest)
+            want_events = c["initial_events"] + [e for fe in c["feed_events"] for e in fe] + c["final_events"]
+            assert _merge_chunks(events) == _merge_chunks(want_events), f"{f} {c['id']}"
+            assert got["MESSAGE"] == c["message"], f"{f} {c['id']}"
+            assert got["ONESHOT"] == c["oneshot"]["message"], f"{f} {c['id']}"
+            checked += 1
+    assert checked >= 10

@@ -146,8 +146,30 @@ void cp_free(void *p);
  * ResponseParser yields them; a region_malformed event's "error" is
  * {"type": <Python class>, "message": <str(exception)>}.
  *
- * Token mode (prompt ids, feed ids; FORMAT.md section 8) joins this block
- * later: cp_parser_new_ids / cp_parser_feed_ids. */
+ * Token mode: cp_parser_new_ids, cp_parser_feed_ids, cp_parse_ids below. */
+
+/* Make a parser fed token ids (Python's TokenParser), from tables with a
+ * token section (FORMAT.md section 8; without one: ValueError). The prompt is
+ * text (`prompt`, prompt_ids NULL) or token ids (`prompt_ids`, prompt NULL);
+ * both NULL is the ValueError Python raises (pass "" or an empty id list to
+ * opt out). Ids are decoded exactly as the tokenizer decodes them and each
+ * feed's text is parsed as cp_parser_feed parses text. */
+cp_parser *cp_parser_new_ids(const cp_tables *tables, const char *prompt, size_t prompt_len,
+                             const int64_t *prompt_ids, size_t n_prompt_ids, const cp_parser_options *opts,
+                             cp_error *err);
+
+/* Feed `n` token ids: the events of the text they complete, as a JSON list
+ * (cp_free), or NULL with err filled (an id out of range: Python's ValueError,
+ * nothing consumed, the parser still usable). Only for cp_parser_new_ids
+ * parsers; cp_parser_feed on them feeds text (refused while the bytes of a
+ * character split across tokens are held). cp_parser_finalize ends both. */
+char *cp_parser_feed_ids(cp_parser *p, const int64_t *ids, size_t n, size_t *out_len, cp_error *err);
+
+/* The message of a whole sequence of ids (Python's parse_tokens), as JSON
+ * text (cp_free), or NULL with err filled. Prompt as for cp_parser_new_ids. */
+char *cp_parse_ids(const cp_tables *tables, const int64_t *ids, size_t n, const char *prompt, size_t prompt_len,
+                   const int64_t *prompt_ids, size_t n_prompt_ids, const cp_parser_options *opts, size_t *out_len,
+                   cp_error *err);
 
 #ifdef __cplusplus
 }

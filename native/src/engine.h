@@ -267,6 +267,8 @@ cp_tok_stream *cp_tok_stream_new(const cp_eng *eng, const cp_tables *t, const ch
                                  const cp_dialect_opts *dialect, cp_error *err);
 void cp_tok_stream_free(cp_tok_stream *p);
 cp_stream *cp_tok_stream_core(cp_tok_stream *p);
+/* 1 while the decoder holds the bytes of a split character. */
+int cp_tok_stream_holds(const cp_tok_stream *p);
 cp_value *cp_tok_stream_feed(cp_tok_stream *p, const int64_t *ids, size_t n, cp_error *err);
 cp_value *cp_tok_stream_finish(cp_tok_stream *p, cp_value **message, cp_error *err);
 /* parse_tokens: the message of a whole sequence of ids. */

@@ -413,6 +413,8 @@ void cp_tok_stream_free(cp_tok_stream *p) {
 
 cp_stream *cp_tok_stream_core(cp_tok_stream *p) { return p->stream; }
 
+int cp_tok_stream_holds(const cp_tok_stream *p) { return cp_tok_decoder_holds(p->dec); }
+
 cp_value *cp_tok_stream_feed(cp_tok_stream *p, const int64_t *ids, size_t n, cp_error *err) {
     if (cp_stream_check_usable(p->stream, err) < 0) return NULL;
     cp_buf text = {0};
