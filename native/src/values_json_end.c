@@ -310,7 +310,7 @@ cp_value *cp_values_json_values(const char *text, size_t n, cp_error *err) {
             if (err && !err->failed) *err = e;
             return NULL;
         }
-        if (cp_list_append(out, v) < 0) return verr_oom(err);
+        if (cp_list_append(out, v) < 0) { cp_value_free(out); return verr_oom(err); }
         i = skip_ws(text, n, end);
         if (i == n) return out;
         if (text[i] != ',') {

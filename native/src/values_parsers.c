@@ -267,6 +267,9 @@ static cp_value *parse_json(vtext t, const cp_value *args, const cp_values_env *
     if (!captured) return verr_oom(err);
     vbuf work = {0};
     if (!t.none) vb_put(&work, t.s, t.n);
+    /* (each stage reads the previous stage's text: an allocation failure in one stops here, as MemoryError) */
+#define WORK_OOM_CHECK() do { if (work.oom) { cp_value_free(captured); vb_free(&work); return verr_oom(err); } } while (0)
+    WORK_OOM_CHECK();
     size_t spos = 0;
     for (size_t k = 0; k < count; k++) {
         vbuf od = {0}, cd = {0};
@@ -292,7 +295,7 @@ static cp_value *parse_json(vtext t, const cp_value *args, const cp_values_env *
             r = sub_pair(&next, work.b ? work.b : "", work.n, od.b ? od.b : "", od.n, cd.b ? cd.b : "", cd.n, captured);
             vb_free(&work);
             work = next;
-            if (r < 0) verr_oom(err);
+            if (r < 0 || work.oom) { r = -1; verr_oom(err); }
         }
         vb_free(&od);
         vb_free(&cd);
@@ -305,6 +308,7 @@ static cp_value *parse_json(vtext t, const cp_value *args, const cp_values_env *
         quote_bare_keys(&next, work.b ? work.b : "", work.n, env);
         vb_free(&work);
         work = next;
+        WORK_OOM_CHECK();
     }
     if (cp_list_len(captured)) {
         vbuf next = {0};
@@ -312,8 +316,9 @@ static cp_value *parse_json(vtext t, const cp_value *args, const cp_values_env *
         vb_free(&work);
         work = next;
     }
+    WORK_OOM_CHECK();
+#undef WORK_OOM_CHECK
     cp_value_free(captured);
-    if (work.oom) { vb_free(&work); return verr_oom(err); }
     if (t.none) {
         vb_free(&work);
         return verr(err, "TypeError", "the JSON object must be str, bytes or bytearray, not NoneType");
@@ -517,10 +522,13 @@ static int xml_match(void *arg, const cp_vmatch *m) {
     cp_value *existing = x->merge ? cp_object_get(x->result, key, kn) : NULL;
     if (existing) {
         if (!vpy_is_list(existing)) {
+            /* result[key] = [existing], at the key's place */
             cp_value *l = cp_list();
-            cp_value *old = cp_value_copy(existing);
-            if (!l || !old || cp_list_append(l, old) < 0 || cp_object_set(x->result, key, kn, l) < 0) {
-                if (!l) cp_value_free(old);
+            if (!l) { cp_value_free(v); verr_oom(x->err); return 1; }
+            int r = cp_list_append(l, cp_value_copy(existing));   /* (frees the copy on failure) */
+            if (r < 0) cp_value_free(l);
+            else r = cp_object_set(x->result, key, kn, l);          /* (frees l on failure) */
+            if (r < 0) {
                 cp_value_free(v);
                 verr_oom(x->err);
                 return 1;

@@ -195,7 +195,7 @@ static long long int_end(const pyc *p, size_t i, int *base) {
 }
 
 /* the decimal text of a hex/octal/binary digit string (underscores skipped), or NULL when over 14300 bits */
-static char *based_decimal(const char *s, size_t n, int base) {
+static char *based_decimal(const char *s, size_t n, int base, int *too_long) {
     size_t ndig = 0;
     for (size_t i = 0; i < n; i++) ndig += s[i] != '_';
     int bits = base == 16 ? 4 : base == 8 ? 3 : 1;
@@ -203,7 +203,7 @@ static char *based_decimal(const char *s, size_t n, int base) {
         /* leading zeros do not count */
         size_t i = 0;
         while (i < n && (s[i] == '0' || s[i] == '_')) { if (s[i] == '0') ndig--; i++; }
-        if (ndig * (size_t)bits > 14300 + 8) return NULL;
+        if (ndig * (size_t)bits > 14300 + 8) { *too_long = 1; return NULL; }
     }
     size_t cap = ndig * (size_t)bits / 29 + 2, len = 1;
     uint32_t *limb = calloc(cap, sizeof *limb);
@@ -270,8 +270,9 @@ static cp_value *number(pyc *p, int neg) {
             if (s[i] != '_') dec[k++] = s[i];
         dec[k] = 0;
     } else {
-        dec = based_decimal(s + 2, n - 2, base);
-        if (!dec) return failf(p, start, "an integer of more than 4300 digits");
+        int too_long = 0;
+        dec = based_decimal(s + 2, n - 2, base, &too_long);
+        if (!dec) return too_long ? failf(p, start, "an integer of more than 4300 digits") : verr_oom(p->err);
     }
     size_t dn = strlen(dec);
     char *signed_text = malloc(dn + 2);
@@ -479,7 +480,8 @@ static cp_value *value(pyc *p, int depth) {
         if (peek(p) != ',' || at_end(p)) { cp_value_free(first); return fail_found(p, "expected ',' or ')', found ", NULL); }
         p->pos++;
         cp_value *items = cp_list();
-        if (!items || cp_list_append(items, first) < 0) { cp_value_free(items); return verr_oom(p->err); }
+        if (!items) { cp_value_free(first); return verr_oom(p->err); }
+        if (cp_list_append(items, first) < 0) { cp_value_free(items); return verr_oom(p->err); }
         return sequence(p, depth, ')', items);
     }
     if (ch == '{') {
@@ -598,12 +600,16 @@ static cp_value *call(pyc *p, int depth, int inline_only) {
     }
     p->pos++;
     cp_value *out = cp_object();
-    cp_value *nm = vb_string(&name);
-    if (!out || !nm || cp_object_set_cstr(out, "name", nm) < 0 || cp_object_set_cstr(out, "arguments", args) < 0) {
-        if (!nm) cp_value_free(args);   /* (set_cstr frees what it is given on failure) */
+    cp_value *nm = vb_string(&name);   /* (consumes name) */
+    if (!out || !nm) {
         cp_value_free(out);
+        cp_value_free(nm);
+        cp_value_free(args);
         return verr_oom(p->err);
     }
+    /* (cp_object_set_cstr frees what it is given when it fails) */
+    if (cp_object_set_cstr(out, "name", nm) < 0) { cp_value_free(args); cp_value_free(out); return verr_oom(p->err); }
+    if (cp_object_set_cstr(out, "arguments", args) < 0) { cp_value_free(out); return verr_oom(p->err); }
     return out;
 }
 
