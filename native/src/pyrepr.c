@@ -27,6 +27,70 @@ int cp_py_isprintable(unsigned cp) {
     return rc < 0;
 }
 
+static void cut_to(cp_buf *b, long max_chars) {
+    if (max_chars < 0) return;
+    size_t cut = 0;
+    long chars = 0;
+    while (cut < b->len && chars < max_chars) {
+        cut++;
+        while (cut < b->len && ((unsigned char)b->data[cut] & 0xC0) == 0x80) cut++;
+        chars++;
+    }
+    b->len = cut;
+}
+
+static void repr_value(cp_buf *b, const cp_value *v) {
+    char num[40];
+    switch (cp_type_of(v)) {
+    case CP_NULL: cp_buf_puts(b, "None"); return;
+    case CP_BOOL: cp_buf_puts(b, v->u.boolean ? "True" : "False"); return;
+    case CP_INT: cp_buf_printf(b, "%lld", (long long)v->u.integer); return;
+    case CP_BIGINT: cp_buf_append(b, v->u.string.bytes, v->u.string.len); return;
+    case CP_FLOAT: cp_buf_append(b, num, (size_t)cp_float_repr(v->u.number, num)); return;
+    case CP_STRING: cp_py_repr_str(b, v->u.string.bytes, v->u.string.len, -1); return;
+    case CP_LIST:
+        cp_buf_putc(b, '[');
+        for (size_t i = 0; i < v->u.list.len; i++) {
+            if (i) cp_buf_puts(b, ", ");
+            repr_value(b, v->u.list.items[i]);
+        }
+        cp_buf_putc(b, ']');
+        return;
+    case CP_OBJECT:
+        cp_buf_putc(b, '{');
+        for (size_t i = 0; i < v->u.object.len; i++) {
+            const cp_member *m = &v->u.object.members[i];
+            if (i) cp_buf_puts(b, ", ");
+            cp_py_repr_str(b, m->key, m->key_len, -1);
+            cp_buf_puts(b, ": ");
+            repr_value(b, m->value);
+        }
+        cp_buf_putc(b, '}');
+        return;
+    }
+}
+
+void cp_py_repr_value(cp_buf *out, const cp_value *v, long max_chars) {
+    cp_buf b = {0};
+    repr_value(&b, v);
+    if (b.failed) { out->failed = 1; cp_buf_free(&b); return; }
+    cut_to(&b, max_chars);
+    cp_buf_append(out, b.data, b.len);
+    cp_buf_free(&b);
+}
+
+const char *cp_py_type_name(const cp_value *v) {
+    switch (cp_type_of(v)) {
+    case CP_NULL: return "NoneType";
+    case CP_BOOL: return "bool";
+    case CP_INT: case CP_BIGINT: return "int";
+    case CP_FLOAT: return "float";
+    case CP_STRING: return "str";
+    case CP_LIST: return "list";
+    default: return "dict";
+    }
+}
+
 void cp_py_repr_str(cp_buf *out, const char *s, size_t n, long max_chars) {
     cp_buf b = {0};
     int has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
@@ -50,16 +114,7 @@ void cp_py_repr_str(cp_buf *out, const char *s, size_t n, long max_chars) {
     }
     cp_buf_putc(&b, q);
     if (b.failed) { out->failed = 1; cp_buf_free(&b); return; }
-    if (max_chars >= 0) {
-        size_t cut = 0;
-        long chars = 0;
-        while (cut < b.len && chars < max_chars) {
-            cut++;
-            while (cut < b.len && ((unsigned char)b.data[cut] & 0xC0) == 0x80) cut++;
-            chars++;
-        }
-        b.len = cut;
-    }
+    cut_to(&b, max_chars);
     cp_buf_append(out, b.data, b.len);
     cp_buf_free(&b);
 }

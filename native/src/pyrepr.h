@@ -19,6 +19,14 @@ extern "C" {
  * to that many code points, as f"{s!r:.60}" does. */
 void cp_py_repr_str(cp_buf *out, const char *s, size_t n, long max_chars);
 
+/* Append repr(v) of a JSON value as Python writes it (None, True, 1, 1.5,
+ * 'text', [..], {'k': v}), cut to max_chars code points when >= 0. */
+struct cp_value;
+void cp_py_repr_value(cp_buf *out, const struct cp_value *v, long max_chars);
+
+/* type(v).__name__ of a JSON value: NoneType, bool, int, float, str, list, dict. */
+const char *cp_py_type_name(const struct cp_value *v);
+
 /* Python's str.isprintable() for one code point. */
 int cp_py_isprintable(unsigned cp);
 

@@ -497,7 +497,9 @@ static const char *const FIELD_KEYS[] = {"name", "open", "close", "content", "co
                                          "optional", "transform", "transform_each"};
 
 /* The format extensions this runtime implements (FORMAT.md section 2,
- * "Extensions"): name, its field key (or NULL), its content parser (or NULL). */
+ * "Extensions"), in the order of Python's registry (runtime/values/extensions.py
+ * EXTENSIONS, the order their keys are checked in): name, its field key (or
+ * NULL), its content parser (or NULL). */
 typedef struct { const char *name, *key, *content; } extension;
 static const extension EXTENSIONS[] = {
     {"python_calls", NULL, "python-calls"},
@@ -507,9 +509,9 @@ static const extension EXTENSIONS[] = {
     {"decode_json_strings", "decode_json_strings", NULL},
     {"close_json_end", "close_json_end", NULL},
     {"on_error", "on_error", NULL},
+    {"optional_placeholders", "optional_placeholders", NULL},
     {"content_fallback", "content_fallback", NULL},
     {"unwrap_pattern", "unwrap_pattern", NULL},
-    {"optional_placeholders", "optional_placeholders", NULL},
     {"json_values", NULL, "json-values"},
     {"flatten", "flatten", NULL},
     {"escaped_json_values", "escaped_json_values", NULL},
@@ -580,58 +582,104 @@ static void check_delimiter(ctx *c, const cp_value *d, const char *where, int al
     }
 }
 
-/* the extension keys' value checks (JS_EXTENSIONS in js/chatparse.mjs) */
-static int ext_value_ok(ctx *c, const char *key, const cp_value *v) {
-    if (!strcmp(key, "argument_types")) return str_is(v, "schema");
-    if (!strcmp(key, "as_list") || !strcmp(key, "close_json_end") || !strcmp(key, "flatten") ||
-        !strcmp(key, "escaped_json_values"))
-        return is_true(v);
-    if (!strcmp(key, "on_error")) return str_is(v, "content") || str_is(v, "drop");
-    if (!strcmp(key, "unwrap_pattern")) return is_str(v) && v->u.string.len > 0;
-    if (!strcmp(key, "key_aliases")) {
-        if (!is_obj(v) || cp_object_len(v) == 0) return 0;
-        for (size_t i = 0; i < cp_object_len(v); i++) {
-            const cp_member *m = cp_object_at(v, i);
-            if (!is_str(m->value)) return 0;
-            if (m->value->u.string.len == m->key_len && !memcmp(m->value->u.string.bytes, m->key, m->key_len))
-                return 0;
-            if (cp_object_get(v, m->value->u.string.bytes, m->value->u.string.len)) return 0;
-        }
-        return 1;
-    }
-    if (!strcmp(key, "decode_json_strings")) {
-        if (!is_list(v) || cp_list_len(v) == 0 || !all_strings(v)) return 0;
-        for (size_t i = 0; i < cp_list_len(v); i++) {
-            size_t n;
-            const char *s = cp_string_bytes(cp_list_get(v, i), &n);
-            if (n == 0 || s[0] == '.' || s[n - 1] == '.') return 0;
-            for (size_t k = 0; k + 1 < n; k++)
-                if (s[k] == '.' && s[k + 1] == '.') return 0;
-        }
-        return !strings_repeat(c, v);
-    }
-    if (!strcmp(key, "content_fallback")) {
-        if (!is_list(v) || cp_list_len(v) == 0) return 0;
-        for (size_t i = 0; i < cp_list_len(v); i++) {
-            const cp_value *e = cp_list_get(v, i);
-            if (!is_obj(e) || cp_object_len(e) != 2 || !is_parser_name(get(e, "content")) || !has(e, "content_args"))
-                return 0;
-        }
-        return 1;
-    }
-    if (!strcmp(key, "optional_placeholders"))
-        return is_list(v) && cp_list_len(v) > 0 && all_strings(v) && !strings_repeat(c, v);
-    return 0;
+static const char *repr_of(ctx *c, const cp_value *v, long max_chars) {
+    cp_buf b = {0};
+    cp_py_repr_value(&b, v, max_chars);
+    return keep(c, cp_buf_take(&b, NULL), TMP_FREE);
 }
 
-static int contains(const cp_value *s, const char *needle, size_t nl) {
-    size_t n;
-    const char *b = cp_string_bytes(s, &n);
-    if (!b || nl > n) return 0;
-    for (size_t i = 0; i + nl <= n; i++)
-        if (!memcmp(b + i, needle, nl)) return 1;
+static const char *repr_bytes(ctx *c, const char *s, size_t n, long max_chars) {
+    cp_buf b = {0};
+    cp_py_repr_str(&b, s, n, max_chars);
+    return keep(c, cp_buf_take(&b, NULL), TMP_FREE);
+}
+
+/* One extension key's check (Extension.check of runtime/values/extensions.py):
+ * fails with "template: {scope}: {key!r} {what} (format extension '{name}')";
+ * returns 1 when the value is the key's default (OMIT: load_template would
+ * leave the key out, so the normalized form differs). */
+#define EXT_FAIL(...) fail(c, "template: %s: '%s' %s (format extension '%s')", scope, x->key, fmt(c, __VA_ARGS__), x->name)
+static int ext_check(ctx *c, const char *scope, const extension *x, const cp_value *v) {
+    const char *k = x->key;
+    if (!strcmp(k, "argument_types")) {
+        if (str_is(v, "json")) return 1;
+        if (!str_is(v, "schema")) EXT_FAIL("must be \"schema\" or \"json\" (the default), got %s", repr_of(c, v, 60));
+        return 0;
+    }
+    if (!strcmp(k, "key_aliases")) {
+        if (!is_obj(v)) EXT_FAIL("must be a dict of alias -> canonical key, got %s", cp_py_type_name(v));
+        if (cp_object_len(v) == 0) return 1;
+        for (size_t i = 0; i < cp_object_len(v); i++) {
+            const cp_member *m = cp_object_at(v, i);
+            const char *alias = repr_bytes(c, m->key, m->key_len, 40);
+            if (!is_str(m->value))
+                EXT_FAIL("maps %s to a %s; the canonical key must be a string", alias, cp_py_type_name(m->value));
+            if (m->value->u.string.len == m->key_len && !memcmp(m->value->u.string.bytes, m->key, m->key_len))
+                EXT_FAIL("maps %s to itself", alias);
+            if (cp_object_get(v, m->value->u.string.bytes, m->value->u.string.len))
+                EXT_FAIL("maps %s to %s, which is itself an alias (no chains)", alias, repr_of(c, m->value, 40));
+        }
+        return 0;
+    }
+    if (!strcmp(k, "as_list") || !strcmp(k, "close_json_end") || !strcmp(k, "flatten") ||
+        !strcmp(k, "escaped_json_values")) {
+        if (!is_bool(v)) EXT_FAIL("must be a bool, got %s", cp_py_type_name(v));
+        return !v->u.boolean;
+    }
+    if (!strcmp(k, "decode_json_strings")) {
+        if (!is_list(v) || !all_strings(v)) EXT_FAIL("must be a list of dotted key paths (strings)");
+        if (cp_list_len(v) == 0) return 1;
+        for (size_t i = 0; i < cp_list_len(v); i++) {
+            size_t n;
+            const char *p = cp_string_bytes(cp_list_get(v, i), &n);
+            int bad = n == 0 || p[0] == '.' || p[n - 1] == '.';
+            for (size_t j = 0; !bad && j + 1 < n; j++) bad = p[j] == '.' && p[j + 1] == '.';
+            if (bad)
+                EXT_FAIL("holds %s, which is not a dotted key path (non-empty keys joined by '.')",
+                         repr_of(c, cp_list_get(v, i), 60));
+        }
+        if (strings_repeat(c, v)) EXT_FAIL("lists a path twice");
+        return 0;
+    }
+    if (!strcmp(k, "on_error")) {
+        if (str_is(v, "raise")) return 1;
+        if (!str_is(v, "content") && !str_is(v, "drop"))
+            EXT_FAIL("must be \"content\", \"drop\" or \"raise\" (the default), got %s", repr_of(c, v, 60));
+        return 0;
+    }
+    if (!strcmp(k, "optional_placeholders")) {
+        if (!is_list(v) || !all_strings(v))
+            EXT_FAIL("must be a list of named groups of the field's open_pattern (strings)");
+        if (cp_list_len(v) == 0) return 1;
+        if (strings_repeat(c, v)) EXT_FAIL("lists a name twice");
+        return 0;
+    }
+    if (!strcmp(k, "content_fallback")) {
+        if (!is_list(v))
+            EXT_FAIL("must be a list of {\"content\": parser, \"content_args\": ..}, got %s", cp_py_type_name(v));
+        if (cp_list_len(v) == 0) return 1;
+        int omit = 0;
+        for (size_t i = 0; i < cp_list_len(v); i++) {
+            const cp_value *e = cp_list_get(v, i);
+            int ok = is_obj(e) && has(e, "content");
+            for (size_t j = 0; ok && j < cp_object_len(e); j++) {
+                const cp_member *m = cp_object_at(e, j);
+                ok = (m->key_len == 7 && !memcmp(m->key, "content", 7)) ||
+                     (m->key_len == 12 && !memcmp(m->key, "content_args", 12));
+            }
+            if (!ok) EXT_FAIL("entry %zu must be a dict with 'content' and optional 'content_args' only", i);
+            if (!is_str(get(e, "content"))) EXT_FAIL("entry %zu: 'content' must be a content parser name", i);
+            if (!has(e, "content_args")) omit = 1;   /* normalized with "content_args": {} added */
+        }
+        return omit;
+    }
+    if (!strcmp(k, "unwrap_pattern")) {
+        if (!is_str(v) || v->u.string.len == 0) EXT_FAIL("must be a non-empty regex string, got %s", repr_of(c, v, 60));
+        return 0;
+    }
     return 0;
 }
+#undef EXT_FAIL
 
 static void template_rules(ctx *c, const cp_value *spec) {
     int extended = is_obj(spec) && has(spec, "extensions");
@@ -711,52 +759,14 @@ static void template_rules(ctx *c, const cp_value *spec) {
         const cp_value *transform = get(f, "transform");
         if (is_true(get(f, "transform_each")) && is_null(transform)) fail(c, "%s.transform_each: needs a 'transform'", where);
         if (mixed_placeholder(c, transform)) fail(c, "%s.transform: a string mixes a {placeholder} with other text", where);
-        if (is_true(get(f, "close_json_end")) && is_null(open))
-            fail(c, "%s.close_json_end: needs an explicit open (format extension 'close_json_end')", where);
-        const cp_value *op = get(f, "optional_placeholders");
-        if (op && is_list(op)) {
-            const cp_value *opat = get(open, "pattern");
-            int bad = is_null(transform) || !is_obj(open) || !is_str(opat);
-            for (size_t k = 0; !bad && k < cp_list_len(op); k++) {
-                const cp_value *g = cp_list_get(op, k);
-                if (!is_str(g)) { bad = 1; break; }
-                const char *a = fmt(c, "(?P<%s>", g->u.string.bytes), *b = fmt(c, "(?<%s>", g->u.string.bytes);
-                /* (group names hold no NUL: a NUL would end the needle early, still a substring test) */
-                if (!contains(opat, a, strlen(a)) && !contains(opat, b, strlen(b))) bad = 1;
-            }
-            if (bad)
-                fail(c, "%s.optional_placeholders: names a group the field's open pattern does not declare "
-                        "(format extension 'optional_placeholders')", where);
-        }
-        if (is_true(get(f, "escaped_json_values"))) {
-            const cp_value *args = get(f, "content_args");
-            const cp_value *vp = is_obj(args) ? get(args, "value_parser") : NULL;
-            const cp_value *vname = is_obj(vp) ? get(vp, "name") : NULL;
-            int name_json = vname ? str_is(vname, "json") : 0;   /* default "text" */
-            if ((!str_is(content, "xml-inline") && !str_is(content, "kv-lines")) || !is_obj(args) || !is_obj(vp) ||
-                !name_json)
-                fail(c, "%s.escaped_json_values: needs 'content' xml-inline or kv-lines with a json value_parser "
-                        "(format extension 'escaped_json_values')", where);
-        }
-        if (is_true(get(f, "flatten")) && (!is_true(get(f, "repeats")) || !is_null(join)))
-            fail(c, "%s.flatten: needs 'repeats': true and no 'join' (format extension 'flatten')", where);
-        if (str_is(get(f, "on_error"), "content")) {
-            int any_implicit = 0;
-            for (size_t g = 0; g < nf; g++) {
-                const cp_value *gf = cp_list_get(fields, g);
-                if (is_obj(gf) && is_null(get(gf, "open"))) any_implicit = 1;
-            }
-            if (is_null(open) || !any_implicit)
-                fail(c, "%s.on_error: 'content' needs an implicit field and an explicit open (format extension "
-                        "'on_error')", where);
-        }
-        for (size_t k = 0; k < cp_object_len(f); k++) {
-            const cp_member *m = cp_object_at(f, k);
-            const extension *x = ext_by_key(m->key, m->key_len);
-            if (!x) continue;
-            if (!ext_value_ok(c, x->key, m->value))
-                fail(c, "%s.%s: not a valid value for format extension '%s'", where, x->key, x->name);
-            used[x - EXTENSIONS] = 1;
+        /* the extension keys: check_field_keys(f"Field {name!r}", extra), in registry order */
+        const char *scope = fmt(c, "Field %s", repr_of(c, name, -1));
+        for (size_t k = 0; k < N_EXTENSIONS; k++) {
+            const extension *x = &EXTENSIONS[k];
+            const cp_value *v = x->key ? get(f, x->key) : NULL;
+            if (!v) continue;
+            ext_check(c, scope, x, v);
+            used[k] = 1;
         }
     }
     /* implicit */
@@ -1538,6 +1548,99 @@ static void check_tokens(ctx *c, const cp_value *tm) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* step 9, what a port can make of it                                       */
+
+/* Whether the Python regex source declares the named group `name` ((?P<name>
+ * or (?<name>, outside classes and escapes): its groupindex holds it. */
+static int py_declares_group(const char *s, size_t n, const char *name, size_t nl) {
+    size_t i = 0;
+    while (i < n) {
+        if (s[i] == '\\') { i += 2; continue; }
+        if (s[i] == '[') { i = py_class_end(s, n, i); continue; }
+        size_t at = 0;
+        if (n - i >= 4 && !memcmp(s + i, "(?P<", 4)) at = i + 4;
+        else if (n - i >= 3 && !memcmp(s + i, "(?<", 3) && !(n - i >= 4 && (s[i + 3] == '=' || s[i + 3] == '!'))) at = i + 3;
+        if (at) {
+            size_t e = at;
+            while (e < n && s[e] != '>') e++;
+            if (e < n && e - at == nl && !memcmp(s + at, name, nl)) return 1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* check_normalized (runtime/tables/validate.py) after every other check: the
+ * template re-normalized by load_template is itself. What needs Python's
+ * `regex` (every pattern compiles) a port cannot check; the rest, in
+ * load_template's order: per field the extension rules that need the whole
+ * field (close_json_end, optional_placeholders, content_fallback, flatten,
+ * escaped_json_values, on_error), then on_error's implicit field, then a key
+ * holding its default or a content_fallback entry without content_args (which
+ * load_template would normalize differently). */
+static void check_normalized_lite(ctx *c, const cp_value *spec) {
+    const cp_value *fields = get(spec, "fields");
+    size_t nf = cp_list_len(fields);
+    int any_implicit = 0, differs = 0;
+    for (size_t i = 0; i < nf; i++)
+        if (is_null(get(cp_list_get(fields, i), "open"))) any_implicit = 1;
+    for (size_t i = 0; i < nf; i++) {
+        const cp_value *f = cp_list_get(fields, i);
+        const cp_value *name = get(f, "name"), *open = get(f, "open"), *content = get(f, "content");
+        const char *scope = fmt(c, "Field '%s'", name->u.string.bytes);
+        for (size_t k = 0; k < N_EXTENSIONS; k++) {
+            const extension *x = &EXTENSIONS[k];
+            const cp_value *v = x->key ? get(f, x->key) : NULL;
+            if (v && ext_check(c, scope, x, v)) differs = 1;
+        }
+        if (is_true(get(f, "close_json_end")) && is_null(open))
+            fail(c, "template: %s: 'close_json_end' needs an explicit 'open' or 'open_pattern': the implicit field has "
+                    "no region body of its own to read a JSON value from (format extension 'close_json_end')", scope);
+        const cp_value *op = get(f, "optional_placeholders");
+        for (size_t k = 0; op && k < cp_list_len(op); k++) {
+            const cp_value *g = cp_list_get(op, k);
+            const cp_value *pat = get(open, "pattern");
+            if (is_null(get(f, "transform")) || !is_str(pat) ||
+                !py_declares_group(pat->u.string.bytes, pat->u.string.len, g->u.string.bytes, g->u.string.len))
+                fail(c, "template: %s: 'optional_placeholders' names %s, which is not a named group of the field's "
+                        "'open_pattern' (and the field needs a 'transform') (format extension 'optional_placeholders')",
+                     scope, repr_of(c, g, 40));
+        }
+        const cp_value *cf = get(f, "content_fallback");
+        for (size_t k = 0; cf && k < cp_list_len(cf); k++) {
+            const cp_value *e = get(cp_list_get(cf, k), "content");
+            if (!is_parser_name(e))
+                fail(c, "template: %s: 'content_fallback' entry %zu names content parser %s; available: ['bool', "
+                        "'float', 'int', 'json', 'kv-lines', 'text', 'xml-inline'] (format extension 'content_fallback')",
+                     scope, k, repr_of(c, e, 40));
+        }
+        if (is_true(get(f, "flatten")) && (!is_true(get(f, "repeats")) || !is_null(get(f, "join"))))
+            fail(c, "template: %s: 'flatten' needs 'repeats': true and no 'join': it adds a list value's elements to "
+                    "the field's list (format extension 'flatten')", scope);
+        if (is_true(get(f, "escaped_json_values"))) {
+            const cp_value *args = get(f, "content_args");
+            const cp_value *vp = is_obj(args) ? get(args, "value_parser") : NULL;
+            const cp_value *vname = is_obj(vp) ? get(vp, "name") : NULL;
+            int json = vname ? str_is(vname, "json") : 0;   /* (default "text") */
+            if ((!str_is(content, "xml-inline") && !str_is(content, "kv-lines")) || !is_obj(vp) || !json)
+                fail(c, "template: %s: 'escaped_json_values' needs 'content' xml-inline or kv-lines with a "
+                        "'value_parser' named 'json' in 'content_args' (format extension 'escaped_json_values')", scope);
+        }
+        if (str_is(get(f, "on_error"), "content") && is_null(open))
+            fail(c, "template: %s: 'on_error': 'content' cannot be set on the implicit field: its text would be "
+                    "recovered into itself (use 'drop') (format extension 'on_error')", scope);
+    }
+    for (size_t i = 0; i < nf; i++) {
+        const cp_value *f = cp_list_get(fields, i);
+        if (str_is(get(f, "on_error"), "content") && !any_implicit)
+            fail(c, "template: Field '%s': 'on_error': 'content' needs an implicit field (one without "
+                    "'open'/'open_pattern') to keep the text in (format extension 'on_error')",
+                 get(f, "name")->u.string.bytes);
+    }
+    if (differs) fail(c, "template: not in normalized form (load_template would normalize it differently)");
+}
+
+/* ------------------------------------------------------------------------ */
 /* steps 1-4: header, trailer, flags, layout                                */
 
 static uint32_t u32le(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
@@ -1668,6 +1771,8 @@ static void load(ctx *c) {
         t->js = get(meta, "js");
     }
     if (t->has_tokens) check_tokens(c, get(meta, "tokens"));
+    /* 9. the template re-normalized is itself (all but what needs Python's regex) */
+    check_normalized_lite(c, spec);
 }
 
 /* ------------------------------------------------------------------------ */
