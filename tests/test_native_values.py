@@ -429,6 +429,27 @@ def test_region_values_and_typing_match_python(runner, tmp_path):
     assert passed == total, f"{total - passed} of {total} differ:\n" + "\n".join(fails[:30])
 
 
+def test_allocation_failures_end_in_memory_error(runner, tmp_path):
+    """native/tools/values_oom.c: every allocation of 20 value-layer operations failed in turn (malloc, calloc and
+    realloc wrapped at link time) ends in MemoryError, with no crash, no other error and no leak (AddressSanitizer
+    and LeakSanitizer)."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    exe = tmp_path / "values_oom"
+    build = subprocess.run([cc, "-std=c11", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                            f"-I{NATIVE / 'src'}", f"-I{NATIVE / 'include'}", str(NATIVE / "tools" / "values_oom.c"),
+                            str(BUILD / "libchatparse.a"), "-lpcre2-8", "-lm",
+                            "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc", "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1"})
+    points = [int(m) for m in re.findall(r"(\d+) allocation points", r.stdout)]
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout[-3000:] + r.stderr[-3000:]
+    assert len(points) == 20 and sum(points) > 900, r.stdout
+
+
 def test_runner_fails_on_edited_expectations(runner, tmp_path):
     """Edited expectations fail: a value, an error class, an error message, an int made a float."""
     cases = json.loads((VECTORS / "values.json").read_text(encoding="utf-8"))["cases"][330:380]

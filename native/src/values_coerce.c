@@ -352,19 +352,21 @@ static int type_calls(cp_value *value, const cp_value *params, const cp_value *t
     return 0;
 }
 
-/* the field without its value parser (schema_typing.text_field), or NULL */
-static cp_value *text_field(const cp_value *field) {
+/* the field without its value parser (schema_typing.text_field) in *twin, or NULL when the field has none;
+ * -1 on allocation failure */
+static int text_field(const cp_value *field, cp_value **twin) {
+    *twin = NULL;
     const cp_value *content = cp_object_get_cstr(field, "content");
     const cp_value *args = cp_object_get_cstr(field, "content_args");
     if (!(cp_string_equals(content, "xml-inline") || cp_string_equals(content, "kv-lines")) || !vpy_is_dict(args))
-        return NULL;
+        return 0;
     const cp_value *vp = cp_object_get_cstr(args, "value_parser");
-    if (!vp || cp_type_of(vp) == CP_NULL) return NULL;
-    cp_value *twin = cp_value_copy(field);
-    if (!twin) return NULL;
-    cp_value *targs = cp_object_get_cstr(twin, "content_args");
+    if (!vp || cp_type_of(vp) == CP_NULL) return 0;
+    *twin = cp_value_copy(field);
+    if (!*twin) return -1;
+    cp_value *targs = cp_object_get_cstr(*twin, "content_args");
     cp_value_free(cp_object_pop(targs, "value_parser", strlen("value_parser")));
-    return twin;
+    return 0;
 }
 
 cp_value *cp_values_type(cp_value *value, const char *body, size_t len, const cp_value *field,
@@ -376,9 +378,8 @@ cp_value *cp_values_type(cp_value *value, const char *body, size_t len, const cp
     int r;
     if (!cp_string_equals(mode, "schema")) r = coerce_calls(value, params, err);
     else {
-        cp_value *texts = NULL;
-        const cp_value *twin_src = text_field(field);
-        cp_value *twin = (cp_value *)twin_src;
+        cp_value *texts = NULL, *twin;
+        if (text_field(field, &twin) < 0) { cp_value_free(value); return verr_oom(err); }
         if (twin) {
             cp_error e = {0};
             texts = cp_values_make(body, len, twin, captures, env, &e);
