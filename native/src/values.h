@@ -18,8 +18,23 @@
  * Ownership: a returned cp_value * belongs to the caller (cp_value_free). Inputs are borrowed and never changed,
  * except `value` of cp_values_type, which is consumed. On failure NULL is returned and `err` filled (err may
  * be NULL). Exception classes used: ValueError, TypeError, KeyError, AttributeError, JSONDecodeError (a
- * ValueError in Python: cp_values_is_value_error), RecursionError, MemoryError, and "error" (the regex
- * module's exception for an invalid pattern, as the regex hook reports it).
+ * ValueError in Python: cp_values_is_value_error), RecursionError, MemoryError (every allocation failure, with
+ * nothing leaked), and "error" (the regex module's exception for an invalid pattern, as the regex hook reports
+ * it). A message is the exception's args[0] where that is a str (a KeyError's is the key itself, as the vectors
+ * hold it); one longer than cp_error holds is cut (cp_error.truncated). Texts are bytes of generalized UTF-8;
+ * those given to the regex hook (bodies) must be valid UTF-8, as the engine's input is.
+ *
+ * Where C differs from Python (none of it reachable from a template the loader accepts and sane input):
+ *  - a transform's looked-up values are copied into its output (Python inserts the same object twice where a
+ *    transform names one value twice: later in-place steps then change both places; here only one);
+ *  - a python-calls 0x/0o/0b integer of more than 14300 bits is refused ("an integer of more than 4300 digits",
+ *    the decimal limit's message; Python reads it and cannot print it);
+ *  - json's string_delims given as a list of multi-character items that hold regex syntax (which regex.escape
+ *    passes through unescaped, so they would be a pattern) is a RuntimeError;
+ *  - Python's \w is the built-in table (values_unicode.c, from the regex module that made the vectors) unless the
+ *    engine passes the table file's class (cp_values_env.word);
+ *  - a high and a low surrogate made adjacent (python-calls escapes "\ud83d" "\ude00") are one code point, as
+ *    value.h stores every str (Python keeps two).
  */
 #ifndef CHATPARSE_VALUES_H
 #define CHATPARSE_VALUES_H
@@ -72,7 +87,8 @@ typedef struct cp_values_env {
 /* Python's parse_content(text, name, args) (runtime/values/parsers.py, JS parseContent): the base parsers only
  * (text, int, float, bool, json, xml-inline, kv-lines); any other `name` is a KeyError (a list or dict name a
  * TypeError "unhashable type"), as a nested value_parser's name is. `args` is the JSON content_args (any value;
- * NULL is {}); options are read by Python truthiness, as the reference reads them. */
+ * NULL is {}); options are read by Python truthiness, as the reference reads them. xml-inline runs its
+ * tag_pattern through env->regex (none: RuntimeError). */
 cp_value *cp_values_parse_content(const char *text, size_t len, const cp_value *name, const cp_value *args,
                                   const cp_values_env *env, cp_error *err);
 
