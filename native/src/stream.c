@@ -302,7 +302,7 @@ static int region_close(cp_stream *p, cp_value *events, size_t s, size_t e, cp_e
         cp_value *value = store(p, fi, p->body.data ? p->body.data : "", p->body.len, p->captures, &verr);
         if (!value) {
             if (!(p->d.malformed_event || mode) || !is_recoverable(&verr)) {
-                *err = verr;
+                if (err) *err = verr;
                 return -1;
             }
         }
@@ -326,7 +326,7 @@ static int region_close(cp_stream *p, cp_value *events, size_t s, size_t e, cp_e
                 if (rec_value) recovered = 1;
                 else if (!is_recoverable(&rerr)) {
                     cp_buf_free(&raw);
-                    *err = rerr;
+                    if (err) *err = rerr;
                     return -1;
                 }
             } else {
@@ -335,7 +335,7 @@ static int region_close(cp_stream *p, cp_value *events, size_t s, size_t e, cp_e
         }
         if (!value && !recovered && !p->d.malformed_event) {
             cp_buf_free(&raw);
-            *err = verr;
+            if (err) *err = verr;
             return -1;
         }
         int r = 0;
@@ -552,17 +552,24 @@ cp_value *cp_stream_feed(cp_stream *p, const char *text, size_t len, cp_error *e
         return NULL;
     }
     if (!len) return events;
-    /* the held bytes of a split character, then this feed; a new split character is held */
+    /* the held bytes of a split character, then this feed (copied together only when bytes are held); a new
+     * split character at the end is held */
     cp_buf all = {0};
-    cp_buf_append(&all, p->held, p->n_held);
-    cp_buf_append(&all, text, len);
-    if (all.failed) {
-        cp_value_free(events);
-        fail_oom(err);
-        return NULL;
+    const char *data = text;
+    size_t dlen = len;
+    if (p->n_held) {
+        cp_buf_append(&all, p->held, p->n_held);
+        cp_buf_append(&all, text, len);
+        if (all.failed) {
+            cp_value_free(events);
+            fail_oom(err);
+            return NULL;
+        }
+        data = all.data;
+        dlen = all.len;
     }
-    size_t tail = incomplete_tail((const unsigned char *)all.data, all.len);
-    size_t bad = cp_utf8_first_invalid(all.data, all.len - tail);
+    size_t tail = incomplete_tail((const unsigned char *)data, dlen);
+    size_t bad = cp_utf8_first_invalid(data, dlen - tail);
     if (bad != (size_t)-1) {
         cp_buf_free(&all);
         cp_value_free(events);
@@ -578,20 +585,23 @@ cp_value *cp_stream_feed(cp_stream *p, const char *text, size_t len, cp_error *e
             return NULL;
         }
     }
-    memcpy(p->held, all.data + all.len - tail, tail);
-    p->n_held = tail;
-    size_t n = all.len - tail;
+    size_t n = dlen - tail;
     if (n && !p->stalled) {
-        cp_error e = {0};
-        if (cp_scanner_push(&p->sc, all.data, n, &e) < 0 || process(p, events, 0, &e) < 0 ||
-            flush(p, events, &e) < 0) {
+        cp_error e; /* (not zeroed whole: 2 kB per feed; filled on failure) */
+        e.failed = 0;
+        e.truncated = 0;
+        e.exception[0] = 0;
+        e.message[0] = 0;
+        if (cp_scanner_push(&p->sc, data, n, &e) < 0 || process(p, events, 0, &e) < 0 || flush(p, events, &e) < 0) {
             mark_failed(p, &e);
-            *err = e;
+            if (err) *err = e;
             cp_buf_free(&all);
             cp_value_free(events);
             return NULL;
         }
     }
+    memmove(p->held, data + dlen - tail, tail);
+    p->n_held = tail;
     cp_buf_free(&all);
     return events;
 }
@@ -682,7 +692,7 @@ cp_value *cp_stream_finish(cp_stream *p, cp_value **message, cp_error *err) {
     return events;
 fail:
     mark_failed(p, &e);
-    *err = e;
+    if (err) *err = e;
     cp_value_free(events);
     return NULL;
 }
