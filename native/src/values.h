@@ -24,9 +24,10 @@
  * hold it); one longer than cp_error holds is cut (cp_error.truncated). Texts are bytes of generalized UTF-8;
  * those given to the regex hook (bodies) must be valid UTF-8, as the engine's input is.
  *
- * Where C differs from Python (none of it reachable from a template the loader accepts and sane input):
- *  - a transform's looked-up values are copied into its output (Python inserts the same object twice where a
- *    transform names one value twice: later in-place steps then change both places; here only one);
+ * Where C differs from Python (known; no bundled template and no vector reaches them):
+ *  - a transform's looked-up values are copied into its output: where a transform names one dict twice
+ *    ({"function": {"arguments": "{arguments}"}, "raw": "{arguments}"}) Python inserts the same object, so the
+ *    in-place steps after it (decode_json_strings, tool typing) change both places; here only the one they act on;
  *  - a python-calls 0x/0o/0b integer of more than 14300 bits is refused ("an integer of more than 4300 digits",
  *    the decimal limit's message; Python reads it and cannot print it);
  *  - json's string_delims given as a list of multi-character items that hold regex syntax (which regex.escape
