@@ -60,15 +60,18 @@ def library() -> Path:
     return _build(ROOT / "build" / "native-pytest", ("chatparse",))
 
 
-@pytest.fixture(scope="module")
-def cpp_example(library) -> list:
+def _build_cpp(library: Path, build: Path, sanitize: bool = False) -> list:
     cmake = need_program("cmake", WHY)
     need_program("c++", WHY)
-    build = BUILD / "cpp"
     _run([cmake, "-S", str(EXAMPLES / "cpp"), "-B", str(build), f"-DCHATPARSE_BUILD={library}",
-          f"-DPython3_EXECUTABLE={sys.executable}"])
+          f"-DPython3_EXECUTABLE={sys.executable}", f"-DCHATPARSE_SANITIZE={'ON' if sanitize else 'OFF'}"])
     _run([cmake, "--build", str(build), "-j", "2"])
     return [str(build / "stream")]
+
+
+@pytest.fixture(scope="module")
+def cpp_example(library) -> list:
+    return _build_cpp(library, BUILD / "cpp")
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +151,17 @@ def test_the_check_fails_an_edited_message(example, tmp_path):
     problems = check_example.check([sys.executable, str(wrapper), *example], "qwen3", VECTORS / "qwen3.cpt",
                                    prompt, text, None, (3,))
     assert any("message" in p and "Pariz" in p for p in problems), problems
+
+
+@pytest.mark.slow
+def test_cpp_example_under_sanitizers():
+    """The C++ example and the library built with ASan+UBSan (LeakSanitizer included: the RAII wrappers free all
+    the library returns) on every family's cases, 1 and 3 bytes per feed. With ``-m slow`` only."""
+    library = _build(ROOT / "build" / "native-asan", ("chatparse",), sanitize=True)
+    example = _build_cpp(library, BUILD / "cpp-asan", sanitize=True)
+    problems = []
+    for family in templates.names():
+        for case_id, prompt, text, tools in _cases(family):
+            problems += [f"{case_id}: {p}" for p in check_example.check(
+                example, family, VECTORS / f"{family}.cpt", prompt, text, tools, (1, 3))]
+    assert not problems, "\n".join(problems[:10])
