@@ -346,6 +346,51 @@ def random_call_fields(n: int, seed: int) -> list:
     return out
 
 
+def random_transform_fields(n: int, seed: int) -> list:
+    """Seeded random transforms (nested dicts and lists of constants and placeholders, some optional, with and
+    without transform_each) over random JSON bodies and captures: the transform's values, first failing
+    placeholder and messages."""
+    rnd = random.Random(seed)
+    roots = ["content", "name", "arguments", "id", "x", "\u00e9t\u00e9", "content", "missing"]
+    keys = ["a", "b", "name", "arguments", "k\u00e9", "1"]
+    consts = [1, -2.5, True, None, "text", "{not a placeholder", "{a} b", [], {}, "{}"]
+
+    def placeholder():
+        path = [rnd.choice(roots)] + [rnd.choice(keys) for _ in range(rnd.choice([0, 0, 1, 2]))]
+        return "{" + ".".join(path) + "}"
+
+    def node(depth):
+        r = rnd.random()
+        if depth > 2 or r < 0.35:
+            return placeholder()
+        if r < 0.5:
+            return rnd.choice(consts)
+        if r < 0.75:
+            return {rnd.choice(keys + ["type", "function"]): node(depth + 1) for _ in range(rnd.randint(0, 4))}
+        return [node(depth + 1) for _ in range(rnd.randint(0, 3))]
+
+    def jvalue(depth):
+        r = rnd.random()
+        if depth > 2 or r < 0.3:
+            return rnd.choice([1, "s", None, 2.5, True, [1], "x\u00e9"])
+        if r < 0.8:
+            return {rnd.choice(keys): jvalue(depth + 1) for _ in range(rnd.randint(0, 4))}
+        return [jvalue(depth + 1) for _ in range(rnd.randint(0, 3))]
+
+    out = []
+    for _ in range(n):
+        field = {"name": "f", "content": "json", "content_args": {}, "transform": node(0)}
+        each = rnd.random() < 0.4
+        if each:
+            field["transform_each"] = True
+        if rnd.random() < 0.4:
+            field["optional_placeholders"] = rnd.sample(roots[1:], rnd.randint(1, 3))
+        body = [jvalue(1) for _ in range(rnd.randint(0, 3))] if each and rnd.random() < 0.8 else jvalue(0)
+        captures = {k: rnd.choice(["v", "", "7"]) for k in rnd.sample(roots[1:6], rnd.randint(0, 3))}
+        out.append((field, [json.dumps(body)], [captures], None))
+    return out
+
+
 def make_cases() -> list:
     from chatparse.compiler.writer import translate_js
     from chatparse.runtime.values.coerce import tool_params
@@ -353,7 +398,7 @@ def make_cases() -> list:
     from chatparse.runtime.values.transform import value_maker
 
     cases = []
-    for field, bodies, capture_list, tools in make_fields() + random_call_fields(300, 4):
+    for field, bodies, capture_list, tools in make_fields() + random_call_fields(300, 4) + random_transform_fields(400, 5):
         patterns = {}
         args = field.get("content_args") or {}
         for a in [args] + [e.get("content_args") or {} for e in field.get("content_fallback", [])]:
@@ -443,7 +488,7 @@ def test_region_values_and_typing_match_python(runner, tmp_path):
     """A region's value (cp_values_make) with every value step, and tool typing (both rules), as Python's."""
     cases = make_cases()
     passed, total, fails = _run(runner, cases, tmp_path)
-    assert total == len(cases) > 600
+    assert total == len(cases) > 1000
     assert passed == total, f"{total - passed} of {total} differ:\n" + "\n".join(fails[:30])
 
 
