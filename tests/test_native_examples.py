@@ -121,6 +121,17 @@ def test_example_gives_pythons_events_and_message(example, family):
     assert not problems, "\n".join(problems[:10])
 
 
+@pytest.mark.parametrize("family", ("qwen3", "hermes", "gpt_oss", "kimi_k2"))
+def test_example_in_vllms_dialect(example, family):
+    """vLLM's serving dialect (spans, captures, region_malformed events) through the C API's option."""
+    problems = []
+    for case_id, prompt, text, tools in _cases(family):
+        problems += [f"{case_id}: {p}" for p in
+                     check_example.check(example, family, VECTORS / f"{family}.cpt", prompt, text, tools, (3, 1),
+                                         dialect="vllm")]
+    assert not problems, "\n".join(problems[:10])
+
+
 def test_tables_written_by_chatparse_compile(example, tmp_path):
     """A bundled template compiled beside a tokenizer directory (`chatparse compile DIR`), the real output of
     the docs' example (reasoning and a tool call) streamed 3 bytes at a time."""

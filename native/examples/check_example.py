@@ -16,6 +16,8 @@ The example is run as ``EXAMPLE [ARGS...] TABLES OUTPUT --prompt P [--tools T] -
   (a character split across feeds belongs to the feed that completes it), and so are the initial and final ones;
 * where Python raises, the example exits 1 with ``error: <the same class>: ...`` on standard error.
 
+With ``--vllm``, the same in vLLM's serving dialect (Python's ``dialect="vllm"``, the example's ``--vllm``).
+
 With ``--expect-refused``: the example exits 1 with ``error: ValueError: <Python's loader message>``.
 ``--case`` takes a case from a vector file (tests/vectors/*.json: its feeds joined) or a real-output file
 (tests/real_outputs/*.json: its output), with its prefix and tools. Exit status 0 when every check passes.
@@ -59,15 +61,16 @@ def bundled_template(name: str, tables: Path):
     return template
 
 
-def python_run(template, prompt: str, text: bytes, tools, chunk: int) -> dict:
+def python_run(template, prompt: str, text: bytes, tools, chunk: int, dialect: str | None = None) -> dict:
     """What Python's chatparse gives: {"lines": [expected output lines]} or {"error": class name}."""
     from chatparse import ResponseParser, parse_response
 
+    kw = {"dialect": dialect} if dialect else {}
     try:
-        message = parse_response(text.decode("utf-8"), template, prefix=prompt, tools=tools)
+        message = parse_response(text.decode("utf-8"), template, prefix=prompt, tools=tools, **kw)
     except Exception as e:  # noqa: BLE001 - the class is what the example must report
         return {"error": type(e).__name__}
-    parser = ResponseParser(template, prefix=prompt, tools=tools)
+    parser = ResponseParser(template, prefix=prompt, tools=tools, **kw)
     lines = [f"initial: {dumps(parser.initial_events)}"]
     decoder = codecs.getincrementaldecoder("utf-8")()
     for i, at in enumerate(range(0, len(text), chunk), 1):
@@ -80,8 +83,10 @@ def python_run(template, prompt: str, text: bytes, tools, chunk: int) -> dict:
 
 
 def run_example(example: list, tables: Path, output: Path, prompt: Path | None, tools: Path | None,
-                chunk: int) -> subprocess.CompletedProcess:
+                chunk: int, dialect: str | None = None) -> subprocess.CompletedProcess:
     cmd = [*example, str(tables), str(output), "--chunk", str(chunk)]
+    if dialect == "vllm":
+        cmd.append("--vllm")
     if prompt is not None:
         cmd += ["--prompt", str(prompt)]
     if tools is not None:
@@ -89,8 +94,10 @@ def run_example(example: list, tables: Path, output: Path, prompt: Path | None, 
     return subprocess.run(cmd, capture_output=True, timeout=120)
 
 
-def check(example: list, template_name: str, tables: Path, prompt: str, text: str, tools, chunks=(3,)) -> list:
-    """Run `example` on the case at each chunk size; the list of what differs from Python (empty: all agree)."""
+def check(example: list, template_name: str, tables: Path, prompt: str, text: str, tools, chunks=(3,),
+          dialect: str | None = None) -> list:
+    """Run `example` on the case at each chunk size (in vLLM's serving dialect with ``dialect="vllm"``); the
+    list of what differs from Python (empty: all agree)."""
     template = bundled_template(template_name, tables)
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,11 +109,11 @@ def check(example: list, template_name: str, tables: Path, prompt: str, text: st
             tools_file = Path(tmp, "tools.json")
             tools_file.write_text(json.dumps(tools), encoding="utf-8")
         for chunk in chunks:
-            want = python_run(template, prompt, text.encode("utf-8"), tools, chunk)
-            got = run_example(example, tables, out_file, prompt_file, tools_file, chunk)
+            want = python_run(template, prompt, text.encode("utf-8"), tools, chunk, dialect)
+            got = run_example(example, tables, out_file, prompt_file, tools_file, chunk, dialect)
             stdout = got.stdout.decode("utf-8", "replace")
             stderr = got.stderr.decode("utf-8", "replace")
-            where = f"{Path(example[0]).name} --chunk {chunk}"
+            where = f"{Path(example[-1]).name} --chunk {chunk}" + (" --vllm" if dialect else "")
             if "error" in want:
                 if got.returncode != 1 or not stderr.startswith(f"error: {want['error']}: "):
                     problems.append(f"{where}: Python raises {want['error']}; the example exited "
@@ -143,7 +150,7 @@ def check_refused(example: list, tables: Path, output: Path) -> list:
     got = run_example(example, tables, output, None, None, 3)
     stderr = got.stderr.decode("utf-8", "replace").splitlines()
     if got.returncode != 1 or stderr[:1] != [want]:
-        return [f"{Path(example[0]).name}: exit {got.returncode}, stderr {stderr[:3]}; want exit 1 and {want!r}"]
+        return [f"{Path(example[-1]).name}: exit {got.returncode}, stderr {stderr[:3]}; want exit 1 and {want!r}"]
     return []
 
 
@@ -160,6 +167,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tools", type=Path)
     ap.add_argument("--case", help="FILE.json:CASE_ID instead of --output/--prompt/--tools")
     ap.add_argument("--chunk", type=int, action="append", help="bytes per feed (repeatable; default 3)")
+    ap.add_argument("--vllm", action="store_true", help="vLLM's serving dialect (the example gets --vllm)")
     ap.add_argument("--expect-refused", action="store_true", help="the tables are invalid: check the refusal")
     args = ap.parse_args(argv[:split])
     example = argv[split + 1:]
@@ -172,7 +180,8 @@ def main(argv=None) -> int:
             prompt = args.prompt.read_text(encoding="utf-8") if args.prompt else ""
             text = args.output.read_text(encoding="utf-8")
             tools = json.loads(args.tools.read_text(encoding="utf-8")) if args.tools else None
-        problems = check(example, args.template, args.tables, prompt, text, tools, tuple(args.chunk or (3,)))
+        problems = check(example, args.template, args.tables, prompt, text, tools, tuple(args.chunk or (3,)),
+                         "vllm" if args.vllm else None)
     for p in problems:
         print(p)
     print("ok" if not problems else f"{len(problems)} problem(s)")
