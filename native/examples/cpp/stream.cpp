@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
             chunk = static_cast<size_t>(n);
         } else if (arg == "--vllm") {
             dialect = CP_DIALECT_VLLM_EVENTS;
-        } else if (arg.size() > 1 && arg[0] == '-' ) {
+        } else if (arg.size() > 1 && arg[0] == '-') {
             return usage(("unknown option " + std::string(arg)).c_str());
         } else if (positional == 0) {
             tables_path = arg, ++positional;
