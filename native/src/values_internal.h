@@ -83,6 +83,8 @@ extern const cp_value vconst_none, vconst_true, vconst_false, vconst_empty_list,
 cp_value *vpy_int(const char *s, size_t n, cp_error *err);
 /* Python float(str), or NULL with ValueError; the double in *out. */
 int vpy_float(const char *s, size_t n, double *out, cp_error *err);
+/* strtod of an ASCII decimal number with '.' as its point whatever LC_NUMERIC the embedding program set. */
+double vstrtod(const char *s);
 /* The exact Python int of a finite whole double (int(x)). */
 cp_value *vpy_int_of_double(double x);
 /* json.loads(text): core's cp_json_parse. */

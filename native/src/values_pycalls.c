@@ -253,7 +253,7 @@ static cp_value *number(pyc *p, int neg) {
         for (size_t i = 0; i < n; i++)
             if (s[i] != '_') b[k++] = s[i];
         b[k] = 0;
-        double x = strtod(b, NULL);
+        double x = vstrtod(b);
         free(b);
         cp_value *v = cp_float(neg ? -x : x);
         return v ? v : verr_oom(p->err);

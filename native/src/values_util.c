@@ -3,6 +3,7 @@
  * strip, truthiness, int()/float() of text, and the Unicode lookups.
  */
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,6 +391,26 @@ static int ci_eq(const char *a, size_t n, const char *b) {
     return 1;
 }
 
+double vstrtod(const char *s) {
+    /* strtod reads the C locale's '.' only while LC_NUMERIC is "C"; a program that embeds the library may have set
+     * another (setlocale(LC_ALL, "") with a ',' locale): then the '.' is given as that locale's decimal point */
+    const struct lconv *lc = localeconv();
+    const char *dp = lc && lc->decimal_point && lc->decimal_point[0] ? lc->decimal_point : ".";
+    if (strcmp(dp, ".") == 0 || !strchr(s, '.')) return strtod(s, NULL);
+    size_t n = strlen(s), dn = strlen(dp);
+    char small[128];
+    char *b = n + dn < sizeof small ? small : malloc(n + dn + 1);
+    if (!b) return strtod(s, NULL);   /* (allocation failure: the plain reading) */
+    const char *dot = strchr(s, '.');
+    size_t head = (size_t)(dot - s);
+    memcpy(b, s, head);
+    memcpy(b + head, dp, dn);
+    memcpy(b + head + dn, dot + 1, n - head);   /* (with the NUL) */
+    double d = strtod(b, NULL);
+    if (b != small) free(b);
+    return d;
+}
+
 int vpy_float(const char *s, size_t n, double *out, cp_error *err) {
     char *a;
     size_t an;
@@ -427,7 +448,7 @@ int vpy_float(const char *s, size_t n, double *out, cp_error *err) {
                 if (a[j] != '_') a[k++] = a[j];
             a[k] = 0;
             errno = 0;
-            *out = strtod(a, NULL);   /* correctly rounded, as Python's; overflow gives +-inf as Python's */
+            *out = vstrtod(a);   /* correctly rounded, as Python's; overflow gives +-inf as Python's */
             free(a);
             return 0;
         }
