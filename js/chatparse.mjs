@@ -4175,5 +4175,6 @@ export function parseTokens(ids, tables, { prefix = null, prefixIds = null, tool
   if (!(tables instanceof Tables)) throw E("TypeError", "parseTokens needs Tables from loadTables()");
   const { vocab } = tokenBinding(tables);
   const text = tokenPrefix(vocab, prefix, prefixIds);
+  resolveDialect(dialect, { malformed }); // (checked before the ids, as Python's `TokenBinding.parse` does)
   return parseResponse(vocab.decode(tokenIds(ids, vocab.size)), tables, { prefix: text, tools, warn, dialect, malformed });
 }
