@@ -25,6 +25,11 @@
 // { dialect: "vllm" })` - spans (code points) and captures on events, region_malformed events that do not end
 // the parse, prompt text kept out of chunks, `parser.inputText`; `offsets` and `malformed` options as in Python.
 //
+// Token ids (a file with a token section, FORMAT.md section 8; chatparse/runtime/tokens/): `new TokenParser(tables,
+// prompt, { prefixIds })`, `parser.feedTokens(id or ids)`, `parser.finalize()`, and `parseTokens(ids, tables, {
+// prefix })`: the ids decoded as the tokenizer decodes them (`TokenDecoder`), with the events of the character
+// engine on that text (see "token ids" near the end of this file).
+//
 // Errors are `PyError`s whose `pyType` is the Python exception class chatparse raises for the same input
 // ("ValueError", "KeyError", "TypeError", "AttributeError", "RuntimeError", ...).
 
@@ -233,8 +238,8 @@ export function loadTables(input) {
   if (u64(16) !== BigInt(n)) fail(`header says ${u64(16)} bytes but the file has ${n} (truncated or padded)`);
   if (!bytesEqual(sha256(bytes.subarray(0, n - TRAILER_SIZE)), bytes.subarray(n - TRAILER_SIZE))) fail("checksum mismatch: the file is corrupted");
   const flags = u32(72);
-  // bit 0: vocabulary hash; bit 1: token section (token tables for parsing token ids: not used by this runtime,
-  // which parses text; checked like the Python reader checks them, and otherwise ignored).
+  // bit 0: vocabulary hash; bit 1: token section (token tables for parsing token ids: checked like the Python
+  // reader checks them; TokenParser and parseTokens read them).
   if (flags & ~3) fail(`unknown header flags 0x${(flags >>> 0).toString(16)}`);
   if ((flags & 2) && !(flags & 1)) fail("token section without its vocabulary hash");
   if (u32(76) !== 0) fail("reserved header field is not zero");
