@@ -1026,6 +1026,7 @@ static void read_arrays(ctx *c, const cp_value *entries) {
         a->name = malloc(name->u.string.len + 1);
         if (!a->name) oom(c);
         memcpy(a->name, name->u.string.bytes, name->u.string.len + 1);
+        a->name_len = name->u.string.len;
         t->n_arrays = i + 1;
         a->dtype = (cp_dtype)dtype;
         a->ndim = (int)nd;
@@ -1059,7 +1060,7 @@ static const cp_array *array_named(ctx *c, const char *name) {
 /* _get / getArray */
 static const cp_array *get_array(ctx *c, const char *name, const cp_dtype *dtypes, size_t ndt, int ndim) {
     const cp_array *a = array_named(c, name);
-    if (!a) fail(c, "missing array %s", quote_cstr(c, name));
+    if (!a) fail(c, "missing array %s", quote_cstr(c, name));   /* (names asked for hold no NUL) */
     int ok = 0;
     for (size_t k = 0; k < ndt; k++)
         if (a->dtype == dtypes[k]) ok = 1;
@@ -1640,6 +1641,31 @@ static void check_normalized_lite(ctx *c, const cp_value *spec) {
     if (differs) fail(c, "template: not in normalized form (load_template would normalize it differently)");
 }
 
+/* Whether an array name is one of FORMAT.md section 3: class_starts,
+ * class_ids, mode<i>.trans/eot/acc/term for i < n_modes (i in canonical
+ * decimal), tokens.<name> with a token section. Constant time per name. */
+static int array_name_known(const cp_tables *t, const char *nm, size_t n) {
+    if ((n == 12 && !memcmp(nm, "class_starts", 12)) || (n == 9 && !memcmp(nm, "class_ids", 9))) return 1;
+    if (n > 4 && !memcmp(nm, "mode", 4)) {
+        size_t i = 4, mi = 0;
+        if (i < n && nm[i] == '0' && i + 1 < n && nm[i + 1] != '.') return 0;   /* no leading zeros */
+        size_t d0 = i;
+        while (i < n && nm[i] >= '0' && nm[i] <= '9' && i - d0 < 12) mi = mi * 10 + (size_t)(nm[i++] - '0');
+        if (i == d0 || i >= n || nm[i] != '.' || mi >= t->n_modes) return 0;
+        const char *k = nm + i + 1;
+        size_t kn = n - i - 1;
+        return (kn == 5 && !memcmp(k, "trans", 5)) || (kn == 3 && !memcmp(k, "eot", 3)) ||
+               (kn == 3 && !memcmp(k, "acc", 3)) || (kn == 4 && !memcmp(k, "term", 4));
+    }
+    if (t->has_tokens && n > 7 && !memcmp(nm, "tokens.", 7)) {
+        static const char *const TK[] = {"offsets", "bytes", "flags", "first_ids", "first_offsets", "first_bytes",
+                                         "inert", "delims"};
+        for (int k = 0; k < 8; k++)
+            if (strlen(TK[k]) == n - 7 && !memcmp(nm + 7, TK[k], n - 7)) return 1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* steps 1-4: header, trailer, flags, layout                                */
 
@@ -1742,25 +1768,11 @@ static void load(ctx *c) {
     str_ref *extra = tmalloc(c, (t->n_arrays + 1) * sizeof *extra);
     size_t ne = 0;
     for (size_t i = 0; i < t->n_arrays; i++) {
-        const char *nm = t->arrays[i].name;
-        int known = !strcmp(nm, "class_starts") || !strcmp(nm, "class_ids");
-        for (size_t mi = 0; !known && mi < t->n_modes; mi++) {
-            static const char *const K[] = {"trans", "eot", "acc", "term"};
-            for (int k = 0; k < 4 && !known; k++) known = !strcmp(nm, fmt(c, "mode%zu.%s", mi, K[k]));
+        if (!array_name_known(t, t->arrays[i].name, t->arrays[i].name_len)) {
+            extra[ne].s = t->arrays[i].name;
+            extra[ne].n = t->arrays[i].name_len;
+            ne++;
         }
-        if (!known && t->has_tokens) {
-            static const char *const TK[] = {"offsets", "bytes", "flags", "first_ids", "first_offsets", "first_bytes",
-                                             "inert", "delims"};
-            for (int k = 0; k < 8 && !known; k++) known = !strcmp(nm, fmt(c, "tokens.%s", TK[k]));
-        }
-        /* (a name with a NUL cannot be known: compare whole bytes) */
-        size_t nlen = 0;
-        const cp_value *idx = NULL;
-        (void)idx;
-        for (size_t k = 0; k < cp_list_len(get(meta, "arrays")); k++)
-            if (k == i) nlen = get(cp_list_get(get(meta, "arrays"), k), "name")->u.string.len;
-        if (known && nlen != strlen(nm)) known = 0;
-        if (!known) { extra[ne].s = nm; extra[ne].n = nlen; ne++; }
     }
     if (ne) {
         qsort(extra, ne, sizeof *extra, str_ref_cmp);
@@ -1815,7 +1827,8 @@ cp_tables *cp_tables_load(const uint8_t *bytes, size_t n, cp_error *err) {
 
 const cp_array *cp_tables_array(const cp_tables *t, const char *name) {
     for (size_t i = 0; i < t->n_arrays; i++)
-        if (!strcmp(t->arrays[i].name, name)) return &t->arrays[i];
+        if (t->arrays[i].name_len == strlen(name) && !memcmp(t->arrays[i].name, name, t->arrays[i].name_len))
+            return &t->arrays[i];
     return NULL;
 }
 

@@ -35,7 +35,8 @@ typedef enum cp_dtype { CP_U1, CP_I1, CP_U2, CP_I2, CP_U4, CP_I4 } cp_dtype;
 
 /* One array of the data section, as its metadata entry describes it. */
 typedef struct cp_array {
-    char *name;            /* e.g. "mode0.trans", "tokens.offsets" (owned) */
+    char *name;            /* e.g. "mode0.trans", "tokens.offsets" (owned, NUL-terminated) */
+    size_t name_len;       /* bytes (a name from the file may hold a NUL) */
     cp_dtype dtype;
     int ndim;              /* 1 or 2 */
     size_t shape[2];       /* shape[1] is 1 for a 1-D array */
