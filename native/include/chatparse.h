@@ -59,10 +59,15 @@ const char *cp_version(void);
  * Runs exactly the checks of FORMAT.md section 1 ("What a reader must check",
  * steps 1-8, with section 8.4 for a token section) in their order; the first
  * failing check is the error, with the message the Python loader gives
- * ("chatparse table file: ..."), exception "ValueError". Patterns the runtime
- * cannot run are refused by name. Never reads outside [bytes, bytes+n), never
- * crashes or hangs, whatever the bytes; loading is linear in n (except the
- * prefilter check, FORMAT.md step 8).
+ * ("chatparse table file: ..."), exception "ValueError". Of step 9 (the
+ * template re-normalized is itself) it makes everything but what needs
+ * Python's `regex` (that every pattern compiles): a file whose only defect is
+ * a pattern Python's regex refuses loads here. A pattern whose translation
+ * PCRE2 cannot run is refused by name when a parser is made from the tables
+ * (the parser API below), not here. Never reads outside [bytes, bytes+n),
+ * never crashes or hangs, whatever the bytes; loading is linear in n except
+ * the prefilter check of FORMAT.md step 8 (one pass over the class intervals
+ * per prefilter pair, as FORMAT.md states).
  *
  * Returns the tables (caller frees with cp_tables_free) or NULL with `err`
  * filled. The tables copy what they need: `bytes` may be freed afterwards. */
