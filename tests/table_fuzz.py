@@ -14,9 +14,11 @@ A mutant is judged by what each runtime makes of it (FORMAT.md section 1, "What 
 Four bases carry a token section (FORMAT.md section 8) for a small vocabulary trained at load time with the
 `tokenizers` library (`TOKEN_BASES`); their mutants get token-section edits half of the time (`mutate_tokens`)
 and a recomputed vocabulary hash most of the time (`reseal`), so that each check of FORMAT.md 8.4 is reached.
-Both runtimes must decide them alike; the Python runtime, which also parses token ids, then builds the token
-parser of a loaded one and feeds it the base's id sequences (`python_outcome`): no crash, no hang. (The
-JavaScript runtime parses text only, so there is no token-id parse to compare with.)
+Both runtimes must decide them alike; both then build the token parser of a loaded one, which must refuse or
+build alike (the checks that need the compiled tables, FORMAT.md 8.4, last paragraph: same message), and feed
+it the base's id sequences (`python_outcome`, `js/fuzz_tables.mjs`): no crash, no hang. (A damaged `inert`
+table may misparse, and the two token engines take different fast paths, so their messages on such a file
+are not compared.)
 
 `mutants(seed, n)` yields ``(name, bytes, what)``; `run(seed, n, workdir)` writes them to a directory, runs
 `js/fuzz_tables.mjs` once over the whole directory and the Python runtime in-process, and returns the
@@ -613,8 +615,8 @@ def python_outcome(data: bytes, texts: list, ids: list = ()) -> dict:
     table-file error, what needs the compiled tables: FORMAT.md 8.4, last paragraph) and each id sequence fed
     to it one id at a time: ``"tokens"`` in the outcome says which (``{"refused": message}`` or ``{"parsed":
     n, "differ": k}``: k sequences whose message differs from the text parser's on the decoded ids, which a
-    damaged `inert` table may cause). The JavaScript runtime parses text only, so this part is Python's
-    alone: it must not crash or hang."""
+    damaged `inert` table may cause). It must not crash or hang; `js/fuzz_tables.mjs` does the same in the
+    JavaScript runtime, and `run` compares the two verdicts on building the token parser."""
     from chatparse.compiled import ResponseParser
     from chatparse.runtime.tables.loader import loads
     from chatparse.runtime.tables.template import template_class
@@ -687,10 +689,12 @@ def _token_outcome(token_binding, compiled, ids: list) -> dict:
     return {"parsed": len(ids), "differ": differ}
 
 
-def js_outcomes(directory: Path, texts: dict) -> dict:
+def js_outcomes(directory: Path, texts: dict, ids: dict | None = None) -> dict:
     """{mutant name: outcome} from one `node js/fuzz_tables.mjs` process over `directory` (texts per base in
-    ``texts.json`` there)."""
+    ``texts.json`` there, and id sequences per token base in ``ids.json``: the JS token parser is built and
+    run on them as `python_outcome` does)."""
     (directory / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    (directory / "ids.json").write_text(json.dumps(ids or {}), encoding="utf-8")
     out = subprocess.run([NODE, str(ROOT / "js" / "fuzz_tables.mjs"), str(directory)], capture_output=True,
                          text=True, timeout=3600)
     if out.returncode != 0:
@@ -760,7 +764,7 @@ def run(seed: int, n: int, workdir: Path | None = None, *, batch: int = 2500, ba
             for name, base, data, _ in chunk:
                 (tmp / f"{name}.{base}.cpt").write_bytes(data)
             t0 = time.perf_counter()
-            js = js_outcomes(tmp, texts)
+            js = js_outcomes(tmp, texts, ids)
             stats["js_s"] += time.perf_counter() - t0
             c = [None] * len(chunk)
             if native is not None:
@@ -787,7 +791,10 @@ def run(seed: int, n: int, workdir: Path | None = None, *, batch: int = 2500, ba
                     stats["token_refused"] += base in TOKEN_BASES
                     key = re.sub(r"\d+", "N", py["refused"][len(PREFIX):])
                     stats["refusals"][key] = stats["refusals"].get(key, 0) + 1
-                elif "loaded" in py and "loaded" in j and _same(py["loaded"], j["loaded"]):
+                elif "loaded" in py and "loaded" in j and _same(py["loaded"], j["loaded"]) and (
+                        "refused" in py.get("tokens", {})) == ("refused" in j.get("tokens", {})) and (
+                        py.get("tokens", {}).get("refused") == j.get("tokens", {}).get("refused")):
+                    # (and the same verdict on building a token parser: FORMAT.md 8.4, last paragraph)
                     stats["loaded"] += 1
                     stats["token_loaded"] += base in TOKEN_BASES
                 elif "crash" not in py and "crash" not in j:
