@@ -267,6 +267,11 @@ typedef struct projection {
     size_t n_rows, cap_rows;
     pkey *memo;
     size_t n_memo, cap_memo;
+    size_t *hidx;           /* open addressing over memo: index + 1, 0 empty */
+    size_t hcap;            /* a power of two, > 2 * n_memo */
+    uint32_t *row_stamp;    /* per original state: the row being built that mapped it ... */
+    uint32_t *row_val;      /* ... and to what */
+    uint32_t stamp;
     struct { uint32_t s, sid; uint8_t *mask; } *todo;
     size_t n_todo, cap_todo;
     int too_many, oom;
@@ -280,7 +285,17 @@ static void proj_free(projection *pj) {
     free(pj->rows);
     for (size_t i = 0; i < pj->n_memo; i++) free(pj->memo[i].mask);
     free(pj->memo);
+    free(pj->hidx);
+    free(pj->row_stamp);
+    free(pj->row_val);
     free(pj->todo);
+}
+
+static size_t memo_hash(uint32_t s, const uint8_t *mask, uint32_t W) {
+    uint64_t h = 1469598103934665603ull ^ s;
+    for (uint32_t p = 0; p < W; p++) h = (h ^ mask[p]) * 1099511628211ull;
+    h ^= h >> 29;
+    return (size_t)h;
 }
 
 static long proj_id(projection *pj, uint32_t s, const uint8_t *mask) {
@@ -291,8 +306,12 @@ static long proj_id(projection *pj, uint32_t s, const uint8_t *mask) {
     for (uint32_t p = 0; p < W; p++)
         if (mask[p] && pj->live[(size_t)s * W + p]) touches = 1;
     if (!touches) return s;
-    for (size_t i = 0; i < pj->n_memo; i++)
-        if (pj->memo[i].s == s && memcmp(pj->memo[i].mask, mask, W) == 0) return pj->memo[i].sid;
+    size_t h = memo_hash(s, mask, W);
+    if (pj->hcap)
+        for (size_t q = h & (pj->hcap - 1); pj->hidx[q]; q = (q + 1) & (pj->hcap - 1)) {
+            const pkey *k = &pj->memo[pj->hidx[q] - 1];
+            if (k->s == s && memcmp(k->mask, mask, W) == 0) return k->sid;
+        }
     /* hits: the accepts of s outside the mask; future: patterns outside the mask some next step can still reach */
     uint32_t n_hits = 0;
     for (uint32_t k = m->acc_off[s]; k < m->acc_off[s + 1]; k++)
@@ -374,6 +393,26 @@ static long proj_id(projection *pj, uint32_t s, const uint8_t *mask) {
     pj->memo[pj->n_memo].mask = mk;
     pj->memo[pj->n_memo].sid = sid;
     pj->n_memo++;
+    if (2 * pj->n_memo >= pj->hcap) {
+        size_t cap = pj->hcap ? pj->hcap * 2 : 64;
+        size_t *hx = calloc(cap, sizeof *hx);
+        if (!hx) {
+            pj->oom = 1;
+            return -1;
+        }
+        for (size_t i = 0; i < pj->n_memo; i++) {
+            size_t q = memo_hash(pj->memo[i].s, pj->memo[i].mask, W) & (cap - 1);
+            while (hx[q]) q = (q + 1) & (cap - 1);
+            hx[q] = i + 1;
+        }
+        free(pj->hidx);
+        pj->hidx = hx;
+        pj->hcap = cap;
+    } else {
+        size_t q = h & (pj->hcap - 1);
+        while (pj->hidx[q]) q = (q + 1) & (pj->hcap - 1);
+        pj->hidx[q] = pj->n_memo;
+    }
     if (sid && future) {
         pj->todo[pj->n_todo].s = s;
         pj->todo[pj->n_todo].sid = sid;
@@ -397,21 +436,30 @@ static long proj_state(projection *pj, uint32_t s, const uint8_t *mask) {
             pj->oom = 1;
             return -1;
         }
+        if (!pj->row_stamp) {
+            pj->row_stamp = calloc(pj->n ? pj->n : 1, sizeof *pj->row_stamp);
+            pj->row_val = calloc(pj->n ? pj->n : 1, sizeof *pj->row_val);
+            if (!pj->row_stamp || !pj->row_val) {
+                free(row);
+                pj->oom = 1;
+                return -1;
+            }
+        }
+        uint32_t stamp = ++pj->stamp;
         for (uint32_t c = 0; c < C; c++) {
-            uint32_t t = m->trans[(size_t)s0 * C + c];
-            uint32_t prev_c = c;
             /* the same target earlier in the row maps alike */
-            long v = -2;
-            for (uint32_t q = 0; q < prev_c; q++)
-                if (m->trans[(size_t)s0 * C + q] == t) {
-                    v = row[q];
-                    break;
-                }
-            if (v == -2) v = proj_id(pj, t, mk);
+            uint32_t t = m->trans[(size_t)s0 * C + c];
+            if (pj->row_stamp[t] == stamp) {
+                row[c] = pj->row_val[t];
+                continue;
+            }
+            long v = proj_id(pj, t, mk);
             if (v < 0) {
                 free(row);
                 return -1;
             }
+            pj->row_stamp[t] = stamp;
+            pj->row_val[t] = (uint32_t)v;
             row[c] = (uint32_t)v;
         }
         long e = proj_id(pj, m->eot[s0], mk);
