@@ -74,7 +74,8 @@ ids: first-token texts, clean-up) for six families. Per template: its first case
 in random runs of 1-3 ids (the first with its prompt as ids, where it has one), the first again with some tokens replaced by
 their single-byte tokens and fed one id at a time (characters split across feeds), the second with random
 tokens inserted (lone bytes, special tokens: U+FFFD, errors), the first in the vllm dialect (whole, with
-``oneshot``, and in runs of 1-4 ids); qwen3 and x_misc add an id out of range.
+``oneshot``, and in runs of 1-4 ids); with ``uc``, the first again with a space put before its punctuation
+(which the clean-up takes out), one id at a time; qwen3 and x_misc add an id out of range.
 
 ``values.json`` (kind "values") holds content-parser and tool-argument-coercion cases:
 ``{"parser", "args", "text", "expect" | "error"}`` and ``{"coerce", "types", "expect" | "error"}``.
@@ -101,6 +102,7 @@ import json
 import logging
 import math
 import random
+import re
 import sys
 import zlib
 from pathlib import Path
@@ -903,6 +905,10 @@ def token_vector(name: str, template, cases: list, label: str, tok, enc) -> tupl
         if k == 1 or len(cases) == 1:
             bad = mutate(enc, ids, rng, n=6)
             variants.append(("mutated", bad, _id_chunks(rng, bad, 5)))
+        if k == 0 and b.vocab.cleanup:  # a space before punctuation, which transformers' clean-up takes out again
+            spaced = re.sub(r"(?<=\S)([,.!?]|'s|'m|'re|'ve|n't)", r" \1", text)
+            sids = enc.encode(spaced, add_special_tokens=False).ids
+            variants.append(("cleanup", sids, [[i] for i in sids]))
         for vname, vids, feeds in variants:
             base = {"id": f"{cid}/{vname}"}
             if prefix and k == 0 and vname == "ids":

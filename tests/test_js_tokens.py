@@ -55,6 +55,22 @@ def test_token_vectors_cover_every_family_and_decoding_rule():
     assert sum(c.get("dialect") == "vllm" for c in cases) > 100
     assert any(c["error"] and c["error"]["stage"] == "feed" and c["id"].endswith("out-of-range") for c in cases)
     assert sum("oneshot" in c for c in cases) > 300
+    # the clean-up changes the decoded text somewhere (a space before punctuation taken out)
+    from chatparse import CompiledTemplate
+    from chatparse.runtime.tokens import token_binding
+
+    changed = 0
+    for v in vecs.values():
+        if v["vocab"] != "uc":
+            continue
+        raw = load(VECTORS / v["tables"])
+        vocab = token_binding(CompiledTemplate(raw["template"], raw)).vocab
+        for c in v["cases"]:
+            text = "".join(c["texts"])
+            vocab.cleanup = False
+            changed += text != vocab.decode([i for f in c["feeds"] for i in f if i < vocab.size])
+            vocab.cleanup = True
+    assert changed >= 5
 
 
 def test_python_check_passes_token_vectors_and_fails_edited_ones(tmp_path):
