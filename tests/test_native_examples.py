@@ -10,6 +10,8 @@
   feeds), and native/examples/check_example.py requires, byte for byte, the message of Python's
   ``parse_response`` on the bundled template and the same text, prompt and tools, and each feed's events as
   Python's ``ResponseParser`` gives them for the same bytes;
+* token ids (``--ids``): every case of those families' token vectors (tests/vectors/<family>.tok-*.json), 3
+  and 1 ids per feed, against Python's ``TokenParser`` and ``parse_tokens`` on the same file, errors included;
 * the tables ``chatparse compile`` writes beside a tokenizer directory work the same; corrupted tables are
   refused with the Python loader's message; and the check fails an example whose message is edited.
 """
@@ -121,6 +123,42 @@ def test_example_gives_pythons_events_and_message(example, family):
     assert not problems, "\n".join(problems[:10])
 
 
+def _token_cases(family: str) -> list:
+    """(tables, id, prompt text or ids, ids, tools, dialect): every case of the family's token vectors (tables
+    with a token section for a trained test vocabulary), errors included."""
+    out = []
+    for path in sorted(VECTORS.glob(f"{family}.tok-*.json")):
+        vec = json.loads(path.read_text(encoding="utf-8"))
+        for c in vec["cases"]:
+            prompt = c["prefix_ids"] if "prefix_ids" in c else c["prefix"]
+            out.append((VECTORS / vec["tables"], c["id"], prompt, [i for f in c["feeds"] for i in f], c["tools"],
+                        c.get("dialect")))
+    return out
+
+
+def test_the_token_cases_include_errors_and_prompt_ids():
+    cases = [c for f in FAMILIES for c in _token_cases(f)]
+    assert len(cases) >= 50
+    assert sum(isinstance(c[2], list) for c in cases) >= 5
+    assert sum(c[5] == "vllm" for c in cases) >= 5
+    errors = 0
+    for tables, _, prompt, ids, tools, dialect in cases:
+        errors += "error" in check_example.python_run_ids(tables, prompt, ids, tools, 3, dialect)
+    assert errors >= 3
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_example_fed_token_ids(example, family):
+    """Token ids (--ids): cp_parser_new_ids (prompt as text or ids) and cp_parser_feed_ids, 3 and 1 ids per
+    feed, against Python's TokenParser and parse_tokens on the same file's token section; where Python raises
+    (an id out of range, a missing field), the example exits 1 with the same exception class."""
+    problems = []
+    for tables, case_id, prompt, ids, tools, dialect in _token_cases(family):
+        problems += [f"{tables.name} {case_id}: {p}" for p in
+                     check_example.check(example, family, tables, prompt, ids, tools, (3, 1), dialect=dialect)]
+    assert not problems, "\n".join(problems[:10])
+
+
 @pytest.mark.parametrize("family", ("qwen3", "hermes", "gpt_oss", "kimi_k2"))
 def test_example_in_vllms_dialect(example, family):
     """vLLM's serving dialect (spans, captures, region_malformed events) through the C API's option."""
@@ -167,7 +205,7 @@ def test_the_check_fails_an_edited_message(example, tmp_path):
 @pytest.mark.slow
 def test_cpp_example_under_sanitizers():
     """The C++ example and the library built with ASan+UBSan (LeakSanitizer included: the RAII wrappers free all
-    the library returns) on every family's cases, 1 and 3 bytes per feed. With ``-m slow`` only."""
+    the library returns) on every family's cases, 1 and 3 bytes (or ids) per feed. With ``-m slow`` only."""
     library = _build(ROOT / "build" / "native-asan", ("chatparse",), sanitize=True)
     example = _build_cpp(library, BUILD / "cpp-asan", sanitize=True)
     problems = []
@@ -175,4 +213,7 @@ def test_cpp_example_under_sanitizers():
         for case_id, prompt, text, tools in _cases(family):
             problems += [f"{case_id}: {p}" for p in check_example.check(
                 example, family, VECTORS / f"{family}.cpt", prompt, text, tools, (1, 3))]
+        for tables, case_id, prompt, ids, tools, dialect in _token_cases(family):
+            problems += [f"{tables.name} {case_id}: {p}" for p in check_example.check(
+                example, family, tables, prompt, ids, tools, (1, 3), dialect=dialect)]
     assert not problems, "\n".join(problems[:10])

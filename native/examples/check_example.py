@@ -16,6 +16,10 @@ The example is run as ``EXAMPLE [ARGS...] TABLES OUTPUT --prompt P [--tools T] -
   (a character split across feeds belongs to the feed that completes it), and so are the initial and final ones;
 * where Python raises, the example exits 1 with ``error: <the same class>: ...`` on standard error.
 
+With ``--ids`` (or a ``--case`` from a token vector, tests/vectors/*.tok-*.json), the output is token ids: the
+example gets ``--ids`` and feeds N ids at a time, and Python's reference is its ``TokenParser`` (feed_tokens)
+and ``parse_tokens`` over the token section of the same tables.
+
 With ``--vllm``, the same in vLLM's serving dialect (Python's ``dialect="vllm"``, the example's ``--vllm``).
 
 With ``--expect-refused``: the example exits 1 with ``error: ValueError: <Python's loader message>``.
@@ -39,12 +43,16 @@ def dumps(value) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def load_case(spec: str) -> tuple[str, str, list | None]:
-    """``FILE.json:CASE_ID`` -> (prompt, output, tools)."""
+def load_case(spec: str) -> tuple:
+    """``FILE.json:CASE_ID`` -> (prompt, output, tools); in a token vector (tests/vectors/*.tok-*.json) the output
+    is a list of token ids, and so is the prompt where the case gives it as ids."""
     path, _, case_id = spec.rpartition(":")
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     for case in data["cases"]:
         if case["id"] == case_id:
+            if data.get("kind") == "tokens":
+                prompt = case["prefix_ids"] if "prefix_ids" in case else case["prefix"]
+                return prompt, [i for f in case["feeds"] for i in f], case.get("tools")
             text = "".join(case["feeds"]) if "feeds" in case else case["output"]
             return case.get("prefix") or "", text, case.get("tools")
     raise SystemExit(f"no case {case_id!r} in {path}")
@@ -82,13 +90,39 @@ def python_run(template, prompt: str, text: bytes, tools, chunk: int, dialect: s
     return {"lines": lines}
 
 
+def python_run_ids(tables: Path, prompt, ids: list, tools, chunk: int, dialect: str | None = None) -> dict:
+    """`python_run` for token ids: Python's TokenParser (and parse_tokens) over the token section of `tables`;
+    `prompt` is text or a list of ids."""
+    from chatparse.runtime.tables.loader import compiled_from_bytes
+    from chatparse.runtime.tokens import TokenParser, token_binding
+
+    binding = token_binding(compiled_from_bytes(tables.read_bytes()))
+    kw = {"prefix_ids": prompt} if isinstance(prompt, list) else {"prefix": prompt}
+    try:
+        message = binding.parse(ids, tools=tools, dialect=dialect, **kw)
+    except Exception as e:  # noqa: BLE001 - the class is what the example must report
+        return {"error": type(e).__name__}
+    parser = TokenParser(binding, tools=tools, dialect=dialect, **kw)
+    lines = [f"initial: {dumps(parser.initial_events)}"]
+    for i, at in enumerate(range(0, len(ids), chunk), 1):
+        piece = ids[at:at + chunk]
+        lines.append(f"feed {i} ({len(piece)} ids): {dumps(parser.feed_tokens(piece))}")
+    streamed, final = parser.finalize()
+    assert streamed == message, (streamed, message)
+    lines += [f"final: {dumps(final)}", f"message: {dumps(message)}"]
+    return {"lines": lines}
+
+
 def run_example(example: list, tables: Path, output: Path, prompt: Path | None, tools: Path | None,
-                chunk: int, dialect: str | None = None) -> subprocess.CompletedProcess:
+                chunk: int, dialect: str | None = None, ids: bool = False,
+                prompt_ids: bool = False) -> subprocess.CompletedProcess:
     cmd = [*example, str(tables), str(output), "--chunk", str(chunk)]
     if dialect == "vllm":
         cmd.append("--vllm")
+    if ids:
+        cmd.append("--ids")
     if prompt is not None:
-        cmd += ["--prompt", str(prompt)]
+        cmd += ["--prompt-ids" if prompt_ids else "--prompt", str(prompt)]
     if tools is not None:
         cmd += ["--tools", str(tools)]
     return subprocess.run(cmd, capture_output=True, timeout=120)
@@ -97,23 +131,27 @@ def run_example(example: list, tables: Path, output: Path, prompt: Path | None, 
 def check(example: list, template_name: str, tables: Path, prompt: str, text: str, tools, chunks=(3,),
           dialect: str | None = None) -> list:
     """Run `example` on the case at each chunk size (in vLLM's serving dialect with ``dialect="vllm"``); the
-    list of what differs from Python (empty: all agree)."""
+    list of what differs from Python (empty: all agree). A list of ints as `text` is token ids (the example gets
+    ``--ids``), and so is one as `prompt` (``--prompt-ids``)."""
     template = bundled_template(template_name, tables)
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         out_file, prompt_file = Path(tmp, "output.txt"), Path(tmp, "prompt.txt")
-        out_file.write_bytes(text.encode("utf-8"))
-        prompt_file.write_bytes(prompt.encode("utf-8"))
+        ids, prompt_ids = isinstance(text, list), isinstance(prompt, list)
+        out_file.write_text(json.dumps(text) if ids else text, encoding="utf-8")
+        prompt_file.write_text(json.dumps(prompt) if prompt_ids else prompt, encoding="utf-8")
         tools_file = None
         if tools is not None:
             tools_file = Path(tmp, "tools.json")
             tools_file.write_text(json.dumps(tools), encoding="utf-8")
         for chunk in chunks:
-            want = python_run(template, prompt, text.encode("utf-8"), tools, chunk, dialect)
-            got = run_example(example, tables, out_file, prompt_file, tools_file, chunk, dialect)
+            want = (python_run_ids(tables, prompt, text, tools, chunk, dialect) if ids
+                    else python_run(template, prompt, text.encode("utf-8"), tools, chunk, dialect))
+            got = run_example(example, tables, out_file, prompt_file, tools_file, chunk, dialect, ids, prompt_ids)
             stdout = got.stdout.decode("utf-8", "replace")
             stderr = got.stderr.decode("utf-8", "replace")
-            where = f"{Path(example[-1]).name} --chunk {chunk}" + (" --vllm" if dialect else "")
+            where = f"{Path(example[-1]).name} --chunk {chunk}" + (" --vllm" if dialect else "") + (
+                " --ids" if ids else "")
             if "error" in want:
                 if got.returncode != 1 or not stderr.startswith(f"error: {want['error']}: "):
                     problems.append(f"{where}: Python raises {want['error']}; the example exited "
@@ -165,6 +203,8 @@ def main(argv=None) -> int:
     ap.add_argument("--output", type=Path)
     ap.add_argument("--prompt", type=Path)
     ap.add_argument("--tools", type=Path)
+    ap.add_argument("--ids", action="store_true", help="--output (and --prompt-ids) hold token ids (a JSON list)")
+    ap.add_argument("--prompt-ids", type=Path, help="with --ids: the prompt as token ids (a JSON list)")
     ap.add_argument("--case", help="FILE.json:CASE_ID instead of --output/--prompt/--tools")
     ap.add_argument("--chunk", type=int, action="append", help="bytes per feed (repeatable; default 3)")
     ap.add_argument("--vllm", action="store_true", help="vLLM's serving dialect (the example gets --vllm)")
@@ -178,7 +218,11 @@ def main(argv=None) -> int:
             prompt, text, tools = load_case(args.case)
         else:
             prompt = args.prompt.read_text(encoding="utf-8") if args.prompt else ""
+            if args.prompt_ids:
+                prompt = json.loads(args.prompt_ids.read_text(encoding="utf-8"))
             text = args.output.read_text(encoding="utf-8")
+            if args.ids:
+                text = json.loads(text)
             tools = json.loads(args.tools.read_text(encoding="utf-8")) if args.tools else None
         problems = check(example, args.template, args.tables, prompt, text, tools, tuple(args.chunk or (3,)),
                          "vllm" if args.vllm else None)

@@ -94,7 +94,15 @@ pub enum Dialect {
     Vllm,
 }
 
-/// One streaming parse of a generation (Python's ResponseParser), over tables it borrows.
+/// The prompt of a parser fed token ids: text, or token ids.
+#[derive(Debug, Clone, Copy)]
+pub enum Prompt<'a> {
+    Text(&'a str),
+    Ids(&'a [i64]),
+}
+
+/// One streaming parse of a generation (Python's ResponseParser, or its TokenParser when made by `new_ids`),
+/// over tables it borrows.
 pub struct Parser<'t> {
     raw: NonNull<ffi::cp_parser>,
     _tables: PhantomData<&'t Tables>,
@@ -107,14 +115,7 @@ impl<'t> Parser<'t> {
     /// A parser for the output that follows `prompt` ("" opts out of the start anchor); `tools_json` is the
     /// request's tools as JSON text (a list), if any.
     pub fn new(tables: &'t Tables, prompt: &str, tools_json: Option<&str>, dialect: Dialect) -> Result<Self, Error> {
-        let opts = ffi::cp_parser_options {
-            dialect: match dialect {
-                Dialect::Transformers => ffi::CP_DIALECT_TRANSFORMERS_EVENTS,
-                Dialect::Vllm => ffi::CP_DIALECT_VLLM_EVENTS,
-            },
-            tools_json: tools_json.map_or(ptr::null(), |t| t.as_ptr().cast()),
-            tools_json_len: tools_json.map_or(0, str::len),
-        };
+        let opts = Self::options(tools_json, dialect);
         let mut err = ffi::cp_error::zeroed();
         // SAFETY: the pointers are valid for the lengths given, for the duration of the call.
         let raw = unsafe {
@@ -132,6 +133,41 @@ impl<'t> Parser<'t> {
                 _tables: PhantomData,
             })
             .ok_or_else(|| Error::from_raw(&err))
+    }
+
+    /// A parser fed token ids (`feed_ids`), over tables with a token section; the prompt is text or ids.
+    pub fn new_ids(
+        tables: &'t Tables,
+        prompt: Prompt<'_>,
+        tools_json: Option<&str>,
+        dialect: Dialect,
+    ) -> Result<Self, Error> {
+        let opts = Self::options(tools_json, dialect);
+        let (text, text_len, ids, n_ids) = match prompt {
+            Prompt::Text(t) => (t.as_ptr().cast(), t.len(), ptr::null(), 0),
+            // (an empty slice's pointer is not NULL: an empty prompt, not a missing one)
+            Prompt::Ids(ids) => (ptr::null(), 0, ids.as_ptr(), ids.len()),
+        };
+        let mut err = ffi::cp_error::zeroed();
+        // SAFETY: the pointers are valid for the lengths given (or NULL), for the duration of the call.
+        let raw = unsafe { ffi::cp_parser_new_ids(tables.raw.as_ptr(), text, text_len, ids, n_ids, &opts, &mut err) };
+        NonNull::new(raw)
+            .map(|raw| Parser {
+                raw,
+                _tables: PhantomData,
+            })
+            .ok_or_else(|| Error::from_raw(&err))
+    }
+
+    fn options(tools_json: Option<&str>, dialect: Dialect) -> ffi::cp_parser_options {
+        ffi::cp_parser_options {
+            dialect: match dialect {
+                Dialect::Transformers => ffi::CP_DIALECT_TRANSFORMERS_EVENTS,
+                Dialect::Vllm => ffi::CP_DIALECT_VLLM_EVENTS,
+            },
+            tools_json: tools_json.map_or(ptr::null(), |t| t.as_ptr().cast()),
+            tools_json_len: tools_json.map_or(0, str::len),
+        }
     }
 
     /// The events of the prompt (a JSON list).
@@ -159,6 +195,17 @@ impl<'t> Parser<'t> {
                 &mut len,
                 &mut err,
             );
+            take(events, len, &err)
+        }
+    }
+
+    /// Feed token ids (a parser from `new_ids`): the events of the text they complete (a JSON list).
+    pub fn feed_ids(&mut self, ids: &[i64]) -> Result<String, Error> {
+        let mut err = ffi::cp_error::zeroed();
+        let mut len = 0usize;
+        // SAFETY: `ids` is valid for its length; the result is taken (copied and freed) at once.
+        unsafe {
+            let events = ffi::cp_parser_feed_ids(self.raw.as_ptr(), ids.as_ptr(), ids.len(), &mut len, &mut err);
             take(events, len, &err)
         }
     }

@@ -77,6 +77,22 @@ extern "C" {
         out_len: *mut usize,
         err: *mut cp_error,
     ) -> *mut c_char;
+    pub fn cp_parser_new_ids(
+        tables: *const cp_tables,
+        prompt: *const c_char,
+        prompt_len: usize,
+        prompt_ids: *const i64,
+        n_prompt_ids: usize,
+        opts: *const cp_parser_options,
+        err: *mut cp_error,
+    ) -> *mut cp_parser;
+    pub fn cp_parser_feed_ids(
+        p: *mut cp_parser,
+        ids: *const i64,
+        n: usize,
+        out_len: *mut usize,
+        err: *mut cp_error,
+    ) -> *mut c_char;
     pub fn cp_parser_free(p: *mut cp_parser);
     pub fn cp_free(p: *mut std::ffi::c_void);
 }

@@ -59,6 +59,34 @@ fn utf8_characters_split_across_feeds() {
 }
 
 #[test]
+fn token_ids_with_the_prompt_as_ids() {
+    check(&[
+        "--template",
+        "qwen3",
+        "--tables",
+        "tests/vectors/qwen3.tok-bl.cpt",
+        "--case",
+        "tests/vectors/qwen3.tok-bl.json:qwen3-0/ids",
+        "--chunk",
+        "1",
+        "--chunk",
+        "3",
+    ]);
+}
+
+#[test]
+fn a_token_id_out_of_range_fails_as_in_python() {
+    check(&[
+        "--template",
+        "qwen3",
+        "--tables",
+        "tests/vectors/qwen3.tok-bl.cpt",
+        "--case",
+        "tests/vectors/qwen3.tok-bl.json:qwen3-out-of-range",
+    ]);
+}
+
+#[test]
 fn refuses_corrupted_tables_as_python_does() {
     check(&[
         "--expect-refused",
