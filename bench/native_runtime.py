@@ -1,6 +1,6 @@
 """The native runtime (libchatparse, issue #40) side by side with the Python runtime, in one run.
 
-    python -m bench.native_runtime [--reps 7] [--lengths 1024,16384,131072] [--window 512] [--streams 256]
+    python -m bench.native_runtime [--reps 9] [--lengths 1024,16384,131072] [--window 512] [--streams 256]
                                    [--stream-steps 2048] [--text-chars 1000000] [--native-build DIR]
                                    [--out bench/results/NATIVE_RUNTIME.md] [--json out.json]
 
@@ -167,22 +167,26 @@ def per_token(nat: Native, binding, tok, kind: str, lengths, window: int, reps: 
     py_pass(binding, ids, lengths[:1], window)  # warm-up (lazily learned token transitions, first-use caches)
     inner = 3  # native passes per invocation (cheap); their median is the repetition's figure
 
-    def native():
-        rows = nat("pertoken", f, window, ",".join(map(str, lengths)), inner)["ns_per_token"]
+    def native(mode="pertoken"):
+        rows = nat(mode, f, window, ",".join(map(str, lengths)), inner)["ns_per_token"]
         return [statistics.median(r[i] for r in rows) for i in range(len(lengths))]
 
     def python():
         with P.NoGC():
             return py_pass(binding, ids, lengths, window)
 
-    nruns, pruns = alternate(native, python, reps)
+    # the API (judged), Python, and the engine without the API's JSON (a diagnostic), rotated
+    nruns, pruns, cruns = P.rotated([native, python, lambda: native("pertoken-core")], reps)
     rows = []
     for i, L in enumerate(lengths):
         n_ns = [r[i] for r in nruns]
         p_ns = [r[i] for r in pruns]
+        c_ns = [r[i] for r in cruns]
         rows.append({"length": L, "native_ns": statistics.median(n_ns), "python_ns": statistics.median(p_ns),
-                     "ratio": paired(p_ns, n_ns),
+                     "core_ns": statistics.median(c_ns), "ratio": paired(p_ns, n_ns),
+                     "core_ratio": paired(p_ns, c_ns),
                      "native_flat": paired(n_ns, [r[0] for r in nruns]),
+                     "core_flat": paired(c_ns, [r[0] for r in cruns]),
                      "python_flat": paired(p_ns, [r[0] for r in pruns])})
     return {"kind": kind, "tokens": len(ids), "window": window, "reps": reps, "inner": inner, "rows": rows}
 
@@ -234,14 +238,22 @@ def many_streams(nat: Native, binding, tok, B: int, steps: int, reps: int, tmp: 
                 return time.perf_counter() - t
         return sample
 
-    fns = [lambda: nat("streams", f, B, 0)["s_per_call"], clocked(lambda: P.step_streams(binding, mat, None)),
+    phases = []
+
+    def native():
+        r = nat("streams", f, B, 0)
+        phases.append((r["last_new_s"], r["last_feed_s"], r["last_finalize_s"]))
+        return r["s_per_call"]
+
+    fns = [native, clocked(lambda: P.step_streams(binding, mat, None)),
            clocked(lambda: P.step_streams(binding, mat, True))]
     runs = P.rotated(fns, reps)
     total = B * steps
     return {"streams": B, "steps": steps, "reps": len(runs[0]),
             "native_tps": total / statistics.median(runs[0]), "python_tps": total / statistics.median(runs[1]),
             "python_events_tps": total / statistics.median(runs[2]),
-            "ratio": paired(runs[1], runs[0]), "ratio_events": paired(runs[2], runs[0])}
+            "ratio": paired(runs[1], runs[0]), "ratio_events": paired(runs[2], runs[0]),
+            "native_phases_s": [statistics.median(p[k] for p in phases) for k in range(3)]}
 
 
 def load(nat: Native, path: Path, reps: int, min_s: float) -> dict:
@@ -286,7 +298,8 @@ def report(res: dict, cmd: str, started: str, elapsed: float) -> str:
          f"`{cmd}`, started {started}, {elapsed / 60:.1f} min.", ""]
     mi = machine_info()
     mi = {k: mi[k] for k in ("CPU", "logical CPUs", "memory", "OS", "Python", "chatparse", "numpy")}
-    mi["libchatparse"] = f"{res['native_version']} (Release, {res['native_build']}, {res['cc']})"
+    mi["libchatparse"] = f"{res['native_version']} (Release, {res['native_build']}, {res['cc']}; {res['native_src']})"
+    mi["load average at start"] = f"{res['load_average']} (1, 5, 15 min)"
     mi["tables"] = (f"{TEMPLATE} template with a token section for {res['vocab']} ({res['vocab_size']:,} ids; "
                     f"the issue's \"150k-token table file\" is this 131k one): {res['tables_bytes']:,} bytes")
     mi["vocabulary"] = res["vocab_source"]
@@ -309,11 +322,16 @@ def report(res: dict, cmd: str, started: str, elapsed: float) -> str:
     for p in pt:
         for r in p["rows"]:
             rows.append([p["kind"], f"{r['length']:,}", f"{r['native_ns']:.0f}", f"{r['python_ns']:.0f}",
-                         _x(r["ratio"]), f"{r['native_flat']:.2f}", f"{r['python_flat']:.2f}"])
+                         _x(r["ratio"]), f"{r['native_flat']:.2f}", f"{r['python_flat']:.2f}",
+                         f"{r['core_ns']:.0f}", _x(r["core_ratio"]), f"{r['core_flat']:.2f}"])
     L += _t(["generation", "length (ids)", "native ns/token", "Python ns/token", "Python / native",
-             "native flat", "Python flat"], rows)
+             "native flat", "Python flat", "engine only ns/token", "Python / engine only", "engine only flat"],
+            rows)
     L += ["", f"Window {pt[0]['window']} ids; {pt[0]['reps']} repetitions per side (native: each the median of "
-          f"{pt[0]['inner']} passes in one process). Generations: `reasoning` = one long reasoning region of prose, "
+          f"{pt[0]['inner']} passes in one process), the three sides rotated. *engine only* is a diagnostic, not "
+          "judged: the same feeds through the library's internal token stream (`cp_tok_stream_feed`, events made "
+          "as values and freed, never written as JSON; `chatparse-bench pertoken-core`), i.e. the public API's "
+          "cost minus its JSON. Generations: `reasoning` = one long reasoning region of prose, "
           "`content` = short reasoning then one long answer dense with code/HTML (`bench.pertoken.generation`).", ""]
 
     w = res["whole"]
@@ -341,6 +359,10 @@ def report(res: dict, cmd: str, started: str, elapsed: float) -> str:
              ["Python TokenStreams, events not made", f"{s['python_tps'] / 1e6:.2f}", _x(s["ratio"])],
              ["Python TokenStreams, events read", f"{s['python_events_tps'] / 1e6:.2f}",
               _x(s["ratio_events"])]]) + [""]
+    ph = s["native_phases_s"]
+    L += [f"Native run by phase (median of the repetitions' last runs): making the {s['streams']} parsers "
+          f"{ph[0] * 1e3:.0f} ms, feeding {ph[1] * 1e3:.0f} ms ({ph[1] / (s['streams'] * s['steps']) * 1e9:.0f} ns "
+          f"per id), finalizing {ph[2] * 1e3:.0f} ms.", ""]
 
     ld = res["load"]
     L += ["## Loading the table file", "",
@@ -360,7 +382,7 @@ def report(res: dict, cmd: str, started: str, elapsed: float) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.native_runtime", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--lengths", default="1024,16384,131072")
     ap.add_argument("--window", type=int, default=512)
     ap.add_argument("--streams", type=int, default=256)
@@ -408,7 +430,14 @@ def main(argv=None) -> int:
         cc = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     except Exception:  # noqa: BLE001 - informative only
         pass
-    res = {"native_version": nat("load", 0)["version"], "native_build": args.native_build, "cc": cc,
+    def git(*a):
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    dirty = [x for x in git("status", "--porcelain", "--", "native/src", "native/include").splitlines() if x]
+    src = f"native/src at {git('log', '-1', '--format=%h', '--', 'native/src', 'native/include')}" + (
+        f" plus uncommitted edits to {len(dirty)} files (built from the working tree)" if dirty else "")
+    res = {"native_src": src, "load_average": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+           "native_version": nat("load", 0)["version"], "native_build": args.native_build, "cc": cc,
            "vocab": vocab.name, "vocab_source": vocab.source, "vocab_size": binding.vocab.size,
            "tables_bytes": tables.stat().st_size}
 
@@ -418,7 +447,7 @@ def main(argv=None) -> int:
         res["per_token"].append(per_token(nat, binding, vocab.tok, kind, lengths, args.window, args.reps, tmp))
         for r in res["per_token"][-1]["rows"]:
             log(f"  {r['length']:>7}: native {r['native_ns']:.0f} ns, Python {r['python_ns']:.0f} ns, "
-                f"{r['ratio']:.2f}x, native flat {r['native_flat']:.2f}")
+                f"{r['ratio']:.2f}x, native flat {r['native_flat']:.2f}; engine only {r['core_ns']:.0f} ns")
     log("whole sequence from ids")
     res["whole"] = whole_ids(nat, binding, vocab.tok, max(lengths), max(3, args.reps // 2), args.min_s, tmp)
     log(f"  {res['whole']['ratio']:.2f}x")

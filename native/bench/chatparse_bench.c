@@ -10,6 +10,10 @@
  *       are fed untimed (4096 per call), then the WINDOW ids of [L - WINDOW, L) one per call, timed as one
  *       loop (each call's returned events freed, as a caller must): ns_per_token[rep][length]. REPS passes,
  *       each with a new parser; the rest is fed and finalized after the last window.
+ *   chatparse-bench TABLES.cpt pertoken-core IDS WINDOW L1,L2,... REPS
+ *       the same through the library's internal token stream (cp_tok_stream_feed: events made as values and
+ *       freed, never written as JSON): a diagnostic of what the public API's JSON costs per call. Uses
+ *       native/src's internal headers, which may change with the engine.
  *   chatparse-bench TABLES.cpt ids IDS MIN_S [check]
  *       cp_parse_ids on the whole sequence (prompt ""): s_per_call.
  *   chatparse-bench TABLES.cpt text TEXT MIN_S [check]
@@ -17,7 +21,8 @@
  *   chatparse-bench TABLES.cpt streams MATRIX B MIN_S [check]
  *       B parsers (cp_parser_new_ids, prompt "") fed round-robin one id per call, MATRIX holding steps x B
  *       ids row by row (step k: stream 0, 1, ..., B-1), every call's events freed, then every parser
- *       finalized: s_per_call (parsers made, fed and finalized).
+ *       finalized: s_per_call (parsers made, fed and finalized); last_new_s, last_feed_s, last_finalize_s:
+ *       the last call's three phases.
  *
  * IDS and MATRIX files are raw little-endian int64. With `check` the message (the JSON list of the B
  * messages for streams) is printed too, under "message", for the driver to compare with Python's.
@@ -31,6 +36,9 @@
 #include <time.h>
 
 #include "chatparse.h"
+/* Internal headers, for the `core` variant of pertoken only (a diagnostic: the engine without the API's JSON). */
+#include "engine.h"
+#include "value.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -154,16 +162,19 @@ struct streams_ctx {
     size_t steps, b;
     cp_parser **ps;
     char **messages; /* the last call's (kept for `check`) */
+    double phase_s[3]; /* the last call's seconds making the parsers, feeding, finalizing */
 };
 
 static void streams_once(void *vctx) {
     struct streams_ctx *c = vctx;
     cp_error err = {0};
     size_t len;
+    double t0 = now_s();
     for (size_t j = 0; j < c->b; j++) {
         c->ps[j] = cp_parser_new_ids(c->tables, "", 0, NULL, 0, NULL, &err);
         if (!c->ps[j]) die("cp_parser_new_ids", &err);
     }
+    double t1 = now_s();
     const int64_t *row = c->mat;
     for (size_t k = 0; k < c->steps; k++, row += c->b) {
         for (size_t j = 0; j < c->b; j++) {
@@ -172,6 +183,7 @@ static void streams_once(void *vctx) {
             cp_free(ev);
         }
     }
+    double t2 = now_s();
     for (size_t j = 0; j < c->b; j++) {
         char *msg = NULL;
         size_t mlen;
@@ -182,10 +194,44 @@ static void streams_once(void *vctx) {
         c->messages[j] = msg;
         cp_parser_free(c->ps[j]);
     }
+    c->phase_s[0] = t1 - t0;
+    c->phase_s[1] = t2 - t1;
+    c->phase_s[2] = now_s() - t2;
 }
 
 /* One pass of the per-token workload: ns per token of each window (out[len_index]); *message: the final
  * message (caller frees). */
+static void pertoken_core_pass(const cp_tables *tables, const int64_t *ids, size_t n, size_t window,
+                               const size_t *lens, size_t n_lens, double *out) {
+    (void)n; /* the rest after the last window is not fed: no message to check */
+    cp_error err = {0};
+    cp_eng *eng = cp_eng_build(tables, &err);
+    if (!eng) die("cp_eng_build", &err);
+    cp_tok_stream *p = cp_tok_stream_new(eng, tables, "", 0, NULL, 0, 0, NULL, &CP_DIALECT_TRANSFORMERS, &err);
+    if (!p) die("cp_tok_stream_new", &err);
+    size_t pos = 0;
+    for (size_t li = 0; li < n_lens; li++) {
+        size_t start = lens[li] - window;
+        while (pos < start) {
+            size_t next = pos + 4096 < start ? pos + 4096 : start;
+            cp_value *ev = cp_tok_stream_feed(p, ids + pos, next - pos, &err);
+            if (!ev) die("cp_tok_stream_feed", &err);
+            cp_value_free(ev);
+            pos = next;
+        }
+        double t = now_s();
+        for (size_t i = start; i < lens[li]; i++) {
+            cp_value *ev = cp_tok_stream_feed(p, ids + i, 1, &err);
+            if (!ev) die("cp_tok_stream_feed", &err);
+            cp_value_free(ev);
+        }
+        out[li] = (now_s() - t) * 1e9 / (double)window;
+        pos = lens[li];
+    }
+    cp_tok_stream_free(p);
+    cp_eng_free(eng);
+}
+
 static void pertoken_pass(const cp_tables *tables, const int64_t *ids, size_t n, size_t window, const size_t *lens,
                           size_t n_lens, double *out, char **message) {
     cp_error err = {0};
@@ -238,6 +284,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: chatparse-bench TABLES.cpt load MIN_S\n"
             "       chatparse-bench TABLES.cpt pertoken IDS WINDOW L1,L2,... REPS [check]\n"
+            "       chatparse-bench TABLES.cpt pertoken-core IDS WINDOW L1,L2,... REPS\n"
             "       chatparse-bench TABLES.cpt ids IDS MIN_S [check]\n"
             "       chatparse-bench TABLES.cpt text TEXT MIN_S [check]\n"
             "       chatparse-bench TABLES.cpt streams MATRIX B MIN_S [check]\n");
@@ -261,7 +308,8 @@ int main(int argc, char **argv) {
     }
     const cp_tables *tables = load_tables(bytes, nbytes);
     free(bytes);
-    if (strcmp(mode, "pertoken") == 0) {
+    int core = strcmp(mode, "pertoken-core") == 0;
+    if (strcmp(mode, "pertoken") == 0 || core) {
         if (argc < 7) usage();
         size_t n;
         int64_t *ids = read_ids(argv[3], &n);
@@ -282,13 +330,17 @@ int main(int argc, char **argv) {
         double out[64];
         for (int r = 0; r < reps; r++) {
             cp_free(message);
-            pertoken_pass(tables, ids, n, window, lens, n_lens, out, &message);
+            message = NULL;
+            if (core)
+                pertoken_core_pass(tables, ids, n, window, lens, n_lens, out);
+            else
+                pertoken_pass(tables, ids, n, window, lens, n_lens, out, &message);
             printf("%s[", r ? "," : "");
             for (size_t li = 0; li < n_lens; li++) printf("%s%.4f", li ? "," : "", out[li]);
             printf("]");
         }
         printf("]");
-        if (check) printf(",\"message\":%s", message);
+        if (check && message) printf(",\"message\":%s", message);
         printf("}\n");
         cp_free(message);
         free(ids);
@@ -314,7 +366,7 @@ int main(int argc, char **argv) {
         free(text);
     } else if (strcmp(mode, "streams") == 0) {
         if (argc < 6) usage();
-        struct streams_ctx c = {tables, NULL, 0, (size_t)atol(argv[4]), NULL, NULL};
+        struct streams_ctx c = {tables, NULL, 0, (size_t)atol(argv[4]), NULL, NULL, {0, 0, 0}};
         size_t n;
         int64_t *mat = read_ids(argv[3], &n);
         if (c.b == 0 || n % c.b) die("matrix size is not a multiple of B", NULL);
@@ -325,6 +377,8 @@ int main(int argc, char **argv) {
         if (!c.ps || !c.messages) die("out of memory", NULL);
         double s = timed(streams_once, &c, atof(argv[5]), &calls);
         printf(",\"streams\":%zu,\"steps\":%zu,\"calls\":%ld,\"s_per_call\":%.9g", c.b, c.steps, calls, s);
+        printf(",\"last_new_s\":%.9g,\"last_feed_s\":%.9g,\"last_finalize_s\":%.9g", c.phase_s[0], c.phase_s[1],
+               c.phase_s[2]);
         if (check) {
             printf(",\"message\":[");
             for (size_t j = 0; j < c.b; j++) printf("%s%s", j ? "," : "", c.messages[j]);
