@@ -24,10 +24,13 @@
  * hold it); one longer than cp_error holds is cut (cp_error.truncated). Texts are bytes of generalized UTF-8;
  * those given to the regex hook (bodies) must be valid UTF-8, as the engine's input is.
  *
+ * Object sharing: a transform inserts looked-up values themselves in Python, so one naming a dict twice
+ * ({"function": {"arguments": "{arguments}"}, "raw": "{arguments}"}) holds that object at two places and the
+ * in-place steps after it (decode_json_strings, tool typing) change both. cp_values_make and cp_values_region do
+ * the same (values_shared.c: the steps run on a graph, copied into a tree at the end); cp_values_type on a value
+ * already made sees a tree, so typing there edits one place (use cp_values_region).
+ *
  * Where C differs from Python (known; no bundled template and no vector reaches them):
- *  - a transform's looked-up values are copied into its output: where a transform names one dict twice
- *    ({"function": {"arguments": "{arguments}"}, "raw": "{arguments}"}) Python inserts the same object, so the
- *    in-place steps after it (decode_json_strings, tool typing) change both places; here only the one they act on;
  *  - a python-calls 0x/0o/0b integer of more than 14300 bits is refused ("an integer of more than 4300 digits",
  *    the decimal limit's message; Python reads it and cannot print it);
  *  - json's string_delims given as a list of multi-character items that hold regex syntax (which regex.escape
@@ -111,6 +114,13 @@ cp_value *cp_values_json_values(const char *text, size_t len, cp_error *err);
  * messages), "Field 'x': transform_each requires ..." ValueErrors. */
 cp_value *cp_values_make(const char *body, size_t len, const cp_value *field, const cp_value *captures,
                          const cp_values_env *env, cp_error *err);
+
+/* A region's whole value: cp_values_make, then with a non-empty `params` the typing step of cp_values_type, in
+ * one call so that Python's object sharing is kept through the typing too (a transform that puts one dict at two
+ * places: Python's typing edits it at both; cp_values_make + cp_values_type would see two copies). Engines should
+ * call this; `params` NULL or {} is cp_values_make. */
+cp_value *cp_values_region(const char *body, size_t len, const cp_value *field, const cp_value *captures,
+                           const cp_value *params, const cp_values_env *env, cp_error *err);
 
 /* Tool name -> its parameter properties dict (Python's tool_params, JS toolParams): OpenAI-style entries
  * {"type": "function", "function": {...}} and bare {"name", "parameters"}; others skipped. `tools` NULL or

@@ -223,11 +223,21 @@ static cp_value *known_call(cp_value *value, const cp_value *params, const cp_va
     return args;
 }
 
+/* Append x to the new list `l`: a value of its own, or (shared) one the old list still holds. In the shared mode
+ * through an owned placeholder, so that a failure frees nothing shared. 0 or -1 (OOM; x freed unless shared). */
+static int put_new(cp_value *l, cp_value *x, int shared) {
+    if (!shared) return cp_list_append(l, x);
+    if (cp_list_append(l, cp_null()) < 0) return -1;
+    cp_value_free(l->u.list.items[l->u.list.len - 1]);
+    l->u.list.items[l->u.list.len - 1] = x;
+    return 0;
+}
+
 /* coerce_tool_calls in place; -1 on error. */
-static int coerce_calls(cp_value *value, const cp_value *params, cp_error *err) {
+static int coerce_calls(cp_value *value, const cp_value *params, vptrs *g, cp_error *err) {
     if (vpy_is_list(value)) {
         for (size_t i = 0; i < cp_list_len(value); i++)
-            if (coerce_calls(cp_list_get(value, i), params, err) < 0) return -1;
+            if (coerce_calls(cp_list_get(value, i), params, g, err) < 0) return -1;
         return 0;
     }
     const cp_value *props;
@@ -244,9 +254,10 @@ static int coerce_calls(cp_value *value, const cp_value *params, cp_error *err) 
         if (vpy_is_str(arg)) {
             cp_value *v = coerce_text(arg, &t, err);
             if (!v) { free(t.v); return -1; }
-            cp_value_free(m->value);
+            vg_drop(g, m->value);
             m->value = v;
-        } else if (vpy_is_list(arg) && !tn_has(&t, "array")) {
+        } else if (vpy_is_list(arg) && !tn_has(&t, "array") && !g) {
+            /* (a tree: the new list Python makes is the old one edited in place) */
             for (size_t k = 0; k < cp_list_len(arg); k++) {
                 cp_value *x = arg->u.list.items[k];
                 if (!vpy_is_str(x)) continue;
@@ -255,6 +266,17 @@ static int coerce_calls(cp_value *value, const cp_value *params, cp_error *err) 
                 cp_value_free(x);
                 arg->u.list.items[k] = v;
             }
+        } else if (vpy_is_list(arg) && !tn_has(&t, "array")) {
+            /* (shared objects: a new list holding the old one's other items themselves) */
+            cp_value *l = cp_list();
+            if (!l) { free(t.v); verr_oom(err); return -1; }
+            for (size_t k = 0; k < cp_list_len(arg); k++) {
+                cp_value *x = arg->u.list.items[k], *v = x;
+                if (vpy_is_str(x) && !(v = coerce_text(x, &t, err))) { vg_drop(g, l); free(t.v); return -1; }
+                if (put_new(l, v, v == x) < 0) { vg_drop(g, l); free(t.v); verr_oom(err); return -1; }
+            }
+            vg_drop(g, m->value);
+            m->value = l;
         }
         free(t.v);
     }
@@ -276,18 +298,21 @@ static int is_type(const cp_value *v, const cp_value *type) {
 }
 
 /* fit_value: the typed value (new) of `v` with its text `text` (NULL: none). */
-static cp_value *fit_value(const cp_value *v, const tnames *types, const cp_value *text, cp_error *err) {
+/* fit_value: the typed value of `v` with its text `text` (NULL: none): a new value, or NULL with *kept = 1 when
+ * `v` itself stays (Python keeps the same object), or NULL with *kept = 0 and err on a failure. */
+static cp_value *fit_value(const cp_value *v, const tnames *types, const cp_value *text, int *kept, cp_error *err) {
     cp_value *out = NULL;
+    *kept = 0;
     if (vpy_is_str(v) || vpy_is_str(text)) {
         const cp_value *s = vpy_is_str(v) ? v : text;
         int r = cast_first(s->u.string.bytes, s->u.string.len, types, 1, &out, err);
         if (r < 0) return NULL;
         if (r == 1) return out;
-        out = cp_value_copy(v);   /* (a str v: the text itself; else v stays) */
-        return out ? out : verr_oom(err);
+        *kept = 1;   /* (a str v: the text itself; else v stays) */
+        return NULL;
     }
     for (size_t i = 0; i < types->n; i++)
-        if (is_type(v, types->v[i])) { out = cp_value_copy(v); return out ? out : verr_oom(err); }
+        if (is_type(v, types->v[i])) { *kept = 1; return NULL; }
     if (tn_has(types, "string")) {
         cp_json_dump_options o = cp_json_dump_defaults();
         o.ensure_ascii = 0;
@@ -297,9 +322,10 @@ static cp_value *fit_value(const cp_value *v, const tnames *types, const cp_valu
         out = cp_string_take(d, n);
         return out ? out : verr_oom(err);
     }
-    out = cp_value_copy(v);
-    return out ? out : verr_oom(err);
+    *kept = 1;
+    return NULL;
 }
+
 
 /* the texts' arguments dict for a call, when its keys are the call's keys in the same order */
 static const cp_value *call_texts(const cp_value *args, const cp_value *texts) {
@@ -313,11 +339,11 @@ static const cp_value *call_texts(const cp_value *args, const cp_value *texts) {
     return targs;
 }
 
-static int type_calls(cp_value *value, const cp_value *params, const cp_value *texts, cp_error *err) {
+static int type_calls(cp_value *value, const cp_value *params, const cp_value *texts, vptrs *g, cp_error *err) {
     if (vpy_is_list(value)) {
         int twins = vpy_is_list(texts) && cp_list_len(texts) == cp_list_len(value);
         for (size_t i = 0; i < cp_list_len(value); i++)
-            if (type_calls(cp_list_get(value, i), params, twins ? cp_list_get(texts, i) : NULL, err) < 0) return -1;
+            if (type_calls(cp_list_get(value, i), params, twins ? cp_list_get(texts, i) : NULL, g, err) < 0) return -1;
         return 0;
     }
     const cp_value *props;
@@ -333,20 +359,27 @@ static int type_calls(cp_value *value, const cp_value *params, const cp_value *t
         if (!t.n) { free(t.v); continue; }
         const cp_value *text = arg_texts ? cp_object_get(arg_texts, m->key, m->key_len) : NULL;
         cp_value *arg = m->value, *v;
+        int kept;
         if (vpy_is_list(arg) && !tn_has(&t, "array") && !vpy_is_str(text)) {
+            /* a new list: typed items, and the old list's other items themselves (moved out of it in a tree,
+             * shared with it otherwise) */
             int each = vpy_is_list(text) && cp_list_len(text) == cp_list_len(arg);
             v = cp_list();
             if (!v) { free(t.v); verr_oom(err); return -1; }
             for (size_t k = 0; k < cp_list_len(arg); k++) {
-                cp_value *x = fit_value(cp_list_get(arg, k), &t, each ? cp_list_get(text, k) : NULL, err);
-                if (!x || cp_list_append(v, x) < 0) { cp_value_free(v); free(t.v); if (x) verr_oom(err); return -1; }
+                cp_value *item = arg->u.list.items[k];
+                cp_value *x = fit_value(item, &t, each ? cp_list_get(text, k) : NULL, &kept, err);
+                if (!x && !kept) { vg_drop(g, v); free(t.v); return -1; }
+                if (kept && !g) arg->u.list.items[k] = NULL;   /* (moved) */
+                if (put_new(v, kept ? item : x, kept && g) < 0) { vg_drop(g, v); free(t.v); verr_oom(err); return -1; }
             }
         } else {
-            v = fit_value(arg, &t, text, err);
-            if (!v) { free(t.v); return -1; }
+            v = fit_value(arg, &t, text, &kept, err);
+            if (!v && !kept) { free(t.v); return -1; }
         }
         free(t.v);
-        cp_value_free(m->value);
+        if (!v) continue;   /* (the argument itself stays) */
+        vg_drop(g, m->value);
         m->value = v;
     }
     return 0;
@@ -369,30 +402,34 @@ static int text_field(const cp_value *field, cp_value **twin) {
     return 0;
 }
 
+int vtype_value(cp_value *value, const char *body, size_t len, const cp_value *field, const cp_value *captures,
+                const cp_value *params, const cp_values_env *env, vptrs *g, cp_error *err) {
+    if (!params || !cp_object_len(params)) return 0;
+    const cp_value *mode = vpy_is_dict(field) ? cp_object_get_cstr(field, "argument_types") : NULL;
+    if (!cp_string_equals(mode, "schema")) return coerce_calls(value, params, g, err);
+    cp_value *texts = NULL, *twin;
+    if (text_field(field, &twin) < 0) { verr_oom(err); return -1; }
+    if (twin) {
+        cp_error e = {0};
+        texts = cp_values_make(body, len, twin, captures, env, &e);
+        cp_value_free(twin);
+        if (!texts && !cp_values_is_recoverable(e.exception) && strcmp(e.exception, "RecursionError") != 0) {
+            if (err && !err->failed) *err = e;
+            return -1;
+        }
+    }
+    int r = type_calls(value, params, texts, g, err);
+    cp_value_free(texts);
+    return r;
+}
+
 cp_value *cp_values_type(cp_value *value, const char *body, size_t len, const cp_value *field,
                          const cp_value *captures, const cp_value *params, const cp_values_env *env,
                          cp_error *err) {
     if (!value) return NULL;
-    if (!params || !cp_object_len(params)) return value;
-    const cp_value *mode = vpy_is_dict(field) ? cp_object_get_cstr(field, "argument_types") : NULL;
-    int r;
-    if (!cp_string_equals(mode, "schema")) r = coerce_calls(value, params, err);
-    else {
-        cp_value *texts = NULL, *twin;
-        if (text_field(field, &twin) < 0) { cp_value_free(value); return verr_oom(err); }
-        if (twin) {
-            cp_error e = {0};
-            texts = cp_values_make(body, len, twin, captures, env, &e);
-            cp_value_free(twin);
-            if (!texts && !cp_values_is_recoverable(e.exception) && strcmp(e.exception, "RecursionError") != 0) {
-                if (err && !err->failed) *err = e;
-                cp_value_free(value);
-                return NULL;
-            }
-        }
-        r = type_calls(value, params, texts, err);
-        cp_value_free(texts);
+    if (vtype_value(value, body, len, field, captures, params, env, NULL, err) < 0) {
+        cp_value_free(value);
+        return NULL;
     }
-    if (r < 0) { cp_value_free(value); return NULL; }
     return value;
 }

@@ -100,4 +100,45 @@ long long vjson_too_deep_at(const char *s, size_t n);
 cp_value *vparse(const char *text, size_t len, int is_none, const cp_value *name, const cp_value *args,
                  const cp_values_env *env, int unescape, cp_error *err);
 
+/* ---- Python's object sharing (values_shared.c) ----
+ * Where a transform puts one dict at two places, Python's output holds the same object twice, and the in-place
+ * steps after the transform (decode_json_strings, tool typing) change it at both. The transform then builds a
+ * graph: looked-up values inserted themselves, not copied; replaced values kept until the end (a "graveyard"),
+ * since another place may still hold them; the graph copied into a tree at the end and every node freed once. */
+typedef struct vptrs {
+    cp_value **v;
+    size_t n, cap;
+    int oom;
+} vptrs;
+/* Append p (on allocation failure: oom set, p not kept). */
+void vp_push(vptrs *s, cp_value *p);
+void vp_free(vptrs *s);
+/* A value replaced at its place: freed now (g NULL: a tree) or kept in g for vshared_free. */
+void vg_drop(vptrs *g, cp_value *old);
+/* d[key] = v keeping the key's place; the old value to vg_drop (g NULL: cp_object_set). 0, or -1 (OOM, v freed). */
+int vset_member(cp_value *d, const char *key, size_t n, cp_value *v, vptrs *g);
+/* Whether one dict is reachable from two of `sources` (or twice from one): then in-place steps could tell copies
+ * from shared objects. -1 on allocation failure. */
+int vshared_aliased(const vptrs *sources);
+
+/* The bookkeeping of one shared build: the nodes made by the transform (fresh), the values replaced (grave), and
+ * what the final free needs, all reserved up front (vshared_init) so that the free allocates nothing unless the
+ * steps made more nodes than reserved (then a failed allocation there leaks, never frees twice). */
+typedef struct vshared {
+    vptrs fresh, grave, all, stack;
+    uintptr_t *slot;
+    size_t slot_cap, slot_n;
+} vshared;
+/* Reserve for about `nodes` nodes; -1 on allocation failure (then vshared_free(sh, NULL, 0) releases it). */
+int vshared_init(vshared *sh, size_t nodes);
+/* Free every node reachable from `roots`, sh->fresh and sh->grave exactly once (a graph: shared nodes, detached
+ * children), and the bookkeeping. */
+void vshared_free(vshared *sh, cp_value *const *roots, size_t n_roots);
+/* Nodes of a value (a tree), for the reservation. */
+size_t vshared_count(const cp_value *v);
+
+/* Tool typing of `value` in place (cp_values_type without consuming; g as vg_drop): 0 or -1 with err. */
+int vtype_value(cp_value *value, const char *body, size_t len, const cp_value *field, const cp_value *captures,
+                const cp_value *params, const cp_values_env *env, vptrs *g, cp_error *err);
+
 #endif /* CHATPARSE_VALUES_INTERNAL_H */

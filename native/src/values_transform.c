@@ -136,8 +136,7 @@ static cp_value *resolve(const char *path, size_t n, const scope *sc, cp_error *
         v = next;
         i += 1 + kl;
     }
-    cp_value *out = cp_value_copy(v);
-    return out ? out : verr_oom(err);
+    return (cp_value *)v;   /* (the caller copies it, or inserts it itself in the shared mode) */
 }
 
 static int listed(const cp_value *optional, const char *root, size_t n) {
@@ -148,39 +147,90 @@ static int listed(const cp_value *optional, const char *root, size_t n) {
     return 0;
 }
 
-static cp_value *apply(const cp_value *t, const scope *sc, const cp_value *optional, int depth,
-                       const cp_values_env *env, cp_error *err) {
+/* How a transform is built: looked-up values copied (a tree: `sources` collects the looked-up containers, for
+ * vshared_aliased), or inserted themselves (`share`: a graph; every node made here goes to `fresh` as soon as it
+ * exists and nothing is freed here on failure: vshared_free frees it all). */
+typedef struct tctx {
+    const scope *sc;
+    const cp_value *optional;
+    const cp_values_env *env;
+    int share;
+    vptrs *sources;
+    vptrs *fresh;
+    cp_error *err;
+} tctx;
+
+static cp_value *made(tctx *c, cp_value *x) {   /* a node made here: registered in the shared mode */
+    if (!x) return verr_oom(c->err);
+    if (c->share) {
+        vp_push(c->fresh, x);
+        if (c->fresh->oom) { cp_value_free(x); return verr_oom(c->err); }   /* (x holds nothing shared yet) */
+    }
+    return x;
+}
+
+/* Append / set a child: in the shared mode through an owned placeholder, so that a failure frees no shared node. */
+static int put_item(tctx *c, cp_value *list, cp_value *x) {
+    if (!c->share) {
+        if (cp_list_append(list, x) < 0) { verr_oom(c->err); return -1; }
+        return 0;
+    }
+    if (cp_list_append(list, cp_null()) < 0) { verr_oom(c->err); return -1; }
+    cp_value_free(list->u.list.items[list->u.list.len - 1]);
+    list->u.list.items[list->u.list.len - 1] = x;
+    return 0;
+}
+static int put_member(tctx *c, cp_value *obj, const char *key, size_t n, cp_value *x) {
+    if (!c->share) {
+        if (cp_object_set(obj, key, n, x) < 0) { verr_oom(c->err); return -1; }
+        return 0;
+    }
+    if (cp_object_set(obj, key, n, cp_null()) < 0) { verr_oom(c->err); return -1; }
+    cp_member *m = (cp_member *)cp_object_at(obj, cp_object_len(obj) - 1);   /* (template keys are distinct) */
+    cp_value_free(m->value);
+    m->value = x;
+    return 0;
+}
+
+static cp_value *apply(tctx *c, const cp_value *t, int depth) {
+    cp_error *err = c->err;
     if (depth > CP_JSON_MAX_DEPTH) return verr(err, "RecursionError", "maximum recursion depth exceeded");
     const char *path;
     size_t n;
     if (vpy_is_list(t)) {
-        cp_value *out = cp_list();
-        if (!out) return verr_oom(err);
+        cp_value *out = made(c, cp_list());
+        if (!out) return NULL;
         for (size_t i = 0; i < cp_list_len(t); i++) {
-            cp_value *x = apply(cp_list_get(t, i), sc, optional, depth + 1, env, err);
-            if (!x) { cp_value_free(out); return NULL; }
-            if (cp_list_append(out, x) < 0) { cp_value_free(out); return verr_oom(err); }
+            cp_value *x = apply(c, cp_list_get(t, i), depth + 1);
+            if (!x || put_item(c, out, x) < 0) { if (!c->share) cp_value_free(out); return NULL; }
         }
         return out;
     }
     if (vpy_is_dict(t)) {
-        cp_value *out = cp_object();
-        if (!out) return verr_oom(err);
+        cp_value *out = made(c, cp_object());
+        if (!out) return NULL;
         for (size_t i = 0; i < cp_object_len(t); i++) {
             const cp_member *m = cp_object_at(t, i);
-            if (optional && placeholder(m->value, &path, &n, env)) {
+            if (c->optional && placeholder(m->value, &path, &n, c->env)) {
                 size_t rl = root_len(path, n);
-                if (listed(optional, path, rl) && !scope_get(sc, path, rl)) continue;
+                if (listed(c->optional, path, rl) && !scope_get(c->sc, path, rl)) continue;
             }
-            cp_value *x = apply(m->value, sc, optional, depth + 1, env, err);
-            if (!x) { cp_value_free(out); return NULL; }
-            if (cp_object_set(out, m->key, m->key_len, x) < 0) { cp_value_free(out); return verr_oom(err); }
+            cp_value *x = apply(c, m->value, depth + 1);
+            if (!x || put_member(c, out, m->key, m->key_len, x) < 0) { if (!c->share) cp_value_free(out); return NULL; }
         }
         return out;
     }
-    if (placeholder(t, &path, &n, env)) return resolve(path, n, sc, err);
-    cp_value *c = cp_value_copy(t);
-    return c ? c : verr_oom(err);
+    if (placeholder(t, &path, &n, c->env)) {
+        cp_value *v = resolve(path, n, c->sc, err);
+        if (!v || c->share) return v;
+        if (c->sources && (vpy_is_dict(v) || vpy_is_list(v))) {
+            vp_push(c->sources, v);
+            if (c->sources->oom) return verr_oom(err);
+        }
+        cp_value *copy = cp_value_copy(v);
+        return copy ? copy : verr_oom(err);
+    }
+    return made(c, cp_value_copy(t));
 }
 
 /* ------------------------------------------------------------------------------------------------ steps */
@@ -240,7 +290,7 @@ static cp_value *rename_aliases(cp_value *value, const cp_value *aliases, cp_err
     return value;
 }
 
-static int decode_path(cp_value *d, const char *path, size_t n) {
+static int decode_path(cp_value *d, const char *path, size_t n, vptrs *g) {
     size_t i = 0;
     for (;;) {
         const char *dot = memchr(path + i, '.', n - i);
@@ -252,7 +302,7 @@ static int decode_path(cp_value *d, const char *path, size_t n) {
             cp_value *v = vjson_loads(text->u.string.bytes, text->u.string.len, &e);
             if (!v) return strcmp(e.exception, "MemoryError") == 0 ? -1 : 0;
             if (!vpy_is_dict(v)) { cp_value_free(v); return 0; }
-            return cp_object_set(d, path + i, kl, v);
+            return vset_member(d, path + i, kl, v, g);
         }
         d = cp_object_get(d, path + i, kl);
         if (!vpy_is_dict(d)) return 0;
@@ -260,7 +310,7 @@ static int decode_path(cp_value *d, const char *path, size_t n) {
     }
 }
 
-static int decode_json_strings(cp_value *value, const cp_value *paths, cp_error *err) {
+static int decode_json_strings(cp_value *value, const cp_value *paths, vptrs *g, cp_error *err) {
     size_t count = vpy_is_list(value) ? cp_list_len(value) : 1;
     for (size_t k = 0; k < count; k++) {
         cp_value *d = vpy_is_list(value) ? cp_list_get(value, k) : value;
@@ -268,7 +318,7 @@ static int decode_json_strings(cp_value *value, const cp_value *paths, cp_error 
         for (size_t p = 0; p < cp_list_len(paths); p++) {
             const cp_value *path = cp_list_get(paths, p);
             if (!vpy_is_str(path)) continue;
-            if (decode_path(d, path->u.string.bytes, path->u.string.len) < 0) { verr_oom(err); return -1; }
+            if (decode_path(d, path->u.string.bytes, path->u.string.len, g) < 0) { verr_oom(err); return -1; }
         }
     }
     return 0;
@@ -335,10 +385,91 @@ static int unwrap_match(void *arg, const cp_vmatch *m) {
     return 0;
 }
 
-cp_value *cp_values_make(const char *body, size_t len, const cp_value *field, const cp_value *captures,
-                         const cp_values_env *env, cp_error *err) {
+/* The transform of `value` (consumed) as a tree, with the looked-up containers in c->sources; NULL with err. */
+static cp_value *transform(tctx *c, const cp_value *t, const cp_value *field, const cp_value *caps, cp_value *value) {
+    cp_error *err = c->err;
+    if (!vpy_truthy(cp_object_get_cstr(field, "transform_each"))) {
+        scope sc = {caps, NULL, value};
+        c->sc = &sc;
+        return apply(c, t, 0);
+    }
+    const cp_value *name = cp_object_get_cstr(field, "name");
+    size_t nn = 0;
+    const char *ns = vpy_is_str(name) ? cp_string_bytes(name, &nn) : "";
+    if (!vpy_is_list(value)) {
+        vbuf m = {0};
+        vb_puts(&m, "Field '");
+        vb_put(&m, ns, nn);
+        vb_printf(&m, "': transform_each requires the parsed content to be a list, got %s.", vpy_type_name(value));
+        return verr_buf(err, "ValueError", &m);
+    }
+    cp_value *out = made(c, cp_list());
+    if (!out) return NULL;
+    for (size_t i = 0; i < cp_list_len(value); i++) {
+        const cp_value *el = cp_list_get(value, i);
+        if (!vpy_is_dict(el)) {
+            vbuf m = {0};
+            vb_puts(&m, "Field '");
+            vb_put(&m, ns, nn);
+            vb_printf(&m, "': transform_each requires each list element to be a dict, got %s.", vpy_type_name(el));
+            if (!c->share) cp_value_free(out);
+            return verr_buf(err, "ValueError", &m);
+        }
+        scope sc = {caps, el, NULL};
+        c->sc = &sc;
+        cp_value *x = apply(c, t, 0);
+        if (!x || put_item(c, out, x) < 0) { if (!c->share) cp_value_free(out); return NULL; }
+    }
+    return out;
+}
+
+/* The steps after the transform (decode_json_strings; tool typing with params): 0 or -1 with err. */
+static int after(cp_value *value, const char *body, size_t len, const cp_value *field, const cp_value *captures,
+                 const cp_value *params, const cp_values_env *env, vptrs *g, cp_error *err) {
+    const cp_value *paths = cp_object_get_cstr(field, "decode_json_strings");
+    if (vpy_is_list(paths) && cp_list_len(paths) && decode_json_strings(value, paths, g, err) < 0) return -1;
+    if (params && vtype_value(value, body, len, field, captures, params, env, g, err) < 0) return -1;
+    if (g && g->oom) { verr_oom(err); return -1; }
+    return 0;
+}
+
+/* A transform whose output holds one dict at two places: Python's shared objects (values_shared.c). `value`
+ * consumed. The looked-up values are inserted themselves, the steps run on that graph, and a tree copy of it is
+ * the value. */
+static cp_value *shared_make(const cp_value *t, const cp_value *field, const cp_value *captures, cp_value *value,
+                             const char *body, size_t len, const cp_value *params, const cp_values_env *env,
+                             cp_error *err) {
+    vshared sh;
+    size_t elements = vpy_is_list(value) ? cp_list_len(value) : 0;
+    size_t nodes = vshared_count(value) + (captures ? vshared_count(captures) : 0) + vshared_count(t) * (elements + 1);
+    if (vshared_init(&sh, nodes) < 0) {
+        vshared_free(&sh, NULL, 0);
+        cp_value_free(value);
+        return verr_oom(err);
+    }
+    cp_value *caps = vpy_is_dict(captures) ? cp_value_copy(captures) : NULL;   /* (the caller's stays untouched) */
+    tctx c = {NULL, NULL, env, 1, NULL, &sh.fresh, err};
+    const cp_value *optional = cp_object_get_cstr(field, "optional_placeholders");
+    c.optional = vpy_truthy(optional) && vpy_is_list(optional) ? optional : NULL;
+    cp_value *out = NULL, *result = NULL;
+    if (vpy_is_dict(captures) && !caps) verr_oom(err);
+    else out = transform(&c, t, field, caps, value);
+    if (out && after(out, body, len, field, captures, params, env, &sh.grave, err) == 0) {
+        result = cp_value_copy(out);
+        if (!result) verr_oom(err);
+    }
+    cp_value *roots[3] = {out, value, caps};
+    vshared_free(&sh, roots, 3);
+    return result;
+}
+
+/* A region's value, typed when params is given (NULL: cp_values_make). */
+static cp_value *make(const char *body, size_t len, const cp_value *field, const cp_value *captures,
+                      const cp_value *params, const cp_values_env *env, cp_error *err) {
     if (!body) { body = ""; len = 0; }
     if (!vpy_is_dict(field)) return verr(err, "TypeError", "a field must be a dict, got %s", vpy_type_name(field));
+    const char *raw = body;
+    size_t raw_len = len;   /* (typing's text twin reads the body as given) */
     const cp_value *pattern = cp_object_get_cstr(field, "unwrap_pattern");
     unwrap_ctx u = {body, {0}, 0, 0};
     if (pattern && cp_type_of(pattern) != CP_NULL) {
@@ -371,52 +502,41 @@ cp_value *cp_values_make(const char *body, size_t len, const cp_value *field, co
     }
     const cp_value *t = cp_object_get_cstr(field, "transform");
     if (t && cp_type_of(t) != CP_NULL) {
+        vptrs sources = {0};
+        tctx c = {NULL, NULL, env, 0, &sources, NULL, err};
         const cp_value *optional = cp_object_get_cstr(field, "optional_placeholders");
-        if (!vpy_truthy(optional) || !vpy_is_list(optional)) optional = NULL;
+        c.optional = vpy_truthy(optional) && vpy_is_list(optional) ? optional : NULL;
         const cp_value *caps = vpy_is_dict(captures) ? captures : NULL;
-        cp_value *out;
-        if (!vpy_truthy(cp_object_get_cstr(field, "transform_each"))) {
-            scope sc = {caps, NULL, value};
-            out = apply(t, &sc, optional, 0, env, err);
-        } else {
-            const cp_value *name = cp_object_get_cstr(field, "name");
-            size_t nn = 0;
-            const char *ns = vpy_is_str(name) ? cp_string_bytes(name, &nn) : "";
-            if (!vpy_is_list(value)) {
-                vbuf m = {0};
-                vb_puts(&m, "Field '");
-                vb_put(&m, ns, nn);
-                vb_printf(&m, "': transform_each requires the parsed content to be a list, got %s.", vpy_type_name(value));
-                cp_value_free(value);
-                return verr_buf(err, "ValueError", &m);
-            }
-            out = cp_list();
-            if (!out) { cp_value_free(value); return verr_oom(err); }
-            for (size_t i = 0; i < cp_list_len(value); i++) {
-                const cp_value *el = cp_list_get(value, i);
-                if (!vpy_is_dict(el)) {
-                    vbuf m = {0};
-                    vb_puts(&m, "Field '");
-                    vb_put(&m, ns, nn);
-                    vb_printf(&m, "': transform_each requires each list element to be a dict, got %s.", vpy_type_name(el));
-                    cp_value_free(out);
-                    cp_value_free(value);
-                    return verr_buf(err, "ValueError", &m);
-                }
-                scope sc = {caps, el, NULL};
-                cp_value *x = apply(t, &sc, optional, 0, env, err);
-                if (!x) { cp_value_free(out); out = NULL; break; }
-                if (cp_list_append(out, x) < 0) { cp_value_free(out); out = NULL; verr_oom(err); break; }
-            }
+        cp_value *out = transform(&c, t, field, caps, value);
+        int aliased = 0;
+        if (out && sources.n > 1) {
+            const cp_value *paths = cp_object_get_cstr(field, "decode_json_strings");
+            int edits = (vpy_is_list(paths) && cp_list_len(paths)) || (params && cp_object_len(params));
+            aliased = edits ? vshared_aliased(&sources) : 0;   /* (without an in-place step a copy is the same) */
+        }
+        vp_free(&sources);
+        if (aliased < 0) { cp_value_free(out); cp_value_free(value); return verr_oom(err); }
+        if (aliased) {
+            cp_value_free(out);
+            return shared_make(t, field, captures, value, raw, raw_len, params, env, err);
         }
         cp_value_free(value);
         if (!out) return NULL;
         value = out;
     }
-    const cp_value *paths = cp_object_get_cstr(field, "decode_json_strings");
-    if (vpy_is_list(paths) && cp_list_len(paths) && decode_json_strings(value, paths, err) < 0) {
+    if (after(value, raw, raw_len, field, captures, params, env, NULL, err) < 0) {
         cp_value_free(value);
         return NULL;
     }
     return value;
+}
+
+cp_value *cp_values_make(const char *body, size_t len, const cp_value *field, const cp_value *captures,
+                         const cp_values_env *env, cp_error *err) {
+    return make(body, len, field, captures, NULL, env, err);
+}
+
+cp_value *cp_values_region(const char *body, size_t len, const cp_value *field, const cp_value *captures,
+                           const cp_value *params, const cp_values_env *env, cp_error *err) {
+    return make(body, len, field, captures, params && cp_object_len(params) ? params : NULL, env, err);
 }

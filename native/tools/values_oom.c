@@ -44,7 +44,8 @@ static cp_value *J(const char *s) {
 }
 
 typedef struct op {
-    const char *kind;     /* make | parse | coerce | pycalls | jsonvalues */
+    const char *kind;     /* make (+ type) | region (make and type in one, shared objects) | parse | coerce |
+                             pycalls | jsonvalues */
     const char *spec;     /* make: field JSON; parse: [name, args] JSON; coerce: types JSON */
     const char *text;     /* the body */
 } op;
@@ -70,6 +71,14 @@ static const op OPS[] = {
      "{\"a\": {\"c\": 1, \"d\": 2}}"},
     {"make", "{\"name\":\"c\",\"content\":\"json\",\"content_args\":{},\"transform\":{\"id\":\"{id}\",\"n\":\"{name}\"},"
              "\"optional_placeholders\":[\"id\"]}", "{}"},
+    {"region", "{\"name\":\"t\",\"content\":\"json\",\"content_args\":{},\"transform\":{\"type\":\"function\","
+               "\"function\":{\"name\":\"{name}\",\"arguments\":\"{arguments}\"},\"raw\":\"{arguments}\"},"
+               "\"transform_each\":true,\"decode_json_strings\":[\"function.arguments\",\"raw.x\"]}",
+     "[{\"name\": \"f\", \"arguments\": {\"i\": \"1\", \"x\": \"{\\\"k\\\": 2}\", \"l\": [\"3\", 4]}}, "
+     "{\"name\": \"f\", \"arguments\": \"{\\\"i\\\": \\\"5\\\"}\"}]"},
+    {"region", "{\"name\":\"t\",\"content\":\"json\",\"content_args\":{},\"argument_types\":\"schema\","
+               "\"transform\":[{\"function\":\"{content}\"},{\"function\":\"{content}\"},\"{content.arguments}\"]}",
+     "{\"name\": \"f\", \"arguments\": {\"i\": \"1\", \"s\": 2, \"l\": \"7\"}}"},
     {"parse", "[\"json\", {\"string_delims\": [[\"\", \"\"]], \"allow_non_json\": true}]", "ab{c}"},
     {"parse", "[\"json\", {\"string_delims\": [[\"<\", \">\"], [\"[\", \"]\"]], \"unquoted_keys\": 1}]", "{a:<x>,b:[y]}"},
     {"parse", "[\"json\", {}]", "{\"a\": bad}"},
@@ -98,6 +107,13 @@ static cp_value *run(const op *o, const cp_value *spec, const cp_value *tools, c
         if (!params) return NULL;
         cp_value *v = cp_values_make(o->text, n, spec, NULL, NULL, e);
         if (v) v = cp_values_type(v, o->text, n, spec, NULL, params, NULL, e);
+        cp_value_free(params);
+        return v;
+    }
+    if (strcmp(o->kind, "region") == 0) {
+        cp_value *params = cp_values_tool_params(tools, e);
+        if (!params) return NULL;
+        cp_value *v = cp_values_region(o->text, n, spec, NULL, params, NULL, e);
         cp_value_free(params);
         return v;
     }

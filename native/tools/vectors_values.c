@@ -12,7 +12,7 @@
  *   {"json_end": text, "expect": J in code points | null}   -> JsonEnd fed whole, byte by byte and in 3-byte
  *                                                               pieces (all three must agree)
  *   {"make": {"field", "body", "captures"[, "tools"]}, "regex": {pattern: translation}}
- *                                                           -> cp_values_make (+ cp_values_type with tools), the
+ *                                                           -> cp_values_make (cp_values_region with tools), the
  *                                                              content regexes run by regex.h
  *
  * A case passes when the value is the expected one (strictly: same types - int is not float, bool is not int -,
@@ -210,14 +210,12 @@ static cp_value *run_case(const cp_value *c, cp_error *err, const char **kind) {
         cp_values_env env = {.regex = &rx};
         const cp_value *field = cp_object_get_cstr(x, "field"), *captures = cp_object_get_cstr(x, "captures");
         const char *body = cp_string_bytes(cp_object_get_cstr(x, "body"), &n);
-        cp_value *v = cp_values_make(body, n, field, captures, &env, err);
         const cp_value *tools = cp_object_get_cstr(x, "tools");
-        if (v && tools) {
-            cp_value *params = cp_values_tool_params(tools, err);
-            if (!params) { cp_value_free(v); return NULL; }
-            v = cp_values_type(v, body, n, field, captures, params, &env, err);
-            cp_value_free(params);
-        }
+        if (!tools) return cp_values_make(body, n, field, captures, &env, err);
+        cp_value *params = cp_values_tool_params(tools, err);
+        if (!params) return NULL;
+        cp_value *v = cp_values_region(body, n, field, captures, params, &env, err);
+        cp_value_free(params);
         return v;
     }
     *kind = NULL;
