@@ -19,7 +19,7 @@
  * except `value` of cp_values_type, which is consumed. On failure NULL is returned and `err` filled (err may
  * be NULL). Exception classes used: ValueError, TypeError, KeyError, AttributeError, JSONDecodeError (a
  * ValueError in Python: cp_values_is_value_error), RecursionError, MemoryError (every allocation failure, with
- * nothing leaked), and "error" (the regex module's exception for an invalid pattern, as the regex hook reports
+ * nothing leaked - but see values_internal.h "vshared" for the one rare exception), and "error" (the regex module's exception for an invalid pattern, as the regex hook reports
  * it). A message is the exception's args[0] where that is a str (a KeyError's is the key itself, as the vectors
  * hold it); one longer than cp_error holds is cut (cp_error.truncated). Texts are bytes of generalized UTF-8;
  * those given to the regex hook (bodies) must be valid UTF-8, as the engine's input is.
@@ -38,7 +38,8 @@
  *  - Python's \w is the built-in table (values_unicode.c, from the regex module that made the vectors) unless the
  *    engine passes the table file's class (cp_values_env.word);
  *  - a high and a low surrogate made adjacent (python-calls escapes "\ud83d" "\ude00") are one code point, as
- *    value.h stores every str (Python keeps two).
+ *    value.h stores every str (Python keeps two);
+ *  - typing through cp_values_type (not cp_values_region) of a value whose transform shared a dict edits one copy.
  */
 #ifndef CHATPARSE_VALUES_H
 #define CHATPARSE_VALUES_H
