@@ -19,8 +19,8 @@
  * except `value` of cp_values_type, which is consumed. On failure NULL is returned and `err` filled (err may
  * be NULL). Exception classes used: ValueError, TypeError, KeyError, AttributeError, JSONDecodeError (a
  * ValueError in Python: cp_values_is_value_error), RecursionError, MemoryError (every allocation failure, with
- * nothing leaked - but see values_internal.h "vshared" for the one rare exception), and "error" (the regex module's exception for an invalid pattern, as the regex hook reports
- * it). A message is the exception's args[0] where that is a str (a KeyError's is the key itself, as the vectors
+ * nothing leaked - but see values_internal.h "vshared" for the one rare exception), and "error" (the regex
+ * module's exception for an invalid pattern, as the regex hook reports it). A message is the exception's args[0] where that is a str (a KeyError's is the key itself, as the vectors
  * hold it); one longer than cp_error holds is cut (cp_error.truncated). Texts are bytes of generalized UTF-8;
  * those given to the regex hook (bodies) must be valid UTF-8, as the engine's input is.
  *
