@@ -7,8 +7,11 @@
   (fed whole, byte by byte and in 3-byte pieces), and a region's whole value (cp_values_make: unwrap_pattern,
   escaped_json_values, content_fallback, as_list, key_aliases, transforms with transform_each and
   optional_placeholders, decode_json_strings) with tool typing (transformers' coercion and argument_types
-  "schema"); values compared strictly (int is not float, key order), errors by class and message. Hand-picked
-  texts plus seeded random mutations of them.
+  "schema", through cp_values_region, including Python's object sharing where a transform names one dict
+  twice); values compared strictly (int is not float, key order), errors by class and message. Hand-picked
+  texts plus seeded random mutations of them, random tool calls and random transforms.
+* every allocation of 22 value operations failed in turn: MemoryError, no crash, no leak (native/tools/values_oom.c
+  under AddressSanitizer);
 * the runner fails on edited expectations (so a pass means something).
 
 Builds native/ with CMake into build/native-values (the library and chatparse-vectors).
