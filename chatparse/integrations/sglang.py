@@ -45,6 +45,7 @@ Tested with sglang 0.5.23 (tests/test_sglang_*.py); `register` refuses other ver
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -366,6 +367,123 @@ class _CompiledAdapter(_rt.ResponseTemplateStreamAdapter):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Structural tags (issue #39): SGLang's derivation and chatparse's export, for `ChatparseToolDetector`
+# --------------------------------------------------------------------------------------------------------------
+def _tool_choice_name(tool_choice: Any) -> str | None:
+    """The tool a named choice names (SGLang's `ToolChoice` or its dict form), else None."""
+    function = getattr(tool_choice, "function", None)
+    if function is None and isinstance(tool_choice, dict):
+        function = tool_choice.get("function", tool_choice)
+    name = getattr(function, "name", None) if function is not None and not isinstance(function, dict) \
+        else (function or {}).get("name")
+    return name if isinstance(name, str) else None
+
+
+def sglang_structural_tag(model: _Model, tools: list[dict], *, tool_choice: Any = "auto",
+                          thinking_mode: bool = False, parallel_tool_calls: bool = True,
+                          message_start: bool = False) -> dict | None:
+    """SGLang's derivation for a template detector (`BeamDetector.get_structural_tag`'s call of
+    `tool_call_structural_tag`, without Beam's sorted and strict arguments) on SGLang's loaded view of the
+    model's template; None where it derives none or refuses a tool name."""
+    from sglang.srt.function_call.response_template_structural_tag import tool_call_structural_tag
+
+    source = model.derived.source
+    field = source.fields.get(TOOLS)
+    if tool_choice == "none":
+        tools, tool_choice = [], "auto"
+    name = _tool_choice_name(tool_choice)
+    if name is not None:
+        tools = [t for t in tools if (t.get("function") or t).get("name") == name]
+    try:
+        return tool_call_structural_tag(
+            field, tools, parallel_tool_calls=parallel_tool_calls and name is None,
+            thinking=source.fields.get(THINKING) if thinking_mode else None,
+            answer=source.fields.get(CONTENT) if tool_choice == "auto" else None,
+            message_start=model.message_start if message_start else None, grammar_requires_reasoning=True)
+    except ValueError:
+        return None
+
+
+_tag_templates: dict = {}
+
+
+def _tag_template(model: _Model) -> Any:
+    """The compiled template chatparse's tag is exported from (`ChatparseToolDetector.get_structural_tag`),
+    or None; once per model."""
+    key = id(model)
+    hit = _tag_templates.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    candidates = [serving_template(model.resolution.template) if model.resolution is not None else model.view]
+    if model.resolution is not None and model.resolution.family is not None:
+        candidates.append(serving_template(bundled.get(model.resolution.family)))  # its base-format template
+    compiled = None
+    for template in candidates:
+        try:
+            compiled = compile_template(template)
+        except (TypeError, ValueError, KeyError):
+            compiled = None
+        if compiled is not None and not compiled.spec.get("extensions"):
+            break
+        compiled = None
+    _tag_templates[key] = (model, compiled)
+    return compiled
+
+
+@functools.lru_cache(maxsize=256)
+def _exported_tag(compiled: Any, tools_json: str, choice: str) -> str | None:
+    """The exported tag's JSON, once per template, tool list and choice; None where the export refuses the
+    template (`Unconstrainable`) or xgrammar cannot compile the tag (`xgrammar_compiles`)."""
+    from chatparse.export.structural_tag import Unconstrainable
+
+    try:
+        text = compiled.grammar(json.loads(tools_json), tool_choice=choice, format="structural_tag").text
+    except Unconstrainable:
+        return None
+    return text if xgrammar_compiles(text) else None
+
+
+def xgrammar_compiles(tag_json: str) -> bool:
+    """Whether xgrammar (SGLang's grammar backend for structural tags) compiles the tag: on an empty vocabulary,
+    which costs milliseconds; SGLang compiles it again on the model's. A tag xgrammar refuses would fail the
+    request in SGLang's backend (xgrammar 0.2.7 raises ``bitset::set`` on some regexes with a negated class of
+    non-ASCII characters: mistral_v11's opener), so it is not handed over."""
+    try:
+        import xgrammar
+    except ImportError:  # no xgrammar: SGLang's other backends compile what they can
+        return True
+    try:
+        xgrammar.GrammarCompiler(xgrammar.TokenizerInfo([]), cache_enabled=False).compile_structural_tag(tag_json)
+    except Exception:  # noqa: BLE001 - xgrammar raises RuntimeError and its own errors
+        return False
+    return True
+
+
+def chatparse_structural_tag(model: _Model, tools: list[dict], *, tool_choice: Any = "auto") -> dict | None:
+    """chatparse's export (`CompiledTemplate.grammar(tools, tool_choice=..., format="structural_tag")`) of the
+    model's template (`_tag_template`), from the start of the message; a strict tool's arguments follow its
+    schema, another's are any JSON object. None where the template cannot be exported."""
+    compiled = _tag_template(model)
+    if compiled is None:
+        return None
+    typed = []
+    for tool in tools:
+        fn = tool.get("function") or tool
+        parameters = fn.get("parameters") if fn.get("strict") else None
+        typed.append({"type": "function", "function": {
+            "name": fn["name"], "parameters": parameters if isinstance(parameters, dict) else {"type": "object"}}})
+    name = _tool_choice_name(tool_choice)
+    choice = name if name is not None else tool_choice if isinstance(tool_choice, str) else "auto"
+    if choice != "none" and not typed:
+        choice = "none"
+    try:
+        text = _exported_tag(compiled, json.dumps(typed), choice)  # key order kept: xgrammar writes properties in it
+    except ValueError:
+        return None
+    return None if text is None else json.loads(text)
+
+
+# --------------------------------------------------------------------------------------------------------------
 # The detectors SGLang selects by name
 # --------------------------------------------------------------------------------------------------------------
 class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
@@ -441,6 +559,80 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
 
     def open_call_closer(self, text: str):
         return None if self._passthrough else super().open_call_closer(text)
+
+    # ---- structural tags (issue #39): what SGLang constrains a request's tool calls with
+    def supports_structural_tag(self) -> bool:
+        """Whether this detector hands SGLang a structural tag for its tools' calls (`get_structural_tag`, for
+        ``tool_choice="required"``): SGLang then parses a forced call in the template's own format (with this
+        detector) instead of constraining it to its generic JSON array."""
+        if self._passthrough:
+            return False
+        try:
+            return self.get_structural_tag(tools=self._tools, tool_choice="required") is not None
+        except ValueError:
+            return False
+
+    def get_structural_tag(self, tools=None, tool_choice: Any = "auto", thinking_mode: bool = False,
+                           parallel_tool_calls: bool = True, message_start: bool = False):
+        """The structural tag SGLang constrains this request's output with (an xgrammar `StructuralTag`), or
+        None (SGLang then falls back to its generic JSON constraint).
+
+        The rule: **SGLang's own derivation where it derives a call tag** (`sglang_structural_tag`: the call
+        SGLang's template detectors make of `response_template_structural_tag.tool_call_structural_tag`),
+        **else chatparse's export** (`chatparse_structural_tag`: `CompiledTemplate.grammar(...,
+        format="structural_tag")`). Measured on every bundled family's serving-grade template and its
+        real-output corpus (bench/sglang_structural_tags.py, bench/results/SGLANG_STRUCTURAL_TAGS.md): SGLang
+        derives a call tag for none of them (its derivation needs a tool-call closer written as literals,
+        JSON arguments without ``content_args`` or xml-inline ones, and the function named by the opener;
+        the bundled templates pad their delimiters with ``\\s*``), while chatparse's constrains the calls of
+        every family it exports (unknown tool names and non-JSON arguments rejected) and accepts the corpus
+        outputs listed there. So a bundled family gets chatparse's tag; a template SGLang can derive (a
+        tokenizer config's own, literal-delimited) keeps SGLang's, which SGLang itself would build.
+
+        chatparse's tag is exported from the model's template, or, where that template uses a format
+        extension (which the export refuses) and is a bundled family's serving-grade one, from the family's
+        base-format template (the extensions widen what is read as a call, not what a model writes). It
+        covers the output from the start of the message (reasoning included, optional); the arguments of a
+        strict tool (SGLang makes every tool strict at ``SGLANG_TOOL_STRICT_LEVEL`` >= PARAMETER) follow its
+        JSON Schema, those of another tool are any JSON object. It cannot limit the number of calls:
+        ``parallel_tool_calls=False`` with ``tool_choice="auto"`` stays refused (SGLang's own error), and
+        with a required or named choice the tag asks for at least one call (not exactly one)."""
+        if self._passthrough:
+            return None
+        tool_dicts = [t.model_dump() if hasattr(t, "model_dump") else dict(t) for t in tools or ()]
+        tag = None
+        if tool_dicts and tool_choice != "none":  # a call tag (without calls, SGLang's is its answer only)
+            tag = sglang_structural_tag(self._model, tool_dicts, tool_choice=tool_choice,
+                                        thinking_mode=thinking_mode, parallel_tool_calls=parallel_tool_calls,
+                                        message_start=message_start)
+        if tag is None:
+            if tool_choice == "auto" and not parallel_tool_calls:
+                return None
+            tag = chatparse_structural_tag(self._model, tool_dicts, tool_choice=tool_choice)
+        if tag is None:
+            return None
+        from xgrammar import StructuralTag
+
+        return StructuralTag.model_validate(tag)
+
+    def validate_structure_constraint_request(self, tool_choice: Any, parallel_tool_calls: bool,
+                                              strict_requested: bool, *, tools, thinking_mode: bool = False):
+        """SGLang's question before it constrains a request's calls: the tag (`get_structural_tag`) for a
+        required or named tool choice, and for an automatic one with strict tools; None for an automatic
+        choice with neither (unconstrained). Raises, as SGLang's template detectors do, for an automatic
+        choice the tag cannot hold (``parallel_tool_calls=False``, or strict tools without a tag)."""
+        if self._passthrough:
+            return super().validate_structure_constraint_request(
+                tool_choice, parallel_tool_calls, strict_requested, tools=tools, thinking_mode=thinking_mode)
+        if tool_choice == "auto" and parallel_tool_calls and not strict_requested:
+            return None
+        tag = self.get_structural_tag(tools=tools, tool_choice=tool_choice, thinking_mode=thinking_mode,
+                                      parallel_tool_calls=parallel_tool_calls)
+        if tag is None and tool_choice == "auto":
+            requested = "strict tools" if strict_requested and parallel_tool_calls else "parallel_tool_calls=False"
+            raise ValueError(f"{type(self).__name__} cannot enforce {requested} with automatic tool choice for "
+                             "this response template")
+        return tag
 
 
 class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
