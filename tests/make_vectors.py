@@ -70,10 +70,12 @@ the `tokenizers` library on the token tests' training text (tests/token_support.
 and hand-written template; ``sp`` SentencePiece-style BPE with ``<0xXX>`` byte fallback (700 ids, no special
 tokens: delimiters cut across tokens; `pieces` kind, ``strip_start`` 1) for every other bundled family; ``uc``
 Unigram + Metaspace in transformers' ``PreTrainedTokenizerFast`` with ``clean_up_tokenization_spaces`` (500
-ids: first-token texts, clean-up) for six families. Per template: its first cases, each as encoded and fed
-in random runs of 1-3 ids (the first with its prompt as ids, where it has one), the first again with some tokens replaced by
-their single-byte tokens and fed one id at a time (characters split across feeds), the second with random
-tokens inserted (lone bytes, special tokens: U+FFFD, errors), the first in the vllm dialect (whole, with
+ids, the vocabulary of a Metaspace BPE trained here: first-token texts, clean-up) for six families; training
+is deterministic, so rewriting the vectors gives the same files. Per template: its first four (``bl``) or
+three cases, each as encoded and fed in random runs of 1-3 ids (the first with its prompt as ids, where it
+has one); the first again fed one id at a time, with some tokens replaced by their single-byte tokens
+(characters split across feeds; not for ``uc``, which has no byte tokens); the second with random tokens
+inserted (lone bytes, special tokens: U+FFFD, errors); the first in the vllm dialect (whole, with
 ``oneshot``, and in runs of 1-4 ids); with ``uc``, the first again with a space put before its punctuation
 (which the clean-up takes out), one id at a time; qwen3 and x_misc add an id out of range.
 
