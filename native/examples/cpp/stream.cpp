@@ -107,7 +107,8 @@ public:
         opts.tools_json = tools_json.empty() ? nullptr : tools_json.data();
         opts.tools_json_len = tools_json.size();
         cp_error err{};
-        parser_.reset(cp_parser_new(tables_.get(), prompt.data(), prompt.size(), &opts, &err));
+        // (an empty string_view may have a NULL data(): pass "" so an empty prompt is not a missing one)
+        parser_.reset(cp_parser_new(tables_.get(), prompt.data() ? prompt.data() : "", prompt.size(), &opts, &err));
         if (!parser_) throw Error(err);
     }
 
@@ -169,7 +170,7 @@ private:
         opts.tools_json_len = tools_json.size();
         cp_error err{};
         parser_.reset(cp_parser_new_ids(
-            tables_.get(), prompt ? prompt->data() : nullptr, prompt ? prompt->size() : 0,
+            tables_.get(), prompt ? (prompt->data() ? prompt->data() : "") : nullptr, prompt ? prompt->size() : 0,
             prompt_ids ? (prompt_ids->empty() ? &no_ids : prompt_ids->data()) : nullptr,
             prompt_ids ? prompt_ids->size() : 0, &opts, &err));
         if (!parser_) throw Error(err);
