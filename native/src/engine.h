@@ -239,6 +239,16 @@ cp_value *cp_parse_response_value(const cp_eng *eng, const char *text, size_t le
 /* RuntimeError when the parser is finalized or failed (Python's message), else 0. */
 int cp_stream_check_usable(cp_stream *p, cp_error *err);
 
+/* The token fast path (Python's TokenParser fast state). cp_stream_quiet_region
+ * gives the open region's field (and *mode the scanner's mode) when text of
+ * which no character can start a delimiter in that mode would just be region
+ * text now: nothing held or pending, no attempt, everything stepped, the
+ * region open and past the prompt; else -1. cp_stream_hand_out then takes
+ * such text as feeding it would, without making the region_chunk event (the
+ * caller makes it: {"type": "region_chunk", "field", "text", "dirty"}). */
+long cp_stream_quiet_region(const cp_stream *p, size_t *mode);
+int cp_stream_hand_out(cp_stream *p, const char *text, size_t len, cp_error *err);
+
 /* ------------------------------------------------------------------ tokens (engine_tokens.c) */
 
 /* Incremental decode of token ids (FORMAT.md 8.2): the texts of every call
@@ -270,6 +280,11 @@ cp_stream *cp_tok_stream_core(cp_tok_stream *p);
 /* 1 while the decoder holds the bytes of a split character. */
 int cp_tok_stream_holds(const cp_tok_stream *p);
 cp_value *cp_tok_stream_feed(cp_tok_stream *p, const int64_t *ids, size_t n, cp_error *err);
+/* The fast path alone: when every id is inert in the quiet region's mode and
+ * the decoder holds nothing, the ids' text is handed out and appended to
+ * `text`, *field set: 1. 0 when it does not apply (nothing done), -1 error. */
+int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_buf *text, long *field,
+                            cp_error *err);
 cp_value *cp_tok_stream_finish(cp_tok_stream *p, cp_value **message, cp_error *err);
 /* parse_tokens: the message of a whole sequence of ids. */
 cp_value *cp_parse_tokens_value(const cp_eng *eng, const cp_tables *t, const int64_t *ids, size_t n,

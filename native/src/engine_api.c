@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "engine.h"
 #include "error.h"
 
@@ -22,12 +23,109 @@ struct cp_parser {
     size_t initial_len;
 };
 
+/* A str as Python's json.dumps writes it with ensure_ascii (valid UTF-8 in). */
+static void json_str(cp_buf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    cp_buf_putc(b, '"');
+    size_t i = 0, run = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            i++;
+            continue;
+        }
+        cp_buf_append(b, s + run, i - run);
+        if (c < 0x80) {
+            i++;
+            switch (c) {
+            case '"': cp_buf_puts(b, "\\\""); break;
+            case '\\': cp_buf_puts(b, "\\\\"); break;
+            case '\n': cp_buf_puts(b, "\\n"); break;
+            case '\r': cp_buf_puts(b, "\\r"); break;
+            case '\t': cp_buf_puts(b, "\\t"); break;
+            case '\b': cp_buf_puts(b, "\\b"); break;
+            case '\f': cp_buf_puts(b, "\\f"); break;
+            default: {
+                char u[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
+                cp_buf_puts(b, u);
+            }
+            }
+        } else {
+            int32_t cp = cp_utf8_decode(s, n, &i, 1);
+            if (cp < 0) cp = 0xFFFD;
+            uint32_t units[2];
+            int nu = 0;
+            if (cp >= 0x10000) {
+                uint32_t v = (uint32_t)cp - 0x10000;
+                units[nu++] = 0xD800 + (v >> 10);
+                units[nu++] = 0xDC00 + (v & 0x3FF);
+            } else {
+                units[nu++] = (uint32_t)cp;
+            }
+            for (int k = 0; k < nu; k++) {
+                char u[7] = {'\\', 'u', hex[(units[k] >> 12) & 15], hex[(units[k] >> 8) & 15], hex[(units[k] >> 4) & 15],
+                             hex[units[k] & 15], 0};
+                cp_buf_puts(b, u);
+            }
+        }
+        run = i;
+    }
+    cp_buf_append(b, s + run, n - run);
+    cp_buf_putc(b, '"');
+}
+
+/* json.dumps(v, separators=(",", ":")) into b: strings, lists, objects, ints, bools and None written here,
+ * floats and big ints by cp_json_dump (Python's repr). */
+static void dump_into(cp_buf *b, const cp_value *v) {
+    switch (cp_type_of(v)) {
+    case CP_NULL: cp_buf_puts(b, "null"); return;
+    case CP_BOOL: cp_buf_puts(b, cp_bool_value(v) ? "true" : "false"); return;
+    case CP_INT: cp_buf_printf(b, "%lld", (long long)cp_int_value(v)); return;
+    case CP_STRING: {
+        size_t n = 0;
+        const char *s = cp_string_bytes(v, &n);
+        json_str(b, s ? s : "", n);
+        return;
+    }
+    case CP_LIST:
+        cp_buf_putc(b, '[');
+        for (size_t i = 0; i < cp_list_len(v); i++) {
+            if (i) cp_buf_putc(b, ',');
+            dump_into(b, cp_list_get(v, i));
+        }
+        cp_buf_putc(b, ']');
+        return;
+    case CP_OBJECT:
+        cp_buf_putc(b, '{');
+        for (size_t i = 0; i < cp_object_len(v); i++) {
+            const cp_member *m = cp_object_at(v, i);
+            if (i) cp_buf_putc(b, ',');
+            json_str(b, m->key, m->key_len);
+            cp_buf_putc(b, ':');
+            dump_into(b, m->value);
+        }
+        cp_buf_putc(b, '}');
+        return;
+    default: {
+        cp_json_dump_options o = cp_json_dump_defaults();
+        size_t n = 0;
+        char *s = cp_json_dump(v, &o, &n);
+        if (!s) {
+            b->failed = 1;
+            return;
+        }
+        cp_buf_append(b, s, n);
+        free(s);
+    }
+    }
+}
+
 static char *dump(const cp_value *v, size_t *len, cp_error *err) {
-    cp_json_dump_options o = cp_json_dump_defaults();
-    o.item_separator = ",";
-    o.key_separator = ":";
+    cp_buf b = {0};
+    dump_into(&b, v);
     size_t n = 0;
-    char *s = cp_json_dump(v, &o, &n);
+    char *s = b.failed ? NULL : cp_buf_take(&b, &n);
+    cp_buf_free(&b);
     if (!s) cp_error_oom(err);
     if (len) *len = s ? n : 0;
     return s;
@@ -185,6 +283,32 @@ char *cp_parser_feed_ids(cp_parser *p, const int64_t *ids, size_t n, size_t *out
     if (!p->tok) {
         cp_error_set(err, "TypeError", "cp_parser_feed_ids needs a parser made with cp_parser_new_ids");
         return NULL;
+    }
+    if (cp_stream_check_usable(p->stream, err) < 0) return NULL;
+    {
+        /* the fast path: inert ids in a quiet region are one region_chunk, written straight as JSON */
+        cp_buf text = {0};
+        long field = -1;
+        int r = cp_tok_stream_feed_fast(p->tok, ids, n, &text, &field, err);
+        if (r < 0) {
+            cp_buf_free(&text);
+            return NULL;
+        }
+        if (r > 0) {
+            cp_buf b = {0};
+            cp_buf_puts(&b, "[{\"type\":\"region_chunk\",\"field\":");
+            json_str(&b, p->eng->field_names[field], p->eng->field_name_lens[field]);
+            cp_buf_puts(&b, ",\"text\":");
+            json_str(&b, text.data ? text.data : "", text.len);
+            cp_buf_puts(&b, p->eng->dirty[field] ? ",\"dirty\":true}]" : ",\"dirty\":false}]");
+            cp_buf_free(&text);
+            size_t bl = 0;
+            char *out = cp_buf_take(&b, &bl);
+            if (!out) cp_error_oom(err);
+            if (out_len) *out_len = out ? bl : 0;
+            return out;
+        }
+        cp_buf_free(&text);
     }
     cp_value *ev = cp_tok_stream_feed(p->tok, ids, n, err);
     if (!ev) return NULL;

@@ -341,6 +341,7 @@ int cp_tok_binding_check(const cp_eng *eng, const cp_tables *t, cp_error *err) {
 /* ------------------------------------------------------------------ the token parser */
 
 struct cp_tok_stream {
+    const cp_eng *eng;
     cp_stream *stream;
     cp_tok_decoder *dec;
     const cp_token_section *v;
@@ -393,6 +394,7 @@ cp_tok_stream *cp_tok_stream_new(const cp_eng *eng, const cp_tables *t, const ch
         return NULL;
     }
     p->v = &t->tokens;
+    p->eng = eng;
     p->stream = cp_stream_new(eng, text.data ? text.data : "", text.len, tools, dialect, err);
     cp_buf_free(&text);
     p->dec = p->stream ? cp_tok_decoder_new(&t->tokens) : NULL;
@@ -415,8 +417,64 @@ cp_stream *cp_tok_stream_core(cp_tok_stream *p) { return p->stream; }
 
 int cp_tok_stream_holds(const cp_tok_stream *p) { return cp_tok_decoder_holds(p->dec); }
 
+static int decoder_clean(const cp_tok_decoder *d) {
+    return !d->n_held && !d->run.len && !d->first && !d->strip_left && !d->cleanup;
+}
+
+int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_buf *text, long *field,
+                            cp_error *err) {
+    size_t mode = 0;
+    if (!n || !decoder_clean(p->dec)) return 0;
+    long f = cp_stream_quiet_region(p->stream, &mode);
+    if (f < 0) return 0;
+    const cp_token_section *v = p->v;
+    const uint8_t *inert = v->inert + mode * v->size;
+    for (size_t k = 0; k < n; k++)
+        if (ids[k] < 0 || ids[k] >= (int64_t)v->size || !inert[ids[k]]) return 0;
+    size_t start = text->len;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t i = (uint32_t)ids[k];
+        cp_buf_append(text, (const char *)v->bytes + v->offsets[i], v->offsets[i + 1] - v->offsets[i]);
+    }
+    if (text->failed) {
+        cp_error_oom(err);
+        return -1;
+    }
+    if (cp_stream_hand_out(p->stream, text->data + start, text->len - start, err) < 0) return -1;
+    *field = f;
+    return 1;
+}
+
 cp_value *cp_tok_stream_feed(cp_tok_stream *p, const int64_t *ids, size_t n, cp_error *err) {
     if (cp_stream_check_usable(p->stream, err) < 0) return NULL;
+    {
+        cp_buf fast = {0};
+        long field = -1;
+        int r = cp_tok_stream_feed_fast(p, ids, n, &fast, &field, err);
+        if (r != 0) {
+            cp_value *events = NULL;
+            if (r > 0) {
+                const cp_eng *eng = p->eng;
+                cp_value *ev = cp_object();
+                events = cp_list();
+                if (ev) {
+                    cp_object_set_cstr(ev, "type", cp_string_cstr("region_chunk"));
+                    cp_object_set_cstr(ev, "field", cp_string(eng->field_names[field], eng->field_name_lens[field]));
+                    cp_object_set_cstr(ev, "text", cp_string(fast.data, fast.len));
+                    cp_object_set_cstr(ev, "dirty", cp_bool(eng->dirty[field]));
+                }
+                if (!ev || cp_object_len(ev) != 4 || !events || cp_list_append(events, ev) < 0) {
+                    if (ev && cp_object_len(ev) != 4) cp_value_free(ev);
+                    cp_value_free(events);
+                    events = NULL;
+                    cp_error_oom(err);
+                }
+            }
+            cp_buf_free(&fast);
+            return events;
+        }
+        cp_buf_free(&fast);
+    }
     cp_buf text = {0};
     if (cp_tok_decode(p->dec, ids, n, 0, &text, err) < 0) {
         cp_buf_free(&text);

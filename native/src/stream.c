@@ -66,6 +66,8 @@ struct cp_stream {
 
 /* ------------------------------------------------------------------ events */
 
+static void mark_failed(cp_stream *p, const cp_error *err);
+
 static int ev_push(cp_value *events, cp_value *ev, cp_error *err) {
     if (!ev || cp_list_append(events, ev) < 0) {
         cp_error_oom(err);
@@ -523,6 +525,32 @@ static int check_usable(cp_stream *p, cp_error *err) {
 }
 
 int cp_stream_check_usable(cp_stream *p, cp_error *err) { return check_usable(p, err); }
+
+long cp_stream_quiet_region(const cp_stream *p, size_t *mode) {
+    const cp_scanner *sc = &p->sc;
+    if (p->stalled || p->failed || p->finished || p->json_end_on || p->n_held || p->pending.len) return -1;
+    if (sc->n_att || sc->scan != sc->end || !sc->mode->can_start) return -1;
+    if (!(sc->end || sc->mode->start0 == sc->mode->startN)) return -1;
+    if (p->current < 0 || !p->opened || sc->pos < p->prompt_end) return -1;
+    *mode = (size_t)(sc->mode - p->eng->modes);
+    return p->current;
+}
+
+int cp_stream_hand_out(cp_stream *p, const char *text, size_t len, cp_error *err) {
+    cp_scanner *sc = &p->sc;
+    if (cp_scanner_push(sc, text, len, err) < 0) return -1;
+    sc->scan = sc->end;
+    size_t n = 0;
+    const char *t = cp_scanner_take(sc, sc->end, &n);
+    cp_buf_append(&p->body, t, n);
+    if (p->keep_input) cp_buf_append(&p->input, text, len);
+    if (p->body.failed || p->input.failed) {
+        cp_error_oom(err);
+        mark_failed(p, err);
+        return -1;
+    }
+    return 0;
+}
 
 static void mark_failed(cp_stream *p, const cp_error *err) {
     p->failed = 1;
