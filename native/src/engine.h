@@ -7,7 +7,9 @@
  *                    cp_tables (modes as flat arrays, the compiled patterns,
  *                    start guards with their projected states, the start
  *                    anchor, the content regexes lent to the value layer).
- *                    Read-only afterwards, shared by every parser.
+ *                    Read-only afterwards: any number of parsers may share
+ *                    one (the public API still builds one per parser,
+ *                    engine_api.c says why).
  *   scanner.c        the delimiter automaton stepping (FORMAT.md section 6,
  *                    "Scanner"): attempts, decide, resolve.
  *   stream.c         the parser over it (section 6, "Parser"): regions,
@@ -155,7 +157,9 @@ typedef struct cp_attempt {
 typedef struct cp_scanner {
     const cp_eng *eng;
     const cp_eng_mode *mode;
-    char *text;             /* everything received (UTF-8) */
+    char *text;             /* everything received (UTF-8): kept whole, so memory grows with the
+                               output (the cost of a feed does not); trimming to the history a
+                               pattern may read back is left to do */
     size_t end, cap;        /* bytes received, allocated */
     size_t pos;             /* first byte not yet handed out */
     size_t scan;            /* next byte to step */
