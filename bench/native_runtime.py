@@ -2,7 +2,7 @@
 
     python -m bench.native_runtime [--reps 9] [--lengths 1024,16384,131072] [--window 512] [--streams 256]
                                    [--stream-steps 2048] [--text-chars 1000000] [--native-build DIR]
-                                   [--out bench/results/NATIVE_RUNTIME.md] [--json out.json]
+                                   [--out bench/results/NATIVE_RUNTIME.md] [--json out.json] [--no-profile]
 
 Builds libchatparse (Release, `cmake -S native -B DIR`, default ``build/native-bench-lib``: a build directory of
 its own, so that a rebuild of ``build/native`` by someone else cannot pull the library from under the run) and
@@ -27,6 +27,9 @@ workload on the same tables file, the same ids and the same texts on both sides:
   fastest, and events read with ``StepEvents.tolist()``), parsers made and finalized inside the timing;
 * **load**: ``cp_tables_load`` of the file's bytes vs Python's loader (``loads`` + the template + the token
   binding, `compiled_from_bytes` + `token_binding`: what a Python server does before its first parse).
+
+Diagnostics beside (printed, never judged): the native many-stream run by phase and by the number of live
+parsers, and, where ``perf`` is installed, the top symbols of each native workload.
 
 Method (the bench rule of bench/PERF_NOTES.md): every target is a ratio to the Python runtime measured in the
 same run; the two sides' repetitions alternate (which goes first alternates too), each ratio is the median of
@@ -167,26 +170,22 @@ def per_token(nat: Native, binding, tok, kind: str, lengths, window: int, reps: 
     py_pass(binding, ids, lengths[:1], window)  # warm-up (lazily learned token transitions, first-use caches)
     inner = 3  # native passes per invocation (cheap); their median is the repetition's figure
 
-    def native(mode="pertoken"):
-        rows = nat(mode, f, window, ",".join(map(str, lengths)), inner)["ns_per_token"]
+    def native():
+        rows = nat("pertoken", f, window, ",".join(map(str, lengths)), inner)["ns_per_token"]
         return [statistics.median(r[i] for r in rows) for i in range(len(lengths))]
 
     def python():
         with P.NoGC():
             return py_pass(binding, ids, lengths, window)
 
-    # the API (judged), Python, and the engine without the API's JSON (a diagnostic), rotated
-    nruns, pruns, cruns = P.rotated([native, python, lambda: native("pertoken-core")], reps)
+    nruns, pruns = alternate(native, python, reps)
     rows = []
     for i, L in enumerate(lengths):
         n_ns = [r[i] for r in nruns]
         p_ns = [r[i] for r in pruns]
-        c_ns = [r[i] for r in cruns]
         rows.append({"length": L, "native_ns": statistics.median(n_ns), "python_ns": statistics.median(p_ns),
-                     "core_ns": statistics.median(c_ns), "ratio": paired(p_ns, n_ns),
-                     "core_ratio": paired(p_ns, c_ns),
+                     "ratio": paired(p_ns, n_ns),
                      "native_flat": paired(n_ns, [r[0] for r in nruns]),
-                     "core_flat": paired(c_ns, [r[0] for r in cruns]),
                      "python_flat": paired(p_ns, [r[0] for r in pruns])})
     return {"kind": kind, "tokens": len(ids), "window": window, "reps": reps, "inner": inner, "rows": rows}
 
@@ -245,6 +244,14 @@ def many_streams(nat: Native, binding, tok, B: int, steps: int, reps: int, tmp: 
         phases.append((r["last_new_s"], r["last_feed_s"], r["last_finalize_s"]))
         return r["s_per_call"]
 
+    # a diagnostic: native ns per fed id with 1, 16 and B live parsers (the first B' columns), one run each
+    scaling = {}
+    for b in sorted({1, 16, B}):
+        if b <= B:
+            fb = write_ids(tmp / f"streams_{b}.ids", mat[:, :b].reshape(-1))
+            r = nat("streams", fb, b, 0.3 if b < B else 0)
+            scaling[b] = r["last_feed_s"] / (b * steps) * 1e9
+
     fns = [native, clocked(lambda: P.step_streams(binding, mat, None)),
            clocked(lambda: P.step_streams(binding, mat, True))]
     runs = P.rotated(fns, reps)
@@ -253,7 +260,8 @@ def many_streams(nat: Native, binding, tok, B: int, steps: int, reps: int, tmp: 
             "native_tps": total / statistics.median(runs[0]), "python_tps": total / statistics.median(runs[1]),
             "python_events_tps": total / statistics.median(runs[2]),
             "ratio": paired(runs[1], runs[0]), "ratio_events": paired(runs[2], runs[0]),
-            "native_phases_s": [statistics.median(p[k] for p in phases) for k in range(3)]}
+            "native_phases_s": [statistics.median(p[k] for p in phases) for k in range(3)],
+            "native_feed_ns_by_live_parsers": scaling}
 
 
 def load(nat: Native, path: Path, reps: int, min_s: float) -> dict:
@@ -268,6 +276,38 @@ def load(nat: Native, path: Path, reps: int, min_s: float) -> dict:
     return {"bytes": len(data), "reps": len(runs[0]), "native_s": statistics.median(runs[0]),
             "python_s": statistics.median(runs[1]), "python_loads_s": statistics.median(runs[2]),
             "ratio": paired(runs[1], runs[0]), "ratio_loads": paired(runs[2], runs[0])}
+
+
+def profile(nat: Native, args: list, top: int = 8) -> list | None:
+    """The top self-time symbols of one chatparse-bench run under `perf record` (None without perf): where the
+    native time goes. The process loads the tables first, so the loader's symbols show in every profile."""
+    import shutil
+    import tempfile
+
+    if not shutil.which("perf"):
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        data = os.path.join(d, "perf.data")
+        r = subprocess.run(["perf", "record", "-q", "-F", "2999", "-o", data, "--", str(nat.exe), str(nat.tables),
+                            *map(str, args)], capture_output=True, text=True)
+        if r.returncode:
+            return None
+        r = subprocess.run(["perf", "report", "-i", data, "--no-children", "--stdio", "--sort", "symbol", "-g",
+                            "none"], capture_output=True, text=True)
+    out = []
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].endswith("%") and parts[1] == "[.]":
+            out.append((float(parts[0][:-1]), parts[2]))
+        if len(out) == top:
+            break
+    return out or None
+
+
+SYMBOL_NOTES = {"compress": "SHA-256 (table load)", "check_tokens": "token-section checks (table load)",
+                "_int_free": "libc free", "_int_malloc": "libc malloc", "cfree@GLIBC_2.2.5": "libc free",
+                "malloc_consolidate": "libc malloc", "__libc_calloc": "libc calloc",
+                "cp_buf_putc": "JSON writing", "dump_string": "JSON writing", "dump_value": "JSON writing"}
 
 
 # -- the report ------------------------------------------------------------------------------------------------
@@ -322,16 +362,11 @@ def report(res: dict, cmd: str, started: str, elapsed: float) -> str:
     for p in pt:
         for r in p["rows"]:
             rows.append([p["kind"], f"{r['length']:,}", f"{r['native_ns']:.0f}", f"{r['python_ns']:.0f}",
-                         _x(r["ratio"]), f"{r['native_flat']:.2f}", f"{r['python_flat']:.2f}",
-                         f"{r['core_ns']:.0f}", _x(r["core_ratio"]), f"{r['core_flat']:.2f}"])
+                         _x(r["ratio"]), f"{r['native_flat']:.2f}", f"{r['python_flat']:.2f}"])
     L += _t(["generation", "length (ids)", "native ns/token", "Python ns/token", "Python / native",
-             "native flat", "Python flat", "engine only ns/token", "Python / engine only", "engine only flat"],
-            rows)
+             "native flat", "Python flat"], rows)
     L += ["", f"Window {pt[0]['window']} ids; {pt[0]['reps']} repetitions per side (native: each the median of "
-          f"{pt[0]['inner']} passes in one process), the three sides rotated. *engine only* is a diagnostic, not "
-          "judged: the same feeds through the library's internal token stream (`cp_tok_stream_feed`, events made "
-          "as values and freed, never written as JSON; `chatparse-bench pertoken-core`), i.e. the public API's "
-          "cost minus its JSON. Generations: `reasoning` = one long reasoning region of prose, "
+          f"{pt[0]['inner']} passes in one process). Generations: `reasoning` = one long reasoning region of prose, "
           "`content` = short reasoning then one long answer dense with code/HTML (`bench.pertoken.generation`).", ""]
 
     w = res["whole"]
@@ -362,7 +397,10 @@ def report(res: dict, cmd: str, started: str, elapsed: float) -> str:
     ph = s["native_phases_s"]
     L += [f"Native run by phase (median of the repetitions' last runs): making the {s['streams']} parsers "
           f"{ph[0] * 1e3:.0f} ms, feeding {ph[1] * 1e3:.0f} ms ({ph[1] / (s['streams'] * s['steps']) * 1e9:.0f} ns "
-          f"per id), finalizing {ph[2] * 1e3:.0f} ms.", ""]
+          f"per id), finalizing {ph[2] * 1e3:.0f} ms. Diagnostic: native feed cost per id by the number of live "
+          "parsers (the first columns of the same ids, one run each): "
+          + ", ".join(f"{b} parser{'s' if b > 1 else ''} {ns:.0f} ns" for b, ns in
+                      s["native_feed_ns_by_live_parsers"].items()) + ".", ""]
 
     ld = res["load"]
     L += ["## Loading the table file", "",
@@ -374,6 +412,16 @@ def report(res: dict, cmd: str, started: str, elapsed: float) -> str:
             [["native `cp_tables_load`", f"{ld['native_s'] * 1e3:.1f} ms", ""],
              ["Python, to a token binding", f"{ld['python_s'] * 1e3:.1f} ms", _x(ld["ratio"])],
              ["Python `loads` only", f"{ld['python_loads_s'] * 1e3:.1f} ms", _x(ld["ratio_loads"])]]) + [""]
+    prof = {k: v for k, v in (res.get("profiles") or {}).items() if v}
+    if prof:
+        L += ["## Where the native time goes", "",
+              "Top self-time symbols of one `chatparse-bench` run per workload under `perf record` (sampled, "
+              "whole process: the table load is in every profile; informative, not judged).", ""]
+        for name, syms in prof.items():
+            L += [f"* **{name}**: " + ", ".join(
+                f"`{sym}` {pct:.0f}%" + (f" ({SYMBOL_NOTES[sym]})" if sym in SYMBOL_NOTES else "")
+                for pct, sym in syms)]
+        L += [""]
     return "\n".join(L) + "\n"
 
 
@@ -393,6 +441,7 @@ def main(argv=None) -> int:
     ap.add_argument("--bench-build", default="build/native-bench")
     ap.add_argument("--out", default="bench/results/NATIVE_RUNTIME.md")
     ap.add_argument("--json")
+    ap.add_argument("--no-profile", action="store_true", help="skip the perf profiles of the native side")
     args = ap.parse_args(argv)
     started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     t0 = time.perf_counter()
@@ -447,7 +496,7 @@ def main(argv=None) -> int:
         res["per_token"].append(per_token(nat, binding, vocab.tok, kind, lengths, args.window, args.reps, tmp))
         for r in res["per_token"][-1]["rows"]:
             log(f"  {r['length']:>7}: native {r['native_ns']:.0f} ns, Python {r['python_ns']:.0f} ns, "
-                f"{r['ratio']:.2f}x, native flat {r['native_flat']:.2f}; engine only {r['core_ns']:.0f} ns")
+                f"{r['ratio']:.2f}x, native flat {r['native_flat']:.2f}")
     log("whole sequence from ids")
     res["whole"] = whole_ids(nat, binding, vocab.tok, max(lengths), max(3, args.reps // 2), args.min_s, tmp)
     log(f"  {res['whole']['ratio']:.2f}x")
@@ -466,6 +515,18 @@ def main(argv=None) -> int:
     res["load"] = load(nat, tables, max(3, args.reps // 2), args.min_s)
     log(f"  {res['load']['ratio']:.2f}x")
 
+    if not args.no_profile:
+        log("profiles (perf)")
+        d = tmp
+        longest = max(lengths)
+        res["profiles"] = {
+            f"per token id, reasoning, the {longest // 2:,} ids before {longest:,} one per call, x10 (pertoken)":
+                profile(nat, ["pertoken", d / "pertoken_reasoning.ids", longest // 2, longest, 10]),
+            "one-shot prose (text)": profile(nat, ["text", d / "text_prose.txt", 2]),
+            "one-shot tool-call-heavy (text)": profile(nat, ["text", d / "text_tool-call-heavy.txt", 2]),
+            f"{args.streams} streams (streams)": profile(nat, ["streams", d / "streams.ids", args.streams, 0]),
+            "table load (load)": profile(nat, ["load", 2]),
+        }
     md = report(res, cmd, started, time.perf_counter() - t0)
     out = ROOT / args.out
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -10,10 +10,6 @@
  *       are fed untimed (4096 per call), then the WINDOW ids of [L - WINDOW, L) one per call, timed as one
  *       loop (each call's returned events freed, as a caller must): ns_per_token[rep][length]. REPS passes,
  *       each with a new parser; the rest is fed and finalized after the last window.
- *   chatparse-bench TABLES.cpt pertoken-core IDS WINDOW L1,L2,... REPS
- *       the same through the library's internal token stream (cp_tok_stream_feed: events made as values and
- *       freed, never written as JSON): a diagnostic of what the public API's JSON costs per call. Uses
- *       native/src's internal headers, which may change with the engine.
  *   chatparse-bench TABLES.cpt ids IDS MIN_S [check]
  *       cp_parse_ids on the whole sequence (prompt ""): s_per_call.
  *   chatparse-bench TABLES.cpt text TEXT MIN_S [check]
@@ -36,9 +32,6 @@
 #include <time.h>
 
 #include "chatparse.h"
-/* Internal headers, for the `core` variant of pertoken only (a diagnostic: the engine without the API's JSON). */
-#include "engine.h"
-#include "value.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -201,37 +194,6 @@ static void streams_once(void *vctx) {
 
 /* One pass of the per-token workload: ns per token of each window (out[len_index]); *message: the final
  * message (caller frees). */
-static void pertoken_core_pass(const cp_tables *tables, const int64_t *ids, size_t n, size_t window,
-                               const size_t *lens, size_t n_lens, double *out) {
-    (void)n; /* the rest after the last window is not fed: no message to check */
-    cp_error err = {0};
-    cp_eng *eng = cp_eng_build(tables, &err);
-    if (!eng) die("cp_eng_build", &err);
-    cp_tok_stream *p = cp_tok_stream_new(eng, tables, "", 0, NULL, 0, 0, NULL, &CP_DIALECT_TRANSFORMERS, &err);
-    if (!p) die("cp_tok_stream_new", &err);
-    size_t pos = 0;
-    for (size_t li = 0; li < n_lens; li++) {
-        size_t start = lens[li] - window;
-        while (pos < start) {
-            size_t next = pos + 4096 < start ? pos + 4096 : start;
-            cp_value *ev = cp_tok_stream_feed(p, ids + pos, next - pos, &err);
-            if (!ev) die("cp_tok_stream_feed", &err);
-            cp_value_free(ev);
-            pos = next;
-        }
-        double t = now_s();
-        for (size_t i = start; i < lens[li]; i++) {
-            cp_value *ev = cp_tok_stream_feed(p, ids + i, 1, &err);
-            if (!ev) die("cp_tok_stream_feed", &err);
-            cp_value_free(ev);
-        }
-        out[li] = (now_s() - t) * 1e9 / (double)window;
-        pos = lens[li];
-    }
-    cp_tok_stream_free(p);
-    cp_eng_free(eng);
-}
-
 static void pertoken_pass(const cp_tables *tables, const int64_t *ids, size_t n, size_t window, const size_t *lens,
                           size_t n_lens, double *out, char **message) {
     cp_error err = {0};
@@ -284,7 +246,6 @@ static void usage(void) {
     fprintf(stderr,
             "usage: chatparse-bench TABLES.cpt load MIN_S\n"
             "       chatparse-bench TABLES.cpt pertoken IDS WINDOW L1,L2,... REPS [check]\n"
-            "       chatparse-bench TABLES.cpt pertoken-core IDS WINDOW L1,L2,... REPS\n"
             "       chatparse-bench TABLES.cpt ids IDS MIN_S [check]\n"
             "       chatparse-bench TABLES.cpt text TEXT MIN_S [check]\n"
             "       chatparse-bench TABLES.cpt streams MATRIX B MIN_S [check]\n");
@@ -308,8 +269,7 @@ int main(int argc, char **argv) {
     }
     const cp_tables *tables = load_tables(bytes, nbytes);
     free(bytes);
-    int core = strcmp(mode, "pertoken-core") == 0;
-    if (strcmp(mode, "pertoken") == 0 || core) {
+    if (strcmp(mode, "pertoken") == 0) {
         if (argc < 7) usage();
         size_t n;
         int64_t *ids = read_ids(argv[3], &n);
@@ -331,10 +291,7 @@ int main(int argc, char **argv) {
         for (int r = 0; r < reps; r++) {
             cp_free(message);
             message = NULL;
-            if (core)
-                pertoken_core_pass(tables, ids, n, window, lens, n_lens, out);
-            else
-                pertoken_pass(tables, ids, n, window, lens, n_lens, out, &message);
+            pertoken_pass(tables, ids, n, window, lens, n_lens, out, &message);
             printf("%s[", r ? "," : "");
             for (size_t li = 0; li < n_lens; li++) printf("%s%.4f", li ? "," : "", out[li]);
             printf("]");
