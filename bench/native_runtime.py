@@ -48,7 +48,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import platform
 import random
 import shlex
 import statistics
@@ -534,7 +533,7 @@ def main(argv=None) -> int:
                                   tmp)
     log(f"  {res['streams']['ratio']:.2f}x (events read: {res['streams']['ratio_events']:.2f}x)")
     res["load"] = []
-    for label, path in ((f"synthetic 150k-token vocabulary (`bench.bench_load.synthetic_vocab`)",
+    for label, path in (("synthetic 150k-token vocabulary (`bench.bench_load.synthetic_vocab`)",
                          synthetic_tables(tmp)),
                         (f"{vocab.name} ({res['vocab_size']:,} ids)", tables)):
         log(f"loading the table file: {label}")
