@@ -493,3 +493,28 @@ def test_public_api_token_ids(api_ids_program, tmp_path):
             assert got["ONESHOT"] == c["oneshot"]["message"], f"{f} {c['id']}"
             checked += 1
     assert checked >= 10 and exact >= 10
+
+
+def test_lookbehinds(runner, tmp_path):
+    """Lookbehinds: alternatives of different lengths ((?<=ab|c), translated (?<=(?:ab|c))) run on PCRE2 and give
+    Python's parse, leading ones guarding attempt starts too; one PCRE2 10.42 cannot run (a counted repetition
+    of varying length) is refused by name when the parser is made ("cannot run in C"), never misparsed."""
+    from chatparse import compile_template
+
+    rng = random.Random(5)
+    run = {"alt": (r"(?<=ab|c)d", r"(?<=</|\n)end"), "lead": (r"(?<=\n|;)\n?", r"(?<![\w.])@"),
+           "varying": (r"(?<=a{1,3})b", None)}
+    texts = ["xaab tail abd cd </end x\nend ;\n\nq @a b.@c", "abdabd;\n\ncd\nend", "aaab ab b"]
+    for name, (close, open_) in run.items():
+        fields = {"content": {"close_pattern": close}}
+        if open_:
+            fields = {"content": {"close_pattern": r"\Z"}, "tool": {"open_pattern": open_, "close_pattern": close}}
+        tpl = {"defaults": {"role": "assistant"}, "start_anchor": "<s>", "fields": fields}
+        c = compile_template(tpl)
+        cases = [mv.random_case(c, rng, f"{name}-{k}", "<s>", t, d)
+                 for k, (t, d) in enumerate((t, d) for t in texts for d in (None, "vllm"))]
+        mv.write_vector(tmp_path, name, tpl, c, cases)
+    summary, fails = _run(runner, tmp_path)
+    assert all(f.startswith("varying.json") for f in fails), "\n".join(fails)
+    assert fails and all("cannot run in C" in f and "(?<=a{1,3})b" in f for f in fails), "\n".join(fails)
+    assert summary["passed"] >= 2 * 2 * len(texts)

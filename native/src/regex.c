@@ -131,6 +131,26 @@ static void names_free(names *nm) {
  * dropped by the caller (it can never match a valid UTF-8 subject). */
 static int is_surrogate(long cp) { return cp >= 0xD800 && cp <= 0xDFFF; }
 
+/* Just past the JavaScript group opening at s[i] == '(' (u-mode: `]` always ends a class), or 0. */
+static size_t js_group_end(const char *s, size_t len, size_t i) {
+    long depth = 0;
+    while (i < len) {
+        char c = s[i];
+        if (c == '\\') {
+            i += 2;
+        } else if (c == '[') {
+            i++;
+            while (i < len && s[i] != ']') i += s[i] == '\\' ? 2 : 1;
+            i++;
+        } else {
+            if (c == '(') depth++;
+            else if (c == ')' && --depth == 0) return i + 1;
+            i++;
+        }
+    }
+    return 0;
+}
+
 /*
  * Rewrite a JavaScript (u-mode) source into PCRE2 syntax. Returns 0, or -1
  * with *why set to a static reason. Named groups become _0, _1, ... in order
@@ -145,6 +165,11 @@ static int rewrite(const char *s, size_t len, buf *out, names *nm, const char **
     /* class range handling: a pending low end (cp) waiting for a possible '-' */
     long pend = -1;       /* pending atom code point in a class, -1 none */
     int range = 0;        /* saw "atom -" and waiting for the high end */
+    /* A lookbehind whose whole body is one non-capturing group, (?<=(?:ab|c)), loses the group: PCRE2 10.42
+     * takes top-level alternatives of different fixed lengths in a lookbehind, not nested ones. drop[] holds
+     * the offsets of the group's closing parens still to come. */
+    size_t drop[64];
+    size_t n_drop = 0;
     while (i < len) {
         unsigned char c = (unsigned char)s[i];
         long cp = -2;     /* a code point atom to emit (-2: none; text already emitted) */
@@ -348,6 +373,21 @@ static int rewrite(const char *s, size_t len, buf *out, names *nm, const char **
                 pend = -1;
                 range = 0;
                 continue;
+            }
+            if (c == ')' && n_drop && drop[n_drop - 1] == i) {
+                n_drop--;
+                i++;
+                continue;
+            }
+            if (c == '(' && i + 6 < len && s[i + 1] == '?' && s[i + 2] == '<' && (s[i + 3] == '=' || s[i + 3] == '!') &&
+                s[i + 4] == '(' && s[i + 5] == '?' && s[i + 6] == ':' && n_drop < sizeof drop / sizeof *drop) {
+                size_t inner = js_group_end(s, len, i + 4), outer = js_group_end(s, len, i);
+                if (inner && outer && inner + 1 == outer) {
+                    put(out, s + i, 4);          /* (?<= or (?<! */
+                    drop[n_drop++] = inner - 1;  /* the group's ')' */
+                    i += 7;
+                    continue;
+                }
             }
             if (c == '(' && i + 2 < len && s[i + 1] == '?' && s[i + 2] == '<' && i + 3 < len && s[i + 3] != '=' &&
                 s[i + 3] != '!') {
