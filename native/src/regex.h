@@ -19,10 +19,14 @@
  * are older than the `regex` module's, so `\w`, `\d`, `\s` and case folding
  * would differ on recent characters; the translation carries Python's sets.
  *
+ * A lookbehind whose body is one non-capturing group, `(?<=(?:ab|c))` as the
+ * translation writes Python's `(?<=ab|c)`, is compiled as `(?<=ab|c)`: PCRE2
+ * 10.42 takes top-level alternatives of different fixed lengths there.
+ *
  * Refused (cp_rx_compile fails with a ValueError naming `what`): a translation
  * that is an error, syntax with no PCRE2 equivalent (`\p{..}`, `\S`/`\D`/`\W`
  * inside a class), and whatever PCRE2 itself refuses (a lookbehind that is not
- * of fixed length per alternative, in PCRE2 10.42).
+ * of fixed length per alternative, such as `(?<=a{1,3})`, in PCRE2 10.42).
  *
  * Offsets are bytes of UTF-8 subjects; cp_rx_cp_count converts to Python's
  * code points. A compiled cp_rx is read-only after compilation and may be
