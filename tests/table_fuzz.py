@@ -720,7 +720,10 @@ def native_loader(build_dir: Path | None = None, *, sanitize: bool = False) -> P
 
 def c_outcomes(loader: Path, files: list) -> list:
     """The C loader's verdict per file, in order: {"refused": message} or {"loaded": True}, or {"crash": ...}
-    for every file when the process fails (a crash or a sanitizer report ends it)."""
+    for every file of a process that fails (a crash or a sanitizer report ends it). One process per 1,000 files
+    (a command line's length is bounded)."""
+    if len(files) > 1000:
+        return [o for i in range(0, len(files), 1000) for o in c_outcomes(loader, files[i:i + 1000])]
     out = subprocess.run([str(loader), *map(str, files)], capture_output=True, text=True, timeout=3600,
                          env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
                               "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"})
