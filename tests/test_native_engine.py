@@ -238,12 +238,29 @@ int main(int argc, char **argv) {
     cp_parser *p = cp_parser_new(t, prompt, pn, &o, &e2);
     if (!p) { printf("NEW %s: %s\n", e2.exception, e2.message); return 1; }
     printf("INITIAL %s\n", cp_parser_initial_events(p, NULL));
-    for (size_t i = 0; i < on; i++) {
-        char *ev = cp_parser_feed(p, out + i, 1, NULL, &e2);
+    /* one character per feed (its UTF-8 bytes), then the same text one byte per feed */
+    for (size_t i = 0; i < on;) {
+        unsigned char c = (unsigned char)out[i];
+        size_t k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        char *ev = cp_parser_feed(p, out + i, k, NULL, &e2);
         if (!ev) { printf("FEED %s: %s\n", e2.exception, e2.message); return 1; }
-        if (strcmp(ev, "[]")) printf("EVENTS %s\n", ev);
+        printf("FED %s\n", ev);
+        cp_free(ev);
+        i += k;
+    }
+    cp_parser *pb = cp_parser_new(t, prompt, pn, &o, &e2);
+    for (size_t i = 0; pb && i < on; i++) {
+        char *ev = cp_parser_feed(pb, out + i, 1, NULL, &e2);
+        if (!ev) { printf("FEED %s: %s\n", e2.exception, e2.message); return 1; }
+        if (strcmp(ev, "[]")) printf("BYTES %s\n", ev);
         cp_free(ev);
     }
+    char *mb = NULL;
+    char *fb = pb ? cp_parser_finalize(pb, &mb, NULL, NULL, &e2) : NULL;
+    if (fb) printf("BYTES %s\nBYTEMESSAGE %s\n", fb, mb);
+    cp_free(fb);
+    cp_free(mb);
+    cp_parser_free(pb);
     char *msg = NULL;
     char *fin = cp_parser_finalize(p, &msg, NULL, NULL, &e2);
     if (!fin) printf("FINAL-ERROR %s: %s\n", e2.exception, e2.message);
@@ -295,11 +312,16 @@ def _api(exe: Path, tmp_path: Path, tables: Path, prompt: str, output: str, dial
         args.append(str(tmp_path / "tools"))
     r = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    got = {"events": []}
+    got = {"events": [], "fed": [], "bytes": []}
     for line in r.stdout.splitlines():
         tag, _, rest = line.partition(" ")
         if tag == "EVENTS":
             got["events"] += json.loads(rest)
+        elif tag == "FED":
+            got["fed"].append(rest)
+            got["events"] += json.loads(rest)
+        elif tag == "BYTES":
+            got["bytes"] += json.loads(rest)
         elif tag == "INITIAL":
             got["initial"] = json.loads(rest)
         elif tag in ("ONESHOT", "MESSAGE"):
@@ -341,12 +363,20 @@ def test_public_api_matches_python(api_program, tmp_path, dialect):
     assert got["message"] == json.dumps(want_msg, separators=(",", ":"))
     p = ResponseParser(tpl, prefix=prompt, tools=tools, dialect=dialect)
     events = list(p.initial_events) if hasattr(p, "initial_events") else []
+    fed = []
     for ch in output:
-        events += p.feed(ch)
+        ev = p.feed(ch)
+        fed.append(json.dumps(ev, separators=(",", ":")))
+        events += ev
     msg, final = p.finalize()
     events += final
     assert msg == want_msg
+    # each feed's JSON text byte for byte (the quiet fast path's chunks included), then all events
+    assert got["fed"] == fed
     assert _merge_chunks(got["initial"] + got["events"]) == _merge_chunks(json.loads(json.dumps(events)))
+    # fed one byte at a time: the same regions and message
+    assert got["bytemessage"] == got["message"]
+    assert _merge_chunks(got["initial"] + got["bytes"]) == _merge_chunks(json.loads(json.dumps(events)))
     assert got["after"].startswith("RuntimeError ResponseParser already finalized")
 
 

@@ -252,6 +252,11 @@ int cp_stream_check_usable(cp_stream *p, cp_error *err);
  * caller makes it: {"type": "region_chunk", "field", "text", "dirty"}). */
 long cp_stream_quiet_region(const cp_stream *p, size_t *mode);
 int cp_stream_hand_out(cp_stream *p, const char *text, size_t len, cp_error *err);
+/* The same for a text feed: when the region is quiet and no character of
+ * `text` (whole valid UTF-8) can start a delimiter in its mode, the text is
+ * handed out and the region's field returned (the caller makes the
+ * region_chunk event); -1 when it does not apply (nothing done), -2 on error. */
+long cp_stream_feed_quiet(cp_stream *p, const char *text, size_t len, cp_error *err);
 
 /* ------------------------------------------------------------------ tokens (engine_tokens.c) */
 

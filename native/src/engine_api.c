@@ -131,6 +131,21 @@ static char *dump(const cp_value *v, size_t *len, cp_error *err) {
     return s;
 }
 
+/* [{"type": "region_chunk", "field", "text", "dirty"}] as JSON text (the fast paths' one event). */
+static char *chunk_json(const cp_parser *p, long field, const char *text, size_t len, size_t *out_len, cp_error *err) {
+    cp_buf b = {0};
+    cp_buf_puts(&b, "[{\"type\":\"region_chunk\",\"field\":");
+    json_str(&b, p->eng->field_names[field], p->eng->field_name_lens[field]);
+    cp_buf_puts(&b, ",\"text\":");
+    json_str(&b, text, len);
+    cp_buf_puts(&b, p->eng->dirty[field] ? ",\"dirty\":true}]" : ",\"dirty\":false}]");
+    size_t bl = 0;
+    char *out = cp_buf_take(&b, &bl);
+    if (!out) cp_error_oom(err);
+    if (out_len) *out_len = out ? bl : 0;
+    return out;
+}
+
 static int dialect_of(const cp_parser_options *opts, cp_dialect_opts *d, cp_value **tools, cp_error *err) {
     *d = CP_DIALECT_TRANSFORMERS;
     *tools = NULL;
@@ -185,6 +200,12 @@ char *cp_parser_feed(cp_parser *p, const char *text, size_t len, size_t *out_len
                      "feed(text) while the bytes of a character split across tokens are held; feed the token ids that "
                      "complete it first");
         return NULL;
+    }
+    if (text && len && cp_stream_check_usable(p->stream, err) == 0) {
+        /* the fast path: text no delimiter can start in a quiet open region is one region_chunk */
+        long field = cp_stream_feed_quiet(p->stream, text, len, err);
+        if (field == -2) return NULL;
+        if (field >= 0) return chunk_json(p, field, text, len, out_len, err);
     }
     cp_value *ev = cp_stream_feed(p->stream, text ? text : "", text ? len : 0, err);
     if (!ev) return NULL;
@@ -295,17 +316,8 @@ char *cp_parser_feed_ids(cp_parser *p, const int64_t *ids, size_t n, size_t *out
             return NULL;
         }
         if (r > 0) {
-            cp_buf b = {0};
-            cp_buf_puts(&b, "[{\"type\":\"region_chunk\",\"field\":");
-            json_str(&b, p->eng->field_names[field], p->eng->field_name_lens[field]);
-            cp_buf_puts(&b, ",\"text\":");
-            json_str(&b, text.data ? text.data : "", text.len);
-            cp_buf_puts(&b, p->eng->dirty[field] ? ",\"dirty\":true}]" : ",\"dirty\":false}]");
+            char *out = chunk_json(p, field, text.data ? text.data : "", text.len, out_len, err);
             cp_buf_free(&text);
-            size_t bl = 0;
-            char *out = cp_buf_take(&b, &bl);
-            if (!out) cp_error_oom(err);
-            if (out_len) *out_len = out ? bl : 0;
             return out;
         }
         cp_buf_free(&text);

@@ -67,6 +67,7 @@ struct cp_stream {
 /* ------------------------------------------------------------------ events */
 
 static void mark_failed(cp_stream *p, const cp_error *err);
+static size_t incomplete_tail(const unsigned char *s, size_t n);
 
 static int ev_push(cp_value *events, cp_value *ev, cp_error *err) {
     if (!ev || cp_list_append(events, ev) < 0) {
@@ -534,6 +535,22 @@ long cp_stream_quiet_region(const cp_stream *p, size_t *mode) {
     if (p->current < 0 || !p->opened || sc->pos < p->prompt_end) return -1;
     *mode = (size_t)(sc->mode - p->eng->modes);
     return p->current;
+}
+
+long cp_stream_feed_quiet(cp_stream *p, const char *text, size_t len, cp_error *err) {
+    size_t mode = 0;
+    if (!len) return -1;
+    long f = cp_stream_quiet_region(p, &mode);
+    if (f < 0) return -1;
+    const cp_eng_mode *m = &p->eng->modes[mode];
+    /* whole, valid characters none of which can start a delimiter here */
+    if (incomplete_tail((const unsigned char *)text, len) || cp_utf8_first_invalid(text, len) != (size_t)-1) return -1;
+    for (size_t i = 0; i < len;) {
+        int32_t c = cp_utf8_decode(text, len, &i, 0);
+        if (c < 0 || m->can_start[cp_eng_class(p->eng, (uint32_t)c)]) return -1;
+    }
+    if (cp_stream_hand_out(p, text, len, err) < 0) return -2;
+    return f;
 }
 
 int cp_stream_hand_out(cp_stream *p, const char *text, size_t len, cp_error *err) {
