@@ -402,11 +402,12 @@ def why_rejected(family: str, case: dict) -> str | None:
         return "arguments written as a JSON string, not an object: the tag holds arguments to the tool's " \
                "parameters, an object"
     field = model(family).derived.source.fields.get("tool_calls")
-    if field is not None and field.content == "xml-inline" and any(
+    value_parser = ((field.content_args or {}).get("value_parser") or {}) if field is not None else {}
+    if field is not None and field.content == "xml-inline" and value_parser.get("name") == "json" and any(
             isinstance(v, str) and v[:1] and (v[0].isdigit() or v[0].isspace() or v[0] in "[{-")
             for _, args in calls for v in args.values()):
-        return "an xml-inline string value that begins like a JSON value (a digit, whitespace, '[', '{'): the " \
-               "export leaves such values out, as the parser would read them as JSON (a subset: " \
+        return "an xml-inline string value, read as JSON, that begins like a JSON value (a digit, whitespace, '[', " \
+               "'{'): the export leaves such values out, as the parser would read them as JSON (a subset: " \
                "chatparse/export/structural_tag.py, `_Tag.string_text`)"
     return None
 

@@ -36,9 +36,15 @@ so far waits for more text, as SGLang's `_can_grow` makes it wait). Tool-call ar
 own rule (`_SGLangTyping`: SGLang's `_coerce_tool_calls` over the tools as its adapter types them), not by
 chatparse's (transformers' rule; SGLang's differs for unions with ``string``: docs/serving-sglang.md).
 
-Left to SGLang's own adapter (on the view; no chatparse underneath): a request whose grammar holds its calls
-(``constrained``: SGLang then reads closers inside JSON strings as content, a rule chatparse has not) and a
-request with a JSON response format (``grammar_start``: SGLang parses only up to the reasoning's end).
+Left to SGLang's own adapter (on the view; no chatparse underneath): a request whose grammar is SGLang's own
+tag holding its calls (``constrained``: SGLang then reads closers inside JSON strings as content, a rule
+chatparse has not; under chatparse's own tag, which keeps closers out of JSON strings, chatparse parses:
+`sglang_holds_calls`) and a request with a JSON response format (``grammar_start``: SGLang parses only up to
+the reasoning's end).
+
+Structural tags: for a required or named tool choice, and an automatic one with strict tools, the tool
+detector hands SGLang a structural tag (`ChatparseToolDetector.get_structural_tag`: SGLang's own derivation
+where it derives one, else chatparse's export; bench/results/SGLANG_STRUCTURAL_TAGS.md).
 
 Tested with sglang 0.5.23 (tests/test_sglang_*.py); `register` refuses other versions.
 """
@@ -404,6 +410,20 @@ def sglang_structural_tag(model: _Model, tools: list[dict], *, tool_choice: Any 
         return None
 
 
+def sglang_holds_calls(model: _Model, tools: Sequence[Any] | None) -> bool:
+    """Whether the grammar SGLang marks as holding a request's calls (``constrained``) is SGLang's own
+    derivation: it derives a call tag for these tools. Otherwise it is chatparse's tag
+    (`ChatparseToolDetector.get_structural_tag`), and the plugin parses the output as it parses an unconstrained
+    one, with chatparse's parser: SGLang's constrained rule (a closer inside a JSON string is content) is
+    for its own tags; chatparse's keeps the closer out of JSON strings and keys altogether (xgrammar's
+    ``excludes``), so every output it allows reads the same either way - and SGLang's interpreter, on the view
+    of a serving-grade template, drops calls chatparse reads (qwen3's)."""
+    if TOOLS not in model.derived.source.fields:
+        return True
+    tool_dicts = [t.model_dump() if hasattr(t, "model_dump") else dict(t) for t in tools or ()]
+    return bool(tool_dicts) and sglang_structural_tag(model, tool_dicts, tool_choice="required") is not None
+
+
 _tag_templates: dict = {}
 
 
@@ -495,6 +515,8 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
         # SGLang's constructor body, on the model's state computed once (`_model`), not per request
         BaseFormatDetector.__init__(self)
         model = self._model = _model(tokenizer, response_template)
+        if constrained and not sglang_holds_calls(model, tools):
+            constrained = False  # the grammar holding the calls is chatparse's own: `sglang_holds_calls`
         templates = model.derived
         self.response_template = model.view
         self._prefix = prefix
