@@ -456,15 +456,17 @@ cp_value *cp_tok_stream_feed(cp_tok_stream *p, const int64_t *ids, size_t n, cp_
             if (r > 0) {
                 const cp_eng *eng = p->eng;
                 cp_value *ev = cp_object();
-                events = cp_list();
+                int bad = !ev;
                 if (ev) {
-                    cp_object_set_cstr(ev, "type", cp_string_cstr("region_chunk"));
-                    cp_object_set_cstr(ev, "field", cp_string(eng->field_names[field], eng->field_name_lens[field]));
-                    cp_object_set_cstr(ev, "text", cp_string(fast.data, fast.len));
-                    cp_object_set_cstr(ev, "dirty", cp_bool(eng->dirty[field]));
+                    bad |= cp_object_set_cstr(ev, "type", cp_string_cstr("region_chunk")) < 0;
+                    bad |= cp_object_set_cstr(ev, "field", cp_string(eng->field_names[field], eng->field_name_lens[field])) < 0;
+                    bad |= cp_object_set_cstr(ev, "text", cp_string(fast.data, fast.len)) < 0;
+                    bad |= cp_object_set_cstr(ev, "dirty", cp_bool(eng->dirty[field])) < 0;
                 }
-                if (!ev || cp_object_len(ev) != 4 || !events || cp_list_append(events, ev) < 0) {
-                    if (ev && cp_object_len(ev) != 4) cp_value_free(ev);
+                events = bad ? NULL : cp_list();
+                if (bad || !events || cp_list_append(events, ev) < 0) {
+                    /* (cp_list_append frees ev when it fails) */
+                    if (bad || !events) cp_value_free(ev);
                     cp_value_free(events);
                     events = NULL;
                     cp_error_oom(err);
