@@ -1213,17 +1213,26 @@ static void check_modes(ctx *c, const cp_value *raw, const cp_value *spec) {
     t->modes = calloc(nmodes, sizeof *t->modes);
     if (!t->modes) oom(c);
     t->n_modes = nmodes;
+    /* _expected_watch, in one pass over the patterns: mode 0 watches every open and the implicit field's
+     * close, mode f+1 the close of field f (unless f is the implicit field); in pattern order. */
+    uint8_t *field_implicit = tcalloc(c, nf, 1);
+    for (size_t fi = 0; fi < nf; fi++)
+        field_implicit[fi] = (uint8_t)cp_value_equal(get(cp_list_get(fields, fi), "name"), implicit);
+    size_t *mode_of = tmalloc(c, (ne + 1) * sizeof *mode_of);
+    for (size_t pi = 0; pi < ne; pi++) {
+        int to_outside = !exp[pi].is_close || field_implicit[exp[pi].field];
+        mode_of[pi] = to_outside ? 0 : exp[pi].field + 1;
+        t->modes[mode_of[pi]].n_watched++;
+    }
     for (size_t mi = 0; mi < nmodes; mi++) {
         cp_mode *m = &t->modes[mi];
-        m->watched = malloc((ne + 1) * sizeof *m->watched);
+        m->watched = malloc((m->n_watched + 1) * sizeof *m->watched);
         if (!m->watched) oom(c);
-        for (size_t pi = 0; pi < ne; pi++) {
-            const cp_value *fname = get(cp_list_get(fields, exp[pi].field), "name");
-            int is_implicit = cp_value_equal(fname, implicit);
-            int w = mi == 0 ? (!exp[pi].is_close || is_implicit)
-                            : (exp[pi].field == mi - 1 && exp[pi].is_close && !is_implicit);
-            if (w) m->watched[m->n_watched++] = pi;
-        }
+        m->n_watched = 0;
+    }
+    for (size_t pi = 0; pi < ne; pi++) {
+        cp_mode *m = &t->modes[mode_of[pi]];
+        m->watched[m->n_watched++] = pi;
     }
     static const char *const KEYS[] = {"patterns", "start0", "startN", "first"};
     static const cp_dtype ST[] = {CP_U1, CP_U2, CP_U4}, I1[] = {CP_I1}, U1[] = {CP_U1};
