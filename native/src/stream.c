@@ -198,12 +198,10 @@ static cp_value *store(cp_stream *p, long fi, const char *body, size_t len, cons
     const cp_value *field = eng->fields[fi];
     const char *name = eng->field_names[fi];
     size_t nl = eng->field_name_lens[fi];
-    cp_value *value = cp_values_make(body, len, field, captures, &eng->env, err);
+    /* made and typed in one call, so that a dict a transform put at two places is typed at both (Python's
+     * object sharing, values.h) */
+    cp_value *value = cp_values_region(body, len, field, captures, p->tool_params, &eng->env, err);
     if (!value) return NULL;
-    if (cp_object_len(p->tool_params)) {
-        value = cp_values_type(value, body, len, field, captures, p->tool_params, &eng->env, err);
-        if (!value) return NULL;
-    }
     const cp_value *join = cp_object_get_cstr(field, "join");
     cp_value *repeats = cp_object_get_cstr(field, "repeats");
     cp_value *ret = cp_value_copy(value);
