@@ -168,6 +168,12 @@ def probe(family: str) -> dict[str, str]:
                                     format="structural_tag").text
             error = compile_error(json.loads(text))
             out["chatparse"] = "yes" if error is None else f"xgrammar refuses it ({error[:60]})"
+            if error is None:  # the plugin's cost for a tool list it has not seen (export + xgrammar check)
+                fresh = [dict(t.model_dump(), function=dict(t.model_dump()["function"], name=f"tool_{time.time_ns()}"))
+                         for t in PROBE_TOOLS]
+                t0 = time.perf_counter()
+                plugin.chatparse_structural_tag(m, fresh, tool_choice="required")
+                out["ms"] = f"{(time.perf_counter() - t0) * 1e3:.0f}"
         except Unconstrainable as exc:
             out["chatparse"] = f"export refuses it (Unconstrainable: {str(exc)[:80]})"
     return out
@@ -500,11 +506,13 @@ def report(rows: list[dict], seconds: float) -> str:
         "SGLang's grammar governs) and how many each side's tag accepts (with the case's tools, strict; a tag "
         "made without calls where a case has no tools); whether the tag rejects malformed calls made from an "
         "accepted output (an unknown tool name; JSON arguments with a key's `:` dropped, where the family reads "
-        "arguments as JSON); and which tag the plugin hands SGLang.",
+        "arguments as JSON); which tag the plugin hands SGLang; and what chatparse's tag costs the plugin for a "
+        "tool list it has not seen (one strict tool: the export and xgrammar's compile check, once per template, "
+        "tool list and choice, then cached; the template itself is compiled once per model, before).",
         "",
         "| family | SGLang: call tag | SGLang: accepts | SGLang: constrains calls | chatparse: call tag (from) "
-        "| chatparse: accepts | chatparse: constrains calls | plugin hands (accepts) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| chatparse: accepts | chatparse: constrains calls | plugin hands (accepts) | ms per new tool list |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         handed = row["handed"]
@@ -513,12 +521,13 @@ def report(rows: list[dict], seconds: float) -> str:
         elif row["probe"]["chatparse"] == "yes":
             hands = "chatparse's"
         else:
-            hands = "none"
+            hands = "none for calls" if handed["tag"] else "none"
         hands += f" ({len(handed['accepted'])}/{row['cases']})" if handed["tag"] else ""
         source = f" ({row['source']})" if row["probe"]["chatparse"] == "yes" else ""
         lines.append(f"| {row['family']} | {row['probe']['sglang']} | {_cell(row, 'sglang')} | "
                      f"{_constrains(row, 'sglang')} | {row['probe']['chatparse']}{source} | "
-                     f"{_cell(row, 'chatparse')} | {_constrains(row, 'chatparse')} | {hands} |")
+                     f"{_cell(row, 'chatparse')} | {_constrains(row, 'chatparse')} | {hands} | "
+                     f"{row['probe'].get('ms', '-')} |")
     lines += ["", "## Summary", ""] + _summary(rows) + ["", "## Outputs a tag rejects", ""]
     for row in rows:
         for side in SIDES:
@@ -564,11 +573,16 @@ def _summary(rows: list[dict]) -> list[str]:
     base = [r["family"] for r in rows if r["source"] == "base-format" and r["probe"]["chatparse"] == "yes"]
     if base:
         out.append("* chatparse's tag is exported from the base-format template where the serving-grade one uses "
-                   f"a format extension (the export refuses extensions): {', '.join(base)}. Outputs only the "
-                   "serving-grade template reads (arguments as a JSON string, the Gemma JSON dialect, ...) are "
-                   "rejected: under the tag the model writes the base format, which the served template reads.")
-    out.append("* Rule (`ChatparseToolDetector.get_structural_tag`): SGLang's derivation where it derives a tag, "
-               "else chatparse's export (where it exports and xgrammar compiles it).")
+                   f"a format extension (the export refuses extensions): {', '.join(base)}. Under the tag the "
+                   "model writes the base format, which the served template reads too.")
+    out.append("* Every corpus output the plugin's tag rejects has its reason below (`why_rejected`): arguments in a "
+               "model's JSON dialect or as a JSON string, xml-inline string values that begin like JSON, and two "
+               "outputs that end or close a call where the tag cannot.")
+    out.append("* Rule (`ChatparseToolDetector.get_structural_tag`): SGLang's derivation where it derives a call "
+               "tag, else chatparse's export (where it exports and xgrammar compiles it). SGLang's derives none for "
+               "any bundled family: it needs literal call closers (the bundled templates' delimiters are patterns "
+               "with `\\s*`), the function named by the opener, and JSON arguments without `content_args` or "
+               "xml-inline ones.")
     return out
 
 
