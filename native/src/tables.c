@@ -1815,23 +1815,36 @@ void cp_tables_free(cp_tables *t) {
 }
 
 cp_tables *cp_tables_load(const uint8_t *bytes, size_t n, cp_error *err) {
-    ctx c;
-    memset(&c, 0, sizeof c);
-    cp_error local = {0};
-    c.err = err ? err : &local;
-    c.bytes = bytes;
-    c.n = bytes ? n : 0;
-    c.t = calloc(1, sizeof *c.t);
-    if (!c.t) { cp_error_oom(c.err); return NULL; }
-    if (setjmp(c.jb)) {
-        free_tmp(&c);
-        cp_tables_free(c.t);
+    /* The context lives on the heap and only this pointer (never changed after setjmp) is read after a
+     * longjmp: no automatic variable of this function is modified between setjmp and longjmp (C11 7.13.2.1). */
+    ctx *const c = calloc(1, sizeof *c);
+    if (!c) { cp_error_oom(err); return NULL; }
+    c->err = err;
+    if (!c->err) {
+        c->err = calloc(1, sizeof *c->err);   /* (the caller does not want the message) */
+        if (!c->err) { free(c); return NULL; }
+    }
+    c->bytes = bytes;
+    c->n = bytes ? n : 0;
+    c->t = calloc(1, sizeof *c->t);
+    if (!c->t) {
+        cp_error_oom(c->err);
+        if (!err) free(c->err);
+        free(c);
         return NULL;
     }
-    if (!bytes && n) fail(&c, "0 bytes is too short to be a table file (truncated?)");
-    load(&c);
-    free_tmp(&c);
-    return c.t;
+    cp_tables *result = NULL;
+    if (setjmp(c->jb) == 0) {
+        if (!bytes && n) fail(c, "0 bytes is too short to be a table file (truncated?)");
+        load(c);
+        result = c->t;
+    } else {
+        cp_tables_free(c->t);
+    }
+    free_tmp(c);
+    if (!err) free(c->err);
+    free(c);
+    return result;
 }
 
 const cp_array *cp_tables_array(const cp_tables *t, const char *name) {
