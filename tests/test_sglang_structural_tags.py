@@ -140,6 +140,17 @@ def test_strict_automatic_choice_gets_the_tag(family):
         strict.get_structure_constraint("auto", parallel_tool_calls=False)
 
 
+def test_no_tools_no_call_tag():
+    """Without tools nothing can be required: no tag, and SGLang is not told the output is in the template's
+    format; without calls allowed, chatparse's tag holds no call."""
+    detector = _parser("qwen3", []).detector
+    assert detector.get_structural_tag(tools=[], tool_choice="required") is None
+    assert not detector.supports_structural_tag()
+    tag = detector.get_structural_tag(tools=_tools(), tool_choice="none").model_dump(by_alias=True)
+    assert st.accepts(tag, "Just an answer.")
+    assert not st.accepts(tag, '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>')
+
+
 # A template SGLang's derivation handles: literal call delimiters, the function named by the opener, JSON
 # arguments.
 DERIVABLE = {

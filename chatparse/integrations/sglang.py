@@ -495,6 +495,8 @@ def chatparse_structural_tag(model: _Model, tools: list[dict], *, tool_choice: A
     name = _tool_choice_name(tool_choice)
     choice = name if name is not None else tool_choice if isinstance(tool_choice, str) else "auto"
     if choice != "none" and not typed:
+        if choice != "auto":  # a call is required, and there is no tool to call
+            return None
         choice = "none"
     try:
         text = _exported_tag(compiled, json.dumps(typed), choice)  # key order kept: xgrammar writes properties in it
