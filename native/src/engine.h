@@ -120,6 +120,9 @@ typedef struct cp_eng {
     size_t n_content;
     cp_eng_content_rx *content;
     cp_vregex vregex;           /* the hook lent to the value layer */
+    uint32_t *word_ranges;      /* js.word as sorted [lo, hi] pairs (NULL: the value layer's own \w) */
+    size_t n_word_ranges;
+    int word_negated;
     cp_values_env env;
 } cp_eng;
 

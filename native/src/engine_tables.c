@@ -886,6 +886,111 @@ static int build_content(cp_eng *eng, const cp_value *content) {
     return 0;
 }
 
+/* ------------------------------------------------------------------ \w from the port section */
+
+/* One atom of the js.word class (FORMAT.md section 7): a code point, `\` and one of `\ ] [ - ^`, or `\u{H}`.
+ * -1 when malformed. */
+static long word_atom(const char *s, size_t n, size_t *i) {
+    if (*i >= n) return -1;
+    if (s[*i] == '\\') {
+        if (*i + 1 >= n) return -1;
+        char c = s[*i + 1];
+        if (c == 'u') {
+            size_t j = *i + 2;
+            if (j >= n || s[j] != '{') return -1;
+            j++;
+            long v = 0;
+            int nd = 0;
+            while (j < n && s[j] != '}') {
+                char h = s[j];
+                int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                        : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                if (d < 0 || ++nd > 6) return -1;
+                v = v * 16 + d;
+                j++;
+            }
+            if (j >= n || nd == 0 || v > 0x10FFFF) return -1;
+            *i = j + 1;
+            return v;
+        }
+        if (!strchr("\\][-^", c)) return -1;
+        *i += 2;
+        return (unsigned char)c;
+    }
+    int32_t c = cp_utf8_decode(s, n, i, 0);
+    return c < 0 ? -1 : c;
+}
+
+static int range_cmp(const void *a, const void *b) {
+    const uint32_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Parse js.word into sorted, merged ranges; 0, or -1 (malformed or out of memory: the built-in table then). */
+static int build_word(cp_eng *eng, const cp_value *word) {
+    size_t n = 0;
+    const char *s = str_of(word, &n);
+    if (!s || n < 2 || s[0] != '[' || s[n - 1] != ']') return -1;
+    size_t i = 1, end = n - 1;
+    int negated = 0;
+    if (i < end && s[i] == '^') {
+        negated = 1;
+        i++;
+    }
+    size_t cap = 64, k = 0;
+    uint32_t *r = malloc(cap * 2 * sizeof *r);
+    if (!r) return -1;
+    while (i < end) {
+        long lo = word_atom(s, end, &i), hi = lo;
+        if (lo < 0) goto bad;
+        if (i + 1 < end && s[i] == '-') {
+            i++;
+            hi = word_atom(s, end, &i);
+            if (hi < lo) goto bad;
+        }
+        if (k == cap) {
+            cap *= 2;
+            uint32_t *q = realloc(r, cap * 2 * sizeof *q);
+            if (!q) goto bad;
+            r = q;
+        }
+        r[2 * k] = (uint32_t)lo;
+        r[2 * k + 1] = (uint32_t)hi;
+        k++;
+    }
+    qsort(r, k, 2 * sizeof *r, range_cmp);
+    size_t w = 0;
+    for (size_t q = 0; q < k; q++) {
+        if (w && r[2 * q] <= r[2 * (w - 1) + 1] + 1) {
+            if (r[2 * q + 1] > r[2 * (w - 1) + 1]) r[2 * (w - 1) + 1] = r[2 * q + 1];
+        } else {
+            r[2 * w] = r[2 * q];
+            r[2 * w + 1] = r[2 * q + 1];
+            w++;
+        }
+    }
+    eng->word_ranges = r;
+    eng->n_word_ranges = w;
+    eng->word_negated = negated;
+    return 0;
+bad:
+    free(r);
+    return -1;
+}
+
+static int word_hook(void *ctx, uint32_t cp) {
+    const cp_eng *eng = ctx;
+    size_t lo = 0, hi = eng->n_word_ranges;
+    int in = 0;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (eng->word_ranges[2 * mid + 1] < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < eng->n_word_ranges && eng->word_ranges[2 * lo] <= cp) in = 1;
+    return in != eng->word_negated;
+}
+
 /* ------------------------------------------------------------------ anchor */
 
 static int by_len_desc(const void *a, const void *b) {
@@ -1056,6 +1161,11 @@ cp_eng *cp_eng_build(const cp_tables *t, cp_error *err) {
     eng->vregex.ctx = eng;
     eng->vregex.finditer = hook_finditer;
     eng->env.regex = &eng->vregex;
+    /* \w as the table file's port section spells it (the JS runtime's choice), else the value layer's table */
+    if (cp_type_of(cp_object_get_cstr(t->js, "word")) == CP_STRING && build_word(eng, cp_object_get_cstr(t->js, "word")) == 0) {
+        eng->env.word = word_hook;
+        eng->env.word_ctx = eng;
+    }
     return eng;
 oom:
     cp_error_oom(err);
@@ -1112,5 +1222,6 @@ void cp_eng_free(cp_eng *eng) {
         free(eng->content[i].error);
     }
     free(eng->content);
+    free(eng->word_ranges);
     free(eng);
 }
