@@ -44,7 +44,9 @@ typedef struct ctx {
     tmp_entry *tmp;
     size_t ntmp, captmp;
     cp_value *array_index;      /* name -> index into t->arrays */
-    pcre2_code *placeholder, *whole_placeholder;
+    pcre2_code *placeholder, *whole_placeholder;   /* compiled when first needed */
+    const uint8_t *meta_bytes;   /* the metadata section (its js.word serves the placeholder rule) */
+    size_t meta_len;
 } ctx;
 
 static void free_tmp(ctx *c) {
@@ -481,6 +483,10 @@ static int mixed_placeholder(ctx *c, const cp_value *v) {
             if (mixed_placeholder(c, v->u.object.members[i].value)) return 1;
         return 0;
     case CP_STRING:
+        /* a placeholder starts with '{': most strings need no regex (and the patterns are compiled on the
+         * first string that does) */
+        if (!memchr(v->u.string.bytes, '{', v->u.string.len)) return 0;
+        if (!c->placeholder) placeholder_patterns(c, c->meta_bytes, c->meta_len);
         return re_search(c, c->placeholder, v) && !re_search(c, c->whole_placeholder, v);
     default: return 0;
     }
@@ -1748,7 +1754,8 @@ static void load(ctx *c) {
     cp_sha256_digest(canon, dl, digest);
     if (memcmp(digest, t->template_sha256, 32) != 0) fail(c, "template hash does not match the template section");
     /* 6. the template rules */
-    placeholder_patterns(c, b + m0, m1 - m0);
+    c->meta_bytes = b + m0;
+    c->meta_len = m1 - m0;
     template_rules(c, spec);
     t->spec = unkeep(c, spec);
 
