@@ -248,7 +248,10 @@ int main(int argc, char **argv) {
         cp_free(ev);
         i += k;
     }
-    cp_parser *pb = cp_parser_new(t, prompt, pn, &o, &e2);
+    /* (this one over a shared engine) */
+    cp_engine *engine = cp_engine_new(t, &e2);
+    cp_parser *pb = engine ? cp_engine_parser(engine, prompt, pn, &o, &e2) : NULL;
+    if (!pb) printf("ENGINE %s: %s\n", e2.exception, e2.message);
     for (size_t i = 0; pb && i < on; i++) {
         char *ev = cp_parser_feed(pb, out + i, 1, NULL, &e2);
         if (!ev) { printf("FEED %s: %s\n", e2.exception, e2.message); return 1; }
@@ -261,6 +264,7 @@ int main(int argc, char **argv) {
     cp_free(fb);
     cp_free(mb);
     cp_parser_free(pb);
+    cp_engine_free(engine);
     char *msg = NULL;
     char *fin = cp_parser_finalize(p, &msg, NULL, NULL, &e2);
     if (!fin) printf("FINAL-ERROR %s: %s\n", e2.exception, e2.message);
@@ -374,7 +378,7 @@ def test_public_api_matches_python(api_program, tmp_path, dialect):
     # each feed's JSON text byte for byte (the quiet fast path's chunks included), then all events
     assert got["fed"] == fed
     assert _merge_chunks(got["initial"] + got["events"]) == _merge_chunks(json.loads(json.dumps(events)))
-    # fed one byte at a time: the same regions and message
+    # fed one byte at a time, by a parser over a shared cp_engine: the same regions and message
     assert got["bytemessage"] == got["message"]
     assert _merge_chunks(got["initial"] + got["bytes"]) == _merge_chunks(json.loads(json.dumps(events)))
     assert got["after"].startswith("RuntimeError ResponseParser already finalized")
@@ -424,7 +428,7 @@ static size_t parse_ids(char *line, int64_t *out) {
 }
 
 int main(int argc, char **argv) {
-    /* argv: tables dialect(0/1) prompt-mode(text|ids) prompt-file feeds-file */
+    /* argv: tables dialect(0/1) prompt-mode(text|ids) prompt-file feeds-file shared-engine(0/1) */
     (void)argc;
     size_t tn, pn, fn;
     char *tb = slurp(argv[1], &tn), *prompt = slurp(argv[4], &pn), *feeds = slurp(argv[5], &fn);
@@ -437,7 +441,12 @@ int main(int argc, char **argv) {
     size_t npids = by_ids ? parse_ids(prompt, pids) : 0;
     int64_t *all = calloc(fn + 1, sizeof *all);
     size_t nall = 0;
-    cp_parser *p = cp_parser_new_ids(t, by_ids ? NULL : prompt, by_ids ? 0 : pn, by_ids ? pids : NULL, npids, &o, &err);
+    /* odd cases over a shared engine (cp_engine_parser_ids), even ones with cp_parser_new_ids */
+    cp_engine *engine = atoi(argv[6]) ? cp_engine_new(t, &err) : NULL;
+    cp_parser *p = engine ? cp_engine_parser_ids(engine, by_ids ? NULL : prompt, by_ids ? 0 : pn, by_ids ? pids : NULL,
+                                                 npids, &o, &err)
+                          : cp_parser_new_ids(t, by_ids ? NULL : prompt, by_ids ? 0 : pn, by_ids ? pids : NULL, npids,
+                                              &o, &err);
     if (!p) { printf("NEW %s: %s\n", err.exception, err.message); return 1; }
     printf("EVENTS %s\n", cp_parser_initial_events(p, NULL));
     int64_t *ids = calloc(fn + 1, sizeof *ids);
@@ -462,6 +471,7 @@ int main(int argc, char **argv) {
     printf("ONESHOT %s\n", one ? one : "null");
     cp_free(fin); cp_free(msg); cp_free(one);
     cp_parser_free(p);
+    cp_engine_free(engine);
     cp_tables_free(t);
     free(tb); free(prompt); free(feeds); free(pids); free(all); free(ids);
     return 0;
@@ -499,7 +509,7 @@ def test_public_api_token_ids(api_ids_program, tmp_path):
                                             encoding="utf-8")
             r = subprocess.run([str(api_ids_program), str(VECTORS / vec["tables"]),
                                 "1" if c.get("dialect") == "vllm" else "0", "ids" if by_ids else "text",
-                                str(tmp_path / "prompt"), str(tmp_path / "feeds")],
+                                str(tmp_path / "prompt"), str(tmp_path / "feeds"), str(checked % 2)],
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, f"{f} {c['id']}: {r.stdout[-2000:]}"
             events, got, texts = [], {}, []

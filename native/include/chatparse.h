@@ -142,6 +142,21 @@ void cp_parser_free(cp_parser *p);
 char *cp_parse_response(const cp_tables *tables, const char *text, size_t len, const char *prompt,
                         size_t prompt_len, const cp_parser_options *opts, size_t *out_len, cp_error *err);
 
+/* An engine: the tables compiled for running (patterns on PCRE2, start
+ * guards), built once - cp_parser_new builds one per parser - and shared
+ * read-only by any number of parsers on any threads. The tables must outlive
+ * it, and it must outlive its parsers. NULL with err filled when a pattern
+ * cannot run (ValueError naming it: "... cannot run in C: ..."). */
+typedef struct cp_engine cp_engine;
+cp_engine *cp_engine_new(const cp_tables *tables, cp_error *err);
+void cp_engine_free(cp_engine *engine);
+/* cp_parser_new / cp_parser_new_ids over a shared engine. */
+cp_parser *cp_engine_parser(const cp_engine *engine, const char *prompt, size_t prompt_len,
+                            const cp_parser_options *opts, cp_error *err);
+cp_parser *cp_engine_parser_ids(const cp_engine *engine, const char *prompt, size_t prompt_len,
+                                const int64_t *prompt_ids, size_t n_prompt_ids, const cp_parser_options *opts,
+                                cp_error *err);
+
 /* Free what the parser API returned. NULL is allowed. */
 void cp_free(void *p);
 
