@@ -258,6 +258,9 @@ int main(int argc, char **argv) {
         if (strcmp(ev, "[]")) printf("BYTES %s\n", ev);
         cp_free(ev);
     }
+    char *one2 = engine ? cp_engine_parse_response(engine, out, on, prompt, pn, &o, NULL, &e2) : NULL;
+    printf("ONESHOT2 %s\n", one2 ? one2 : "null");
+    cp_free(one2);
     char *mb = NULL;
     char *fb = pb ? cp_parser_finalize(pb, &mb, NULL, NULL, &e2) : NULL;
     if (fb) printf("BYTES %s\nBYTEMESSAGE %s\n", fb, mb);
@@ -363,7 +366,7 @@ def test_public_api_matches_python(api_program, tmp_path, dialect):
         "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
     got = _api(api_program, tmp_path, tables, prompt, output, 1 if dialect == "vllm" else 0, tools)
     want_msg = parse_response(output, tpl, prefix=prompt, tools=tools, dialect=dialect)
-    assert got["oneshot"] == json.dumps(want_msg, separators=(",", ":"))
+    assert got["oneshot"] == got["oneshot2"] == json.dumps(want_msg, separators=(",", ":"))
     assert got["message"] == json.dumps(want_msg, separators=(",", ":"))
     p = ResponseParser(tpl, prefix=prompt, tools=tools, dialect=dialect)
     events = list(p.initial_events) if hasattr(p, "initial_events") else []
@@ -466,8 +469,10 @@ int main(int argc, char **argv) {
     char *fin = cp_parser_finalize(p, &msg, NULL, NULL, &err);
     if (!fin) { printf("FINAL %s: %s\n", err.exception, err.message); return 1; }
     printf("EVENTS %s\nMESSAGE %s\n", fin, msg);
-    char *one = cp_parse_ids(t, all, nall, by_ids ? NULL : prompt, by_ids ? 0 : pn, by_ids ? pids : NULL, npids, &o,
-                             NULL, &err);
+    char *one = engine ? cp_engine_parse_ids(engine, all, nall, by_ids ? NULL : prompt, by_ids ? 0 : pn,
+                                             by_ids ? pids : NULL, npids, &o, NULL, &err)
+                       : cp_parse_ids(t, all, nall, by_ids ? NULL : prompt, by_ids ? 0 : pn, by_ids ? pids : NULL,
+                                      npids, &o, NULL, &err);
     printf("ONESHOT %s\n", one ? one : "null");
     cp_free(fin); cp_free(msg); cp_free(one);
     cp_parser_free(p);

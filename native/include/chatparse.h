@@ -156,6 +156,13 @@ cp_parser *cp_engine_parser(const cp_engine *engine, const char *prompt, size_t 
 cp_parser *cp_engine_parser_ids(const cp_engine *engine, const char *prompt, size_t prompt_len,
                                 const int64_t *prompt_ids, size_t n_prompt_ids, const cp_parser_options *opts,
                                 cp_error *err);
+/* cp_parse_response / cp_parse_ids over a shared engine (those two build one
+ * per call). */
+char *cp_engine_parse_response(const cp_engine *engine, const char *text, size_t len, const char *prompt,
+                               size_t prompt_len, const cp_parser_options *opts, size_t *out_len, cp_error *err);
+char *cp_engine_parse_ids(const cp_engine *engine, const int64_t *ids, size_t n, const char *prompt,
+                          size_t prompt_len, const int64_t *prompt_ids, size_t n_prompt_ids,
+                          const cp_parser_options *opts, size_t *out_len, cp_error *err);
 
 /* Free what the parser API returned. NULL is allowed. */
 void cp_free(void *p);
@@ -186,7 +193,8 @@ cp_parser *cp_parser_new_ids(const cp_tables *tables, const char *prompt, size_t
 char *cp_parser_feed_ids(cp_parser *p, const int64_t *ids, size_t n, size_t *out_len, cp_error *err);
 
 /* The message of a whole sequence of ids (Python's parse_tokens), as JSON
- * text (cp_free), or NULL with err filled. Prompt as for cp_parser_new_ids. */
+ * text (cp_free), or NULL with err filled. Prompt as for cp_parser_new_ids.
+ * (Everywhere, an id pointer may be NULL only with a count of 0.) */
 char *cp_parse_ids(const cp_tables *tables, const int64_t *ids, size_t n, const char *prompt, size_t prompt_len,
                    const int64_t *prompt_ids, size_t n_prompt_ids, const cp_parser_options *opts, size_t *out_len,
                    cp_error *err);

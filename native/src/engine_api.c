@@ -15,6 +15,11 @@
 #include "engine.h"
 #include "error.h"
 
+struct cp_engine {
+    cp_eng *eng;
+    const cp_tables *tables;
+};
+
 struct cp_parser {
     const cp_eng *eng;          /* an engine's (cp_engine_parser) or its own (owned) */
     cp_eng *owned;
@@ -209,11 +214,6 @@ cp_parser *cp_parser_new(const cp_tables *tables, const char *prompt, size_t pro
     return parser_make(eng, eng, tables, 0, prompt, prompt_len, NULL, 0, opts, err);
 }
 
-struct cp_engine {
-    cp_eng *eng;
-    const cp_tables *tables;
-};
-
 cp_engine *cp_engine_new(const cp_tables *tables, cp_error *err) {
     if (!tables) {
         cp_error_set(err, "TypeError", "cp_engine_new needs tables from cp_tables_load()");
@@ -308,25 +308,46 @@ void cp_parser_free(cp_parser *p) {
     free(p);
 }
 
+/* parse_response (use_ids 0: text) / parse_tokens (use_ids 1: ids) over an engine. */
+static char *oneshot(const cp_eng *eng, const cp_tables *tables, int use_ids, const char *text, size_t len,
+                     const int64_t *ids,
+                     size_t n, const char *prompt, size_t prompt_len, const int64_t *prompt_ids, size_t n_prompt_ids,
+                     const cp_parser_options *opts, size_t *out_len, cp_error *err) {
+    cp_dialect_opts d;
+    cp_value *tools = NULL;
+    if (dialect_of(opts, &d, &tools, err) < 0) return NULL;
+    cp_value *msg = use_ids ? cp_parse_tokens_value(eng, tables, ids, n, prompt, prompt_len, prompt_ids, n_prompt_ids,
+                                                prompt_ids != NULL, tools, &d, err)
+                        : cp_parse_response_value(eng, text ? text : "", text ? len : 0, prompt, prompt_len, tools,
+                                                  &d, err);
+    char *out = msg ? dump(msg, out_len, err) : NULL;
+    cp_value_free(msg);
+    cp_value_free(tools);
+    return out;
+}
+
 char *cp_parse_response(const cp_tables *tables, const char *text, size_t len, const char *prompt,
                         size_t prompt_len, const cp_parser_options *opts, size_t *out_len, cp_error *err) {
     if (!tables) {
         cp_error_set(err, "TypeError", "parse_response needs tables from cp_tables_load()");
         return NULL;
     }
-    cp_dialect_opts d;
-    cp_value *tools = NULL;
-    if (dialect_of(opts, &d, &tools, err) < 0) return NULL;
     cp_eng *eng = cp_eng_build(tables, err);
-    char *out = NULL;
-    if (eng) {
-        cp_value *msg = cp_parse_response_value(eng, text ? text : "", text ? len : 0, prompt, prompt_len, tools, &d, err);
-        if (msg) out = dump(msg, out_len, err);
-        cp_value_free(msg);
-    }
+    char *out = eng ? oneshot(eng, tables, 0, text, len, NULL, 0, prompt, prompt_len, NULL, 0, opts, out_len, err) : NULL;
     cp_eng_free(eng);
-    cp_value_free(tools);
     return out;
+}
+
+char *cp_engine_parse_response(const cp_engine *e, const char *text, size_t len, const char *prompt,
+                               size_t prompt_len, const cp_parser_options *opts, size_t *out_len, cp_error *err) {
+    return oneshot(e->eng, e->tables, 0, text, len, NULL, 0, prompt, prompt_len, NULL, 0, opts, out_len, err);
+}
+
+char *cp_engine_parse_ids(const cp_engine *e, const int64_t *ids, size_t n, const char *prompt, size_t prompt_len,
+                          const int64_t *prompt_ids, size_t n_prompt_ids, const cp_parser_options *opts,
+                          size_t *out_len, cp_error *err) {
+    return oneshot(e->eng, e->tables, 1, NULL, 0, ids, n, prompt, prompt_len, prompt_ids,
+                   n_prompt_ids, opts, out_len, err);
 }
 
 cp_parser *cp_parser_new_ids(const cp_tables *tables, const char *prompt, size_t prompt_len,
@@ -377,19 +398,11 @@ char *cp_parse_ids(const cp_tables *tables, const int64_t *ids, size_t n, const 
         cp_error_set(err, "TypeError", "parse_tokens needs tables from cp_tables_load()");
         return NULL;
     }
-    cp_dialect_opts d;
-    cp_value *tools = NULL;
-    if (dialect_of(opts, &d, &tools, err) < 0) return NULL;
     cp_eng *eng = cp_eng_build(tables, err);
-    char *out = NULL;
-    if (eng) {
-        cp_value *msg = cp_parse_tokens_value(eng, tables, ids, n, prompt, prompt_len, prompt_ids, n_prompt_ids,
-                                              prompt_ids != NULL, tools, &d, err);
-        if (msg) out = dump(msg, out_len, err);
-        cp_value_free(msg);
-    }
+    char *out = eng ? oneshot(eng, tables, 1, NULL, 0, ids, n, prompt, prompt_len, prompt_ids,
+                              n_prompt_ids, opts, out_len, err)
+                    : NULL;
     cp_eng_free(eng);
-    cp_value_free(tools);
     return out;
 }
 
