@@ -116,6 +116,8 @@ typedef struct cp_eng {
 
     cp_rx *anchor;              /* the start anchor (literals or pattern) */
     int anchor_is_pattern;
+    size_t keep;                /* code points a scanner keeps before pos: the largest pattern history + 1
+                                   (0: keep everything) */
 
     size_t n_content;
     cp_eng_content_rx *content;
@@ -160,10 +162,10 @@ typedef struct cp_attempt {
 typedef struct cp_scanner {
     const cp_eng *eng;
     const cp_eng_mode *mode;
-    char *text;             /* everything received (UTF-8): kept whole, so memory grows with the
-                               output (the cost of a feed does not); trimming to the history a
-                               pattern may read back is left to do */
-    size_t end, cap;        /* bytes received, allocated */
+    char *text;             /* the received text from offset `base` on (UTF-8): what is before the
+                               history a pattern may read back from pos is dropped (trim) */
+    size_t base;            /* absolute offset of text[0] */
+    size_t end, cap;        /* bytes received (absolute end), allocated */
     size_t pos;             /* first byte not yet handed out */
     size_t scan;            /* next byte to step */
     size_t cp_pos;          /* code points before pos */

@@ -1131,6 +1131,13 @@ cp_eng *cp_eng_build(const cp_tables *t, cp_error *err) {
             if (!ep->rx) goto fail;
         }
     }
+    /* the text a scanner keeps before its first undecided offset (Python's Scanner.keep) */
+    {
+        int64_t h = 1;
+        for (size_t i = 0; i < t->n_patterns; i++)
+            if (t->patterns[i].history > h) h = t->patterns[i].history;
+        eng->keep = h < (1 << 20) ? (size_t)h + 1 : 0;
+    }
     /* modes */
     eng->n_modes = t->n_modes;
     eng->modes = calloc(t->n_modes ? t->n_modes : 1, sizeof *eng->modes);

@@ -628,6 +628,7 @@ int cp_rx_exec(const cp_rx *rx, const char *subject, size_t len, size_t start, u
     if (flags & CP_RX_ANCHORED) o |= PCRE2_ANCHORED;
     if (flags & CP_RX_END_ANCHORED) o |= PCRE2_ENDANCHORED;
     if (flags & CP_RX_NOTEMPTY_AT) o |= PCRE2_NOTEMPTY_ATSTART;
+    if (flags & CP_RX_NOTBOL) o |= PCRE2_NOTBOL;
     int rc = pcre2_match(rx->code, (PCRE2_SPTR)subject, len, start, o, md, NULL);
     if (rc == PCRE2_ERROR_NOMATCH) {
         pcre2_match_data_free(md);

@@ -80,6 +80,7 @@ void cp_rx_match_fini(cp_rx_match *m);
 #define CP_RX_ANCHORED      1u   /* the match must start at `start` (JavaScript's y flag) */
 #define CP_RX_END_ANCHORED  2u   /* ... and end at `len` (the "(?:src)$" full match) */
 #define CP_RX_NOTEMPTY_AT   4u   /* an empty match at `start` does not count */
+#define CP_RX_NOTBOL        8u   /* the subject's start is not the text's: `^` does not hold there */
 
 /* Search subject[0..len) from byte offset `start` (a character boundary; the
  * text before it is seen by lookbehinds, `^` holds only at 0). Returns 1 with

@@ -61,10 +61,34 @@ void cp_scanner_fini(cp_scanner *sc) {
     memset(sc, 0, sizeof *sc);
 }
 
+/* Drop the text no one can read any more: everything before the `keep` code points before pos (the history a
+ * pattern's lookbehind may read back from an attempt, which starts at or after pos, plus one). Done only when
+ * that frees at least half the buffer and 4 kB, so the copying costs O(1) per byte received. Called before new
+ * text is appended, when no pointer into the text is held. */
+#ifndef CP_SCANNER_TRIM_MIN
+#define CP_SCANNER_TRIM_MIN 4096 /* (a test build sets 1: every push trims what it can) */
+#endif
+
+static void trim(cp_scanner *sc) {
+    size_t keep = sc->eng->keep;
+    if (!keep || sc->pos - sc->base < 2 * CP_SCANNER_TRIM_MIN + 4 * (size_t)keep) return;
+    size_t cut = sc->pos - sc->base; /* relative */
+    for (size_t k = 0; k < keep && cut > 0; k++) {
+        cut--;
+        while (cut > 0 && ((unsigned char)sc->text[cut] & 0xC0) == 0x80) cut--;
+    }
+    size_t live = sc->end - sc->base;
+    if (cut < CP_SCANNER_TRIM_MIN || (CP_SCANNER_TRIM_MIN > 1 && 2 * cut < live)) return;
+    memmove(sc->text, sc->text + cut, live - cut + 1);
+    sc->base += cut;
+}
+
 int cp_scanner_push(cp_scanner *sc, const char *s, size_t n, cp_error *err) {
-    if (sc->end + n + 1 > sc->cap) {
+    trim(sc);
+    size_t live = sc->end - sc->base;
+    if (live + n + 1 > sc->cap) {
         size_t cap = sc->cap ? sc->cap : 256;
-        while (cap < sc->end + n + 1) cap *= 2;
+        while (cap < live + n + 1) cap *= 2;
         char *t = realloc(sc->text, cap);
         if (!t) {
             cp_error_oom(err);
@@ -73,9 +97,9 @@ int cp_scanner_push(cp_scanner *sc, const char *s, size_t n, cp_error *err) {
         sc->text = t;
         sc->cap = cap;
     }
-    memcpy(sc->text + sc->end, s, n);
+    memcpy(sc->text + live, s, n);
     sc->end += n;
-    sc->text[sc->end] = 0;
+    sc->text[live + n] = 0;
     return 0;
 }
 
@@ -92,9 +116,9 @@ int cp_scanner_quiet(const cp_scanner *sc) { return sc->n_att == 0 && sc->scan =
 size_t cp_scanner_safe_end(const cp_scanner *sc) { return sc->n_att ? sc->att[0].start : sc->scan; }
 
 const char *cp_scanner_take(cp_scanner *sc, size_t upto, size_t *len) {
-    const char *out = sc->text ? sc->text + sc->pos : "";
+    const char *out = sc->text ? sc->text + (sc->pos - sc->base) : "";
     size_t n = upto > sc->pos ? upto - sc->pos : 0;
-    sc->cp_pos += cp_rx_cp_count(sc->text, sc->pos, sc->pos + n);
+    if (n) sc->cp_pos += cp_rx_cp_count(out, 0, n);
     if (upto > sc->pos) sc->pos = upto;
     *len = n;
     return out;
@@ -167,7 +191,7 @@ static void record(cp_scanner *sc, cp_attempt *a, uint32_t s, size_t at) {
     for (uint32_t k = mode->acc_off[s]; k < mode->acc_off[s + 1]; k++) {
         uint32_t item = mode->acc_item[k];
         uint32_t p = item & 0x7FFFFFFFu;
-        size_t e = (item >> 31) && at > 0 ? back_one(sc->text, at) : at;
+        size_t e = (item >> 31) && at > sc->base ? back_one(sc->text, at - sc->base) + sc->base : at;
         uint32_t j = 0;
         while (j < a->n_ends && a->loc[j] != p) j++;
         if (j == a->n_ends) {
@@ -200,8 +224,11 @@ static int has_chars(const cp_scanner *sc, size_t from, long long n) {
     size_t avail = sc->end - from;
     if ((long long)avail < n) return 0;
     if ((long long)avail >= 4 * n) return 1;
-    return (long long)cp_rx_cp_count(sc->text, from, sc->end) >= n;
+    return (long long)cp_rx_cp_count(sc->text, from - sc->base, sc->end - sc->base) >= n;
 }
+
+/* Once the text's start is cut off, `^` (Python's ^ and \\A as translated) cannot hold at the buffer's start. */
+static unsigned notbol(const cp_scanner *sc) { return sc->base ? CP_RX_NOTBOL : 0; }
 
 static int field_name_less(const cp_eng *e, uint32_t a, uint32_t b) {
     size_t la = e->field_name_lens[a], lb = e->field_name_lens[b];
@@ -230,13 +257,14 @@ static int resolve(cp_scanner *sc, cp_attempt *a, int eos, cp_decision *d, cp_er
                 cp_value_free(best_caps);
                 return 2;
             }
-            int r = cp_rx_exec(p->rx, sc->text, sc->end, a->start, CP_RX_ANCHORED, &sc->m, err);
+            int r = cp_rx_exec(p->rx, sc->text, sc->end - sc->base, a->start - sc->base, CP_RX_ANCHORED | notbol(sc),
+                               &sc->m, err);
             if (r < 0) {
                 cp_value_free(best_caps);
                 return -1;
             }
             if (r == 0) continue;
-            end = sc->m.end;
+            end = sc->m.end + sc->base;
             from_regex = 1;
         }
         /* key: (start - end, open before close, field name) */
@@ -269,7 +297,8 @@ static int resolve(cp_scanner *sc, cp_attempt *a, int eos, cp_decision *d, cp_er
     if (!have) return 0;
     const cp_eng_pattern *p = &eng->patterns[best_pi];
     if (!best_regex && p->named_groups) {
-        int r = cp_rx_exec(p->rx, sc->text, best_end, a->start, CP_RX_ANCHORED | CP_RX_END_ANCHORED, &sc->m, err);
+        int r = cp_rx_exec(p->rx, sc->text, best_end - sc->base, a->start - sc->base,
+                           CP_RX_ANCHORED | CP_RX_END_ANCHORED | notbol(sc), &sc->m, err);
         if (r < 0) return -1;
         if (r == 0) {
             cp_error_set(err, "RuntimeError",
@@ -293,7 +322,8 @@ static int resolve(cp_scanner *sc, cp_attempt *a, int eos, cp_decision *d, cp_er
 static uint32_t guarded_start(cp_scanner *sc, const cp_eng_lead *g, size_t at, cp_error *err, int *failed) {
     uint32_t k = 0;
     for (size_t j = 0; j < g->n_rx; j++) {
-        int r = cp_rx_exec(g->rxs[j], sc->text, sc->end, at, CP_RX_ANCHORED, &sc->m, err);
+        int r = cp_rx_exec(g->rxs[j], sc->text, sc->end - sc->base, at - sc->base, CP_RX_ANCHORED | notbol(sc), &sc->m,
+                           err);
         if (r < 0) {
             *failed = 1;
             return 0;
@@ -327,15 +357,14 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
         size_t scan = sc->scan;
         if (!sc->n_att && !(scan == 0 && mode->start0) && mode->can_start) {
             /* skip ahead to the first offset where an attempt can matter */
-            const char *t = sc->text;
             size_t i = scan;
             for (;;) {
                 if (i >= sc->end) break;
                 if (stop >= 0 && (long long)i > stop) break;
-                size_t j = i;
-                uint32_t c = cp_eng_class(eng, decode_at(t, &j));
+                size_t j = i - sc->base;
+                uint32_t c = cp_eng_class(eng, decode_at(sc->text, &j));
                 if (mode->can_start[c]) break;
-                i = j;
+                i = j + sc->base;
             }
             if (i >= sc->end) {
                 sc->scan = sc->end;
@@ -347,8 +376,9 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
                 return 0;
             }
         }
-        size_t nxt = scan;
+        size_t nxt = scan - sc->base;
         uint32_t cls = cp_eng_class(eng, decode_at(sc->text, &nxt));
+        nxt += sc->base;
         for (size_t i = 0; i < sc->n_att; i++) {
             cp_attempt *a = &sc->att[i];
             if (a->fin >= 0) continue;

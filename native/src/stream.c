@@ -397,7 +397,7 @@ static int region_open(cp_stream *p, cp_value *events, long fi, cp_value *captur
 /* Scanner.decide for a close_json_end region (StreamParser._decide_json_end). */
 static int decide_json_end(cp_stream *p, int eos, cp_decision *d, cp_error *err) {
     cp_scanner *sc = &p->sc;
-    cp_json_end_advance(&p->je, sc->text ? sc->text : "", 0, sc->end);
+    cp_json_end_advance(&p->je, sc->text ? sc->text : "", sc->base, sc->end);
     if (eos) cp_json_end_finish(&p->je);
     long long j = cp_json_end_status(&p->je) == 1 ? p->je.end : -1;
     sc->stop = j;
