@@ -56,6 +56,7 @@ from sglang.srt.constrained.xgrammar_backend import XGrammarGrammarBackend
 from sglang.srt.entrypoints.openai.protocol import Tool
 from sglang.srt.function_call.function_call_parser import FunctionCallParser
 from sglang.srt.function_call.response_template_structural_tag import tool_call_structural_tag
+from sglang.srt.parser import response_template as _rt
 from xgrammar import StructuralTag
 
 import chatparse
@@ -157,6 +158,15 @@ def probe(family: str) -> dict[str, str]:
     out = {}
     tag = plugin.sglang_structural_tag(m, [t.model_dump() for t in PROBE_TOOLS], tool_choice="required")
     out["sglang"] = "yes" if tag is not None else "derives none"
+    # SGLang's derivation on the family's base-format template too (what SGLang's own `response_template`
+    # detector would read from a tokenizer config holding it)
+    try:
+        base = _rt._derive_serving_templates(sf.base_view(family)).source
+        tag = tool_call_structural_tag(base.fields.get("tool_calls"), [t.model_dump() for t in PROBE_TOOLS],
+                                       parallel_tool_calls=True)
+        out["sglang_base"] = "yes" if tag is not None else "derives none"
+    except ValueError as exc:
+        out["sglang_base"] = f"refused ({str(exc)[:60]})"
     compiled = plugin._tag_template(m)
     if compiled is None:
         out["chatparse"] = "no template without a format extension"
@@ -567,6 +577,10 @@ def _summary(rows: list[dict]) -> list[str]:
         if untested:
             line += f" ({len(untested)} not tested: no corpus output with a call it accepts: {', '.join(untested)})"
         out.append(line + f"; accepts {accepted} of the {total} corpus outputs.")
+    base = [r["family"] for r in with_tools if r["probe"].get("sglang_base") == "yes"]
+    out.append(f"* SGLang's derivation on the base-format templates instead (SGLang's own `response_template` "
+               f"detector with the bundled template in the tokenizer config): a call tag for {len(base)} of the "
+               f"{len(with_tools)} families" + (f" ({', '.join(base)})." if base else "."))
     no_tag = [f"{r['family']} ({r['probe']['chatparse']})" for r in with_tools if r["probe"]["chatparse"] != "yes"]
     if no_tag:
         out.append(f"* No chatparse call tag: {'; '.join(no_tag)}.")
