@@ -18,7 +18,8 @@ real xgrammar (no stand-ins), for every bundled family as the plugin resolves it
 * the rule's other side: a template SGLang's derivation handles keeps SGLang's tag;
 * end to end through SGLang's OpenAI chat serving class (`OpenAIServingChat.handle_request`, on the scripted
   engine of tests/test_sglang_e2e.py): a required tool choice puts the plugin's tag into the request's sampling
-  parameters, and the served response holds the call.
+  parameters, SGLang's own xgrammar backend (`XGrammarGrammarBackend`, on the served tokenizer) accepts the
+  output token by token and refuses it calling an unknown tool, and the served response holds the call.
 
 Run in the SGLang venv (.ci/run makes it); elsewhere this file skips, saying so:
 
@@ -263,3 +264,33 @@ def test_served_required_choice_answers_with_the_call(served):
     assert streamed_calls == calls and finish == "tool_calls"
     assert reasoning.strip() == choice.message.reasoning_content.strip()
     assert content.strip() == choice.message.content.strip()
+
+
+def _feed(grammar, ids: list[int]) -> bool:
+    """Feed token ids to SGLang's grammar object; False at the first it refuses."""
+    for token in ids:
+        try:
+            grammar.accept_token(token)
+        except ValueError:
+            return False
+    return True
+
+
+def test_served_tag_in_sglangs_xgrammar_backend(served):
+    """The tag SGLang installed, compiled by SGLang's own xgrammar backend on the served model's tokenizer:
+    the scripted output's token ids are accepted one by one, then the end-of-turn token ends it; the same output
+    calling a tool not in the request is refused at a token."""
+    from sglang.srt.constrained.xgrammar_backend import XGrammarGrammarBackend
+
+    tokenizer = served["engine"].tokenizer
+    eos = tokenizer.eos_token_id
+    backend = XGrammarGrammarBackend(tokenizer, vocab_size=len(tokenizer), model_eos_token_ids=[eos])
+    key = served["engine"].sampling_params[0]["structural_tag"]
+    grammar = backend.dispatch_structural_tag(key)
+    assert type(grammar).__name__ == "XGrammarGrammar", grammar  # not SGLang's InvalidGrammarObject
+    assert _feed(grammar, tokenizer.encode(served["output"], add_special_tokens=False))
+    assert not grammar.is_terminated()
+    assert _feed(grammar, [eos]) and grammar.is_terminated()
+    bad = backend.dispatch_structural_tag(key)
+    assert not _feed(bad, tokenizer.encode(served["output"].replace("get_weather", st.UNKNOWN),
+                                           add_special_tokens=False))
