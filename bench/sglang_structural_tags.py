@@ -25,16 +25,20 @@ Every tag goes the way SGLang sends it to xgrammar (an xgrammar `StructuralTag`,
 accepts the whole output as a string and can end there (`xgrammar.testing._is_grammar_accept_string`).
 
 **Corpus**: the cases of tests/real_outputs/<family>.json that are well-formed (an ``expected`` message, no
-``xfail``/``needs``), whose prompt leaves the output at the message start (`chatparse.export.grammar.start_mode`
-is 0: the tag then governs the whole output), and that the served template parses as the source expects. Tools:
-the case's own, else one per called function typed as its expected arguments (`bench.sglang_families.tools_for`),
-all strict.
+``xfail``/``needs``) and that the served template parses as the source expects; of each, the part the tag
+governs (`governed`): the whole output where the prompt leaves it at the message start
+(`chatparse.export.grammar.start_mode` is 0), the text after the reasoning's closer where the prompt leaves the
+reasoning open (SGLang's reasoner grammar backend lets the reasoning through and starts the grammar at its end
+token). Tools: the case's own, else one per called function typed as its expected arguments
+(`bench.sglang_families.tools_for`), all strict. Every output the plugin's tag rejects needs a reason
+(`why_rejected`), or the report says **unexplained**.
 
-**Constrains calls**: two malformed variants of the first corpus output with a call that the tag accepts: the
-call's tool name replaced by one not in the tools (kept only where chatparse's parser then reads a call of that
-name: the mutation hit the name), and its JSON arguments broken (the ``:`` after the first argument's key
-dropped; kept only where chatparse's parser then no longer reads that call: the family does read arguments as
-JSON). A tag constrains calls when it rejects every variant kept.
+**Constrains calls**: two malformed variants of the first output with a call that the tag accepts (the family's
+own corpus first, then other families' outputs its template reads as the source expects, then
+`SYNTHESIZED_CALLS`): the call's tool name replaced by one not in the tools (kept only where chatparse's parser
+then reads a call of that name: the mutation hit the name), and its JSON arguments broken (the ``:`` after the
+first argument's key dropped; kept only where chatparse's parser then no longer reads that call: the family does
+read arguments as JSON). A tag constrains calls when it rejects every variant kept.
 """
 
 from __future__ import annotations
