@@ -116,7 +116,7 @@ static void load_once(void *vctx) {
 }
 
 struct ids_ctx {
-    const cp_tables *tables;
+    const cp_engine *engine;
     const int64_t *ids;
     size_t n;
     char *message; /* the last call's (kept for `check`) */
@@ -126,14 +126,14 @@ static void ids_once(void *vctx) {
     struct ids_ctx *c = vctx;
     cp_error err = {0};
     size_t len;
-    char *msg = cp_parse_ids(c->tables, c->ids, c->n, "", 0, NULL, 0, NULL, &len, &err);
-    if (!msg) die("cp_parse_ids", &err);
+    char *msg = cp_engine_parse_ids(c->engine, c->ids, c->n, "", 0, NULL, 0, NULL, &len, &err);
+    if (!msg) die("cp_engine_parse_ids", &err);
     cp_free(c->message);
     c->message = msg;
 }
 
 struct text_ctx {
-    const cp_tables *tables;
+    const cp_engine *engine;
     const char *text;
     size_t n;
     char *message;
@@ -143,14 +143,38 @@ static void text_once(void *vctx) {
     struct text_ctx *c = vctx;
     cp_error err = {0};
     size_t len;
-    char *msg = cp_parse_response(c->tables, c->text, c->n, "", 0, NULL, &len, &err);
-    if (!msg) die("cp_parse_response", &err);
+    char *msg = cp_engine_parse_response(c->engine, c->text, c->n, "", 0, NULL, &len, &err);
+    if (!msg) die("cp_engine_parse_response", &err);
     cp_free(c->message);
     c->message = msg;
 }
 
+/* Feed ids to p, the events made as structs (cp_parser_feed_ids_events; json: as JSON text, cp_parser_feed_ids,
+ * freed): a checksum of what was handed out (events and text bytes), so the events are read, as a caller would. */
+static int use_json = 0;
+static size_t sink = 0;
+
+static cp_error feed_err; /* one error record for every feed (the library writes it only when a call fails; a
+                             caller need not clear its 2 kB per call) */
+
+static void feed(cp_parser *p, const int64_t *ids, size_t n) {
+    cp_error *err = &feed_err;
+    if (use_json) {
+        size_t len = 0;
+        char *ev = cp_parser_feed_ids(p, ids, n, &len, err);
+        if (!ev) die("cp_parser_feed_ids", err);
+        sink += len;
+        cp_free(ev);
+        return;
+    }
+    const cp_event *ev = NULL;
+    size_t k = 0;
+    if (cp_parser_feed_ids_events(p, ids, n, &ev, &k, err) < 0) die("cp_parser_feed_ids_events", err);
+    for (size_t i = 0; i < k; i++) sink += (size_t)ev[i].type + ev[i].text_len;
+}
+
 struct streams_ctx {
-    const cp_tables *tables;
+    const cp_engine *engine;
     const int64_t *mat;
     size_t steps, b;
     cp_parser **ps;
@@ -164,17 +188,13 @@ static void streams_once(void *vctx) {
     size_t len;
     double t0 = now_s();
     for (size_t j = 0; j < c->b; j++) {
-        c->ps[j] = cp_parser_new_ids(c->tables, "", 0, NULL, 0, NULL, &err);
-        if (!c->ps[j]) die("cp_parser_new_ids", &err);
+        c->ps[j] = cp_engine_parser_ids(c->engine, "", 0, NULL, 0, NULL, &err);
+        if (!c->ps[j]) die("cp_engine_parser_ids", &err);
     }
     double t1 = now_s();
     const int64_t *row = c->mat;
     for (size_t k = 0; k < c->steps; k++, row += c->b) {
-        for (size_t j = 0; j < c->b; j++) {
-            char *ev = cp_parser_feed_ids(c->ps[j], row + j, 1, &len, &err);
-            if (!ev) die("cp_parser_feed_ids", &err);
-            cp_free(ev);
-        }
+        for (size_t j = 0; j < c->b; j++) feed(c->ps[j], row + j, 1);
     }
     double t2 = now_s();
     for (size_t j = 0; j < c->b; j++) {
@@ -194,36 +214,26 @@ static void streams_once(void *vctx) {
 
 /* One pass of the per-token workload: ns per token of each window (out[len_index]); *message: the final
  * message (caller frees). */
-static void pertoken_pass(const cp_tables *tables, const int64_t *ids, size_t n, size_t window, const size_t *lens,
+static void pertoken_pass(const cp_engine *engine, const int64_t *ids, size_t n, size_t window, const size_t *lens,
                           size_t n_lens, double *out, char **message) {
     cp_error err = {0};
     size_t len;
-    cp_parser *p = cp_parser_new_ids(tables, "", 0, NULL, 0, NULL, &err);
-    if (!p) die("cp_parser_new_ids", &err);
+    cp_parser *p = cp_engine_parser_ids(engine, "", 0, NULL, 0, NULL, &err);
+    if (!p) die("cp_engine_parser_ids", &err);
     size_t pos = 0;
     for (size_t li = 0; li < n_lens; li++) {
         size_t start = lens[li] - window;
         while (pos < start) {
             size_t next = pos + 4096 < start ? pos + 4096 : start;
-            char *ev = cp_parser_feed_ids(p, ids + pos, next - pos, &len, &err);
-            if (!ev) die("cp_parser_feed_ids", &err);
-            cp_free(ev);
+            feed(p, ids + pos, next - pos);
             pos = next;
         }
         double t = now_s();
-        for (size_t i = start; i < lens[li]; i++) {
-            char *ev = cp_parser_feed_ids(p, ids + i, 1, &len, &err);
-            if (!ev) die("cp_parser_feed_ids", &err);
-            cp_free(ev);
-        }
+        for (size_t i = start; i < lens[li]; i++) feed(p, ids + i, 1);
         out[li] = (now_s() - t) * 1e9 / (double)window;
         pos = lens[li];
     }
-    if (pos < n) {
-        char *ev = cp_parser_feed_ids(p, ids + pos, n - pos, &len, &err);
-        if (!ev) die("cp_parser_feed_ids", &err);
-        cp_free(ev);
-    }
+    if (pos < n) feed(p, ids + pos, n - pos);
     char *msg = NULL;
     size_t mlen;
     char *ev = cp_parser_finalize(p, &msg, &mlen, &len, &err);
@@ -257,7 +267,12 @@ int main(int argc, char **argv) {
     size_t nbytes;
     uint8_t *bytes = read_file(argv[1], &nbytes);
     const char *mode = argv[2];
-    int check = strcmp(argv[argc - 1], "check") == 0;
+    int check = 0;
+    while (argc > 4 && (strcmp(argv[argc - 1], "check") == 0 || strcmp(argv[argc - 1], "json") == 0)) {
+        if (strcmp(argv[argc - 1], "check") == 0) check = 1;
+        else use_json = 1;
+        argc--;
+    }
     long calls = 0;
     printf("{\"version\":\"%s\",\"mode\":\"%s\"", cp_version(), mode);
     if (strcmp(mode, "load") == 0) {
@@ -269,6 +284,9 @@ int main(int argc, char **argv) {
     }
     const cp_tables *tables = load_tables(bytes, nbytes);
     free(bytes);
+    cp_error eerr = {0};
+    cp_engine *engine = cp_engine_new(tables, &eerr); /* compiled once, shared by every parser and call */
+    if (!engine) die("cp_engine_new", &eerr);
     if (strcmp(mode, "pertoken") == 0) {
         if (argc < 7) usage();
         size_t n;
@@ -291,7 +309,7 @@ int main(int argc, char **argv) {
         for (int r = 0; r < reps; r++) {
             cp_free(message);
             message = NULL;
-            pertoken_pass(tables, ids, n, window, lens, n_lens, out, &message);
+            pertoken_pass(engine, ids, n, window, lens, n_lens, out, &message);
             printf("%s[", r ? "," : "");
             for (size_t li = 0; li < n_lens; li++) printf("%s%.4f", li ? "," : "", out[li]);
             printf("]");
@@ -302,7 +320,7 @@ int main(int argc, char **argv) {
         cp_free(message);
         free(ids);
     } else if (strcmp(mode, "ids") == 0) {
-        struct ids_ctx c = {tables, NULL, 0, NULL};
+        struct ids_ctx c = {engine, NULL, 0, NULL};
         int64_t *ids = read_ids(argv[3], &c.n);
         c.ids = ids;
         double s = timed(ids_once, &c, atof(argv[4]), &calls);
@@ -312,7 +330,7 @@ int main(int argc, char **argv) {
         cp_free(c.message);
         free(ids);
     } else if (strcmp(mode, "text") == 0) {
-        struct text_ctx c = {tables, NULL, 0, NULL};
+        struct text_ctx c = {engine, NULL, 0, NULL};
         uint8_t *text = read_file(argv[3], &c.n);
         c.text = (const char *)text;
         double s = timed(text_once, &c, atof(argv[4]), &calls);
@@ -323,7 +341,7 @@ int main(int argc, char **argv) {
         free(text);
     } else if (strcmp(mode, "streams") == 0) {
         if (argc < 6) usage();
-        struct streams_ctx c = {tables, NULL, 0, (size_t)atol(argv[4]), NULL, NULL, {0, 0, 0}};
+        struct streams_ctx c = {engine, NULL, 0, (size_t)atol(argv[4]), NULL, NULL, {0, 0, 0}};
         size_t n;
         int64_t *mat = read_ids(argv[3], &n);
         if (c.b == 0 || n % c.b) die("matrix size is not a multiple of B", NULL);
@@ -349,6 +367,7 @@ int main(int argc, char **argv) {
     } else {
         usage();
     }
+    cp_engine_free(engine);
     cp_tables_free((cp_tables *)tables);
-    return 0;
+    return sink == (size_t)-1; /* (the checksum is used: the events are read) */
 }

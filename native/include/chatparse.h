@@ -199,6 +199,55 @@ char *cp_parse_ids(const cp_tables *tables, const int64_t *ids, size_t n, const 
                    const int64_t *prompt_ids, size_t n_prompt_ids, const cp_parser_options *opts, size_t *out_len,
                    cp_error *err);
 
+/* ---------------------------------------------------------------------------
+ * EVENTS AS STRUCTS
+ *
+ * The same events as the JSON API's, as plain structs in a parser-owned array
+ * that stays valid until the parser's next call (feed, finalize, free): no
+ * JSON is written and, on the token path's steady state (a region open and
+ * tokens that cannot decide a delimiter), nothing is allocated (the buffers
+ * are reused and grow geometrically).
+ *
+ * Every event has its type and, where it names a field, the field's index in
+ * the template (cp_parser_field_name) and name. A region_chunk has its text
+ * (and dirty flag). An event built by the character engine (any type) also has
+ * `detail`: its complete value (spans, captures, a region_close's value...),
+ * which cp_events_json writes; fast-path region_chunks have no detail and need
+ * none. cp_events_json(events) is byte for byte the JSON the JSON API returns
+ * for the same feed (the JSON API is that call over these events).
+ * ------------------------------------------------------------------------- */
+typedef enum cp_event_type {
+    CP_EVENT_OTHER = 0,              /* a type not listed here: see its JSON */
+    CP_EVENT_REGION_OPEN = 1,
+    CP_EVENT_REGION_CHUNK = 2,
+    CP_EVENT_REGION_CLOSE = 3,
+    CP_EVENT_REGION_MALFORMED = 4
+} cp_event_type;
+
+typedef struct cp_event {
+    cp_event_type type;
+    long field;                  /* index of the event's field, -1 when it names none */
+    const char *field_name;      /* UTF-8, not NUL-terminated (NULL when field < 0) */
+    size_t field_name_len;
+    const char *text;            /* the event's "text" (UTF-8), NULL when it has none */
+    size_t text_len;
+    int dirty;                   /* region_chunk's "dirty" */
+    const void *detail;          /* the engine's value of the event (opaque), NULL for a fast-path chunk */
+} cp_event;
+
+/* Feed token ids (a parser from cp_parser_new_ids / cp_engine_parser_ids):
+ * *events (parser-owned, valid until the next call on p) and *count get the
+ * feed's events. 0, or -1 with err (as cp_parser_feed_ids fails). */
+int cp_parser_feed_ids_events(cp_parser *p, const int64_t *ids, size_t n, const cp_event **events, size_t *count,
+                              cp_error *err);
+/* Feed UTF-8 text, the events as structs (as cp_parser_feed). */
+int cp_parser_feed_events(cp_parser *p, const char *text, size_t len, const cp_event **events, size_t *count,
+                          cp_error *err);
+/* The events as the JSON list the JSON API writes (caller frees with cp_free). */
+char *cp_events_json(const cp_event *events, size_t count, size_t *out_len, cp_error *err);
+/* The name of field index `field` of the parser's template (NULL when out of range). */
+const char *cp_parser_field_name(const cp_parser *p, long field, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

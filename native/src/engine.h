@@ -204,6 +204,13 @@ const char *cp_scanner_take(cp_scanner *sc, size_t upto, size_t *len);
  * stream has come (the EOT symbol is fed once). */
 int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err);
 
+/* Append n bytes of valid UTF-8 (whole characters) and step them when that cannot decide anything: every live
+ * attempt is undecided without a match, and no attempt (live or started in the text) reaches an accepting
+ * state or needs a start guard. Then the attempts are left exactly as cp_scanner_decide would leave them
+ * (dead ones dropped, new ones added), scan = end: 1. 0 when that does not hold (nothing changed), -1 on
+ * error. `inert`: the caller knows no character of the text can start an attempt here. */
+int cp_scanner_push_undecided(cp_scanner *sc, const char *text, size_t n, int inert, cp_error *err);
+
 /* ------------------------------------------------------------------ stream */
 
 typedef struct cp_dialect_opts {
@@ -244,6 +251,13 @@ const char *cp_stream_input_text(const cp_stream *p, size_t *len, size_t *cp_len
  * required field raises, else the first unrecovered malformed region's error. */
 cp_value *cp_parse_response_value(const cp_eng *eng, const char *text, size_t len, const char *prefix, size_t prefix_len,
                             const cp_value *tools, const cp_dialect_opts *dialect, cp_error *err);
+
+/* Feed text (whole valid characters) that cannot decide a delimiter while a region is open and nothing is
+ * held (cp_scanner_push_undecided): the region text it releases, *out (into the scanner's buffer, valid until
+ * the next feed) and *out_len (0: no event), is what cp_stream_feed would hand out as its one region_chunk.
+ * Returns the open region's field, -1 when that does not apply (nothing changed), -2 on error (failed). */
+long cp_stream_feed_undecided(cp_stream *p, const char *text, size_t len, int inert, const char **out, size_t *out_len,
+                              cp_error *err);
 
 /* RuntimeError when the parser is finalized or failed (Python's message), else 0. */
 int cp_stream_check_usable(cp_stream *p, cp_error *err);
@@ -294,11 +308,14 @@ cp_stream *cp_tok_stream_core(cp_tok_stream *p);
 /* 1 while the decoder holds the bytes of a split character. */
 int cp_tok_stream_holds(const cp_tok_stream *p);
 cp_value *cp_tok_stream_feed(cp_tok_stream *p, const int64_t *ids, size_t n, cp_error *err);
-/* The fast path alone: when every id is inert in the quiet region's mode and
- * the decoder holds nothing, the ids' text is handed out and appended to
- * `text`, *field set: 1. 0 when it does not apply (nothing done), -1 error. */
-int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_buf *text, long *field,
-                            cp_error *err);
+/* The fast path alone: when the decoder holds nothing, every id is a token
+ * of its own complete text, a region is open and that text cannot decide a
+ * delimiter (cp_stream_feed_undecided), the text is fed: 1 with *field set
+ * and the released region text in *out / *out_len (0: no event; valid until
+ * the next feed). 0 when it does not apply (nothing done), -1 error.
+ * `scratch` holds the text of several ids (reused by the caller). */
+int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_buf *scratch, const char **out,
+                            size_t *out_len, long *field, cp_error *err);
 cp_value *cp_tok_stream_finish(cp_tok_stream *p, cp_value **message, cp_error *err);
 /* parse_tokens: the message of a whole sequence of ids. */
 cp_value *cp_parse_tokens_value(const cp_eng *eng, const cp_tables *t, const int64_t *ids, size_t n,

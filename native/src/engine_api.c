@@ -27,6 +27,11 @@ struct cp_parser {
     cp_tok_stream *tok;         /* token mode: ids decoded, then fed to stream */
     char *initial_json;
     size_t initial_len;
+    /* the struct events of the last feed (cp_parser_feed*_events): reused, grown geometrically */
+    cp_event *ev;
+    size_t ev_cap;
+    cp_buf fast;                /* the fast path's text (what its region_chunk points into) */
+    cp_value *held;             /* the engine's events of the last feed (what the structs point into) */
 };
 
 /* A str as Python's json.dumps writes it with ensure_ascii (valid UTF-8 in). */
@@ -137,19 +142,129 @@ static char *dump(const cp_value *v, size_t *len, cp_error *err) {
     return s;
 }
 
-/* [{"type": "region_chunk", "field", "text", "dirty"}] as JSON text (the fast paths' one event). */
-static char *chunk_json(const cp_parser *p, long field, const char *text, size_t len, size_t *out_len, cp_error *err) {
+/* One struct event as JSON: its value when the engine made it, else the fast path's region_chunk. */
+static void event_json(cp_buf *b, const cp_event *e) {
+    if (e->detail) {
+        dump_into(b, (const cp_value *)e->detail);
+        return;
+    }
+    cp_buf_puts(b, "{\"type\":\"region_chunk\",\"field\":");
+    json_str(b, e->field_name, e->field_name_len);
+    cp_buf_puts(b, ",\"text\":");
+    json_str(b, e->text ? e->text : "", e->text_len);
+    cp_buf_puts(b, e->dirty ? ",\"dirty\":true}" : ",\"dirty\":false}");
+}
+
+char *cp_events_json(const cp_event *events, size_t count, size_t *out_len, cp_error *err) {
     cp_buf b = {0};
-    cp_buf_puts(&b, "[{\"type\":\"region_chunk\",\"field\":");
-    json_str(&b, p->eng->field_names[field], p->eng->field_name_lens[field]);
-    cp_buf_puts(&b, ",\"text\":");
-    json_str(&b, text, len);
-    cp_buf_puts(&b, p->eng->dirty[field] ? ",\"dirty\":true}]" : ",\"dirty\":false}]");
-    size_t bl = 0;
-    char *out = cp_buf_take(&b, &bl);
-    if (!out) cp_error_oom(err);
-    if (out_len) *out_len = out ? bl : 0;
-    return out;
+    cp_buf_putc(&b, '[');
+    for (size_t i = 0; i < count; i++) {
+        if (i) cp_buf_putc(&b, ',');
+        event_json(&b, &events[i]);
+    }
+    cp_buf_putc(&b, ']');
+    size_t n = 0;
+    char *s = b.failed ? NULL : cp_buf_take(&b, &n);
+    cp_buf_free(&b);
+    if (!s) cp_error_oom(err);
+    if (out_len) *out_len = s ? n : 0;
+    return s;
+}
+
+/* Room for n events in p->ev. */
+static int reserve_events(cp_parser *p, size_t n, cp_error *err) {
+    if (n <= p->ev_cap) return 0;
+    size_t cap = p->ev_cap ? p->ev_cap : 8;
+    while (cap < n) cap *= 2;
+    cp_event *e = realloc(p->ev, cap * sizeof *e);
+    if (!e) {
+        cp_error_oom(err);
+        return -1;
+    }
+    p->ev = e;
+    p->ev_cap = cap;
+    return 0;
+}
+
+/* The fast path's events: one region_chunk of field `field` with the released text, none when it is empty. */
+static int fast_event(cp_parser *p, long field, const char *text, size_t len, const cp_event **events, size_t *count,
+                      cp_error *err) {
+    *events = p->ev;
+    *count = 0;
+    if (!len) return 0;
+    if (reserve_events(p, 1, err) < 0) return -1;
+    cp_event *e = &p->ev[0];
+    e->type = CP_EVENT_REGION_CHUNK;
+    e->field = field;
+    e->field_name = p->eng->field_names[field];
+    e->field_name_len = p->eng->field_name_lens[field];
+    e->text = text;
+    e->text_len = len;
+    e->dirty = p->eng->dirty[field] != 0;
+    e->detail = NULL;
+    *events = p->ev;
+    *count = 1;
+    return 0;
+}
+
+static cp_event_type event_type(const char *t, size_t n) {
+    static const struct {
+        const char *name;
+        cp_event_type type;
+    } types[] = {{"region_open", CP_EVENT_REGION_OPEN},
+                 {"region_chunk", CP_EVENT_REGION_CHUNK},
+                 {"region_close", CP_EVENT_REGION_CLOSE},
+                 {"region_malformed", CP_EVENT_REGION_MALFORMED}};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (strlen(types[i].name) == n && memcmp(types[i].name, t, n) == 0) return types[i].type;
+    return CP_EVENT_OTHER;
+}
+
+/* The engine's events (a list, owned by the parser from here on) as structs pointing into it. */
+static int held_events(cp_parser *p, cp_value *list, const cp_event **events, size_t *count, cp_error *err) {
+    cp_value_free(p->held);
+    p->held = list;
+    size_t n = cp_list_len(list);
+    if (reserve_events(p, n ? n : 1, err) < 0) return -1;
+    for (size_t i = 0; i < n; i++) {
+        const cp_value *v = cp_list_get(list, i);
+        cp_event *e = &p->ev[i];
+        memset(e, 0, sizeof *e);
+        e->field = -1;
+        e->detail = v;
+        size_t l = 0;
+        const char *t;
+        const cp_value *m = cp_object_get_cstr(v, "type");
+        if (m && cp_type_of(m) == CP_STRING && (t = cp_string_bytes(m, &l))) e->type = event_type(t, l);
+        m = cp_object_get_cstr(v, "field");
+        if (m && cp_type_of(m) == CP_STRING && (t = cp_string_bytes(m, &l))) {
+            for (size_t f = 0; f < p->eng->n_fields; f++)
+                if (p->eng->field_name_lens[f] == l && memcmp(p->eng->field_names[f], t, l) == 0) {
+                    e->field = (long)f;
+                    e->field_name = p->eng->field_names[f];
+                    e->field_name_len = l;
+                    break;
+                }
+        }
+        m = cp_object_get_cstr(v, "text");
+        if (m && cp_type_of(m) == CP_STRING) {
+            e->text = cp_string_bytes(m, &e->text_len);
+            if (!e->text) e->text = "";
+        }
+        m = cp_object_get_cstr(v, "dirty");
+        e->dirty = m && cp_bool_value(m);
+    }
+    *events = p->ev;
+    *count = n;
+    return 0;
+}
+
+/* Drop what the last feed's structs pointed into. */
+static void release_events(cp_parser *p) {
+    if (p->held) cp_value_free(p->held);
+    p->held = NULL;
+    p->fast.len = 0;
+    p->fast.failed = 0;
 }
 
 static int dialect_of(const cp_parser_options *opts, cp_dialect_opts *d, cp_value **tools, cp_error *err) {
@@ -254,30 +369,54 @@ const char *cp_parser_initial_events(cp_parser *p, size_t *len) {
     return p->initial_json;
 }
 
-char *cp_parser_feed(cp_parser *p, const char *text, size_t len, size_t *out_len, cp_error *err) {
-    if (p->tok && cp_stream_check_usable(p->stream, err) < 0) return NULL;
+int cp_parser_feed_events(cp_parser *p, const char *text, size_t len, const cp_event **events, size_t *count,
+                          cp_error *err) {
+    *events = NULL;
+    *count = 0;
+    release_events(p);
+    if (p->tok && cp_stream_check_usable(p->stream, err) < 0) return -1;
     if (p->tok && cp_tok_stream_holds(p->tok)) {
         cp_error_set(err, "ValueError",
                      "feed(text) while the bytes of a character split across tokens are held; feed the token ids that "
                      "complete it first");
-        return NULL;
+        return -1;
     }
     if (text && len && cp_stream_check_usable(p->stream, err) == 0) {
         /* the fast path: text no delimiter can start in a quiet open region is one region_chunk */
         long field = cp_stream_feed_quiet(p->stream, text, len, err);
-        if (field == -2) return NULL;
-        if (field >= 0) return chunk_json(p, field, text, len, out_len, err);
+        if (field == -2) return -1;
+        if (field >= 0) {
+            p->fast.len = 0;
+            cp_buf_append(&p->fast, text, len);
+            if (p->fast.failed) {
+                cp_error_oom(err);
+                return -1;
+            }
+            return fast_event(p, field, p->fast.data, p->fast.len, events, count, err);
+        }
     }
     cp_value *ev = cp_stream_feed(p->stream, text ? text : "", text ? len : 0, err);
-    if (!ev) return NULL;
-    char *s = dump(ev, out_len, err);
-    cp_value_free(ev);
-    return s;
+    if (!ev) return -1;
+    return held_events(p, ev, events, count, err);
+}
+
+char *cp_parser_feed(cp_parser *p, const char *text, size_t len, size_t *out_len, cp_error *err) {
+    const cp_event *ev = NULL;
+    size_t n = 0;
+    if (cp_parser_feed_events(p, text, len, &ev, &n, err) < 0) return NULL;
+    return cp_events_json(ev, n, out_len, err);
+}
+
+const char *cp_parser_field_name(const cp_parser *p, long field, size_t *len) {
+    if (field < 0 || (size_t)field >= p->eng->n_fields) return NULL;
+    if (len) *len = p->eng->field_name_lens[field];
+    return p->eng->field_names[field];
 }
 
 char *cp_parser_finalize(cp_parser *p, char **message, size_t *message_len, size_t *out_len, cp_error *err) {
     cp_value *msg = NULL;
     *message = NULL;
+    release_events(p);
     cp_value *ev = p->tok ? cp_tok_stream_finish(p->tok, &msg, err) : cp_stream_finish(p->stream, &msg, err);
     if (!ev) return NULL;
     char *s = dump(ev, out_len, err);
@@ -305,6 +444,9 @@ void cp_parser_free(cp_parser *p) {
     else cp_stream_free(p->stream);
     cp_eng_free(p->owned);
     free(p->initial_json);
+    cp_value_free(p->held);
+    cp_buf_free(&p->fast);
+    free(p->ev);
     free(p);
 }
 
@@ -362,33 +504,33 @@ cp_parser *cp_parser_new_ids(const cp_tables *tables, const char *prompt, size_t
     return parser_make(eng, eng, tables, 1, prompt, prompt_len, prompt_ids, n_prompt_ids, opts, err);
 }
 
-char *cp_parser_feed_ids(cp_parser *p, const int64_t *ids, size_t n, size_t *out_len, cp_error *err) {
+int cp_parser_feed_ids_events(cp_parser *p, const int64_t *ids, size_t n, const cp_event **events, size_t *count,
+                              cp_error *err) {
+    *events = NULL;
+    *count = 0;
+    release_events(p);
     if (!p->tok) {
         cp_error_set(err, "TypeError", "cp_parser_feed_ids needs a parser made with cp_parser_new_ids");
-        return NULL;
+        return -1;
     }
-    if (cp_stream_check_usable(p->stream, err) < 0) return NULL;
-    {
-        /* the fast path: inert ids in a quiet region are one region_chunk, written straight as JSON */
-        cp_buf text = {0};
-        long field = -1;
-        int r = cp_tok_stream_feed_fast(p->tok, ids, n, &text, &field, err);
-        if (r < 0) {
-            cp_buf_free(&text);
-            return NULL;
-        }
-        if (r > 0) {
-            char *out = chunk_json(p, field, text.data ? text.data : "", text.len, out_len, err);
-            cp_buf_free(&text);
-            return out;
-        }
-        cp_buf_free(&text);
-    }
+    if (cp_stream_check_usable(p->stream, err) < 0) return -1;
+    /* the fast path: ids that cannot decide anything in an open region hand out at most one region_chunk */
+    long field = -1;
+    const char *out = NULL;
+    size_t out_len = 0;
+    int r = cp_tok_stream_feed_fast(p->tok, ids, n, &p->fast, &out, &out_len, &field, err);
+    if (r < 0) return -1;
+    if (r > 0) return fast_event(p, field, out, out_len, events, count, err);
     cp_value *ev = cp_tok_stream_feed(p->tok, ids, n, err);
-    if (!ev) return NULL;
-    char *s = dump(ev, out_len, err);
-    cp_value_free(ev);
-    return s;
+    if (!ev) return -1;
+    return held_events(p, ev, events, count, err);
+}
+
+char *cp_parser_feed_ids(cp_parser *p, const int64_t *ids, size_t n, size_t *out_len, cp_error *err) {
+    const cp_event *ev = NULL;
+    size_t k = 0;
+    if (cp_parser_feed_ids_events(p, ids, n, &ev, &k, err) < 0) return NULL;
+    return cp_events_json(ev, k, out_len, err);
 }
 
 char *cp_parse_ids(const cp_tables *tables, const int64_t *ids, size_t n, const char *prompt, size_t prompt_len,

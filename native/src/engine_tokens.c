@@ -421,26 +421,43 @@ static int decoder_clean(const cp_tok_decoder *d) {
     return !d->n_held && !d->run.len && !d->first && !d->strip_left && !d->cleanup;
 }
 
-int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_buf *text, long *field,
-                            cp_error *err) {
+int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_buf *scratch, const char **out,
+                            size_t *out_len, long *field, cp_error *err) {
     size_t mode = 0;
     if (!n || !decoder_clean(p->dec)) return 0;
-    long f = cp_stream_quiet_region(p->stream, &mode);
-    if (f < 0) return 0;
     const cp_token_section *v = p->v;
-    const uint8_t *inert = v->inert + mode * v->size;
-    for (size_t k = 0; k < n; k++)
-        if (ids[k] < 0 || ids[k] >= (int64_t)v->size || !inert[ids[k]]) return 0;
-    size_t start = text->len;
+    long q = cp_stream_quiet_region(p->stream, &mode);
+    /* inert: quiet and every id inert in the mode (no character can start an attempt: nothing to step) */
+    int inert = q >= 0;
+    const uint8_t *in = inert ? v->inert + mode * v->size : NULL;
     for (size_t k = 0; k < n; k++) {
+        if (ids[k] < 0 || ids[k] >= (int64_t)v->size) return 0;
         uint32_t i = (uint32_t)ids[k];
-        cp_buf_append(text, (const char *)v->bytes + v->offsets[i], v->offsets[i + 1] - v->offsets[i]);
+        if (in && in[i]) continue;
+        inert = 0;
+        if (!(v->flags[i] & CP_TOKEN_TEXT) || v->offsets[i + 1] == v->offsets[i]) return 0;
     }
-    if (text->failed) {
-        cp_error_oom(err);
-        return -1;
+    const char *text;
+    size_t len;
+    if (n == 1) {
+        text = (const char *)v->bytes + v->offsets[ids[0]];
+        len = v->offsets[ids[0] + 1] - v->offsets[ids[0]];
+    } else {
+        scratch->len = 0;
+        for (size_t k = 0; k < n; k++) {
+            uint32_t i = (uint32_t)ids[k];
+            cp_buf_append(scratch, (const char *)v->bytes + v->offsets[i], v->offsets[i + 1] - v->offsets[i]);
+        }
+        if (scratch->failed) {
+            cp_error_oom(err);
+            return -1;
+        }
+        text = scratch->data;
+        len = scratch->len;
     }
-    if (cp_stream_hand_out(p->stream, text->data + start, text->len - start, err) < 0) return -1;
+    long f = cp_stream_feed_undecided(p->stream, text, len, inert, out, out_len, err);
+    if (f == -2) return -1;
+    if (f < 0) return 0;
     *field = f;
     return 1;
 }
@@ -448,34 +465,40 @@ int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_b
 cp_value *cp_tok_stream_feed(cp_tok_stream *p, const int64_t *ids, size_t n, cp_error *err) {
     if (cp_stream_check_usable(p->stream, err) < 0) return NULL;
     {
-        cp_buf fast = {0};
+        cp_buf scratch = {0};
         long field = -1;
-        int r = cp_tok_stream_feed_fast(p, ids, n, &fast, &field, err);
+        const char *out = NULL;
+        size_t out_len = 0;
+        int r = cp_tok_stream_feed_fast(p, ids, n, &scratch, &out, &out_len, &field, err);
         if (r != 0) {
             cp_value *events = NULL;
             if (r > 0) {
                 const cp_eng *eng = p->eng;
-                cp_value *ev = cp_object();
-                int bad = !ev;
-                if (ev) {
-                    bad |= cp_object_set_cstr(ev, "type", cp_string_cstr("region_chunk")) < 0;
-                    bad |= cp_object_set_cstr(ev, "field", cp_string(eng->field_names[field], eng->field_name_lens[field])) < 0;
-                    bad |= cp_object_set_cstr(ev, "text", cp_string(fast.data, fast.len)) < 0;
-                    bad |= cp_object_set_cstr(ev, "dirty", cp_bool(eng->dirty[field])) < 0;
-                }
-                events = bad ? NULL : cp_list();
-                if (bad || !events || cp_list_append(events, ev) < 0) {
+                events = cp_list();
+                int bad = !events;
+                if (events && out_len) {
+                    cp_value *ev = cp_object();
+                    bad = !ev;
+                    if (ev) {
+                        bad |= cp_object_set_cstr(ev, "type", cp_string_cstr("region_chunk")) < 0;
+                        bad |= cp_object_set_cstr(ev, "field", cp_string(eng->field_names[field], eng->field_name_lens[field])) < 0;
+                        bad |= cp_object_set_cstr(ev, "text", cp_string(out, out_len)) < 0;
+                        bad |= cp_object_set_cstr(ev, "dirty", cp_bool(eng->dirty[field])) < 0;
+                    }
                     /* (cp_list_append frees ev when it fails) */
-                    if (bad || !events) cp_value_free(ev);
+                    if (bad) cp_value_free(ev);
+                    else bad = cp_list_append(events, ev) < 0;
+                }
+                if (bad) {
                     cp_value_free(events);
                     events = NULL;
                     cp_error_oom(err);
                 }
             }
-            cp_buf_free(&fast);
+            cp_buf_free(&scratch);
             return events;
         }
-        cp_buf_free(&fast);
+        cp_buf_free(&scratch);
     }
     cp_buf text = {0};
     if (cp_tok_decode(p->dec, ids, n, 0, &text, err) < 0) {

@@ -417,3 +417,82 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
         drop_attempts(sc, 1);
     }
 }
+
+/* See engine.h. The steps of cp_scanner_decide on the DFA alone, first simulated (nothing changes when they
+ * would record a match, ask a start guard or meet a stop), then committed. */
+int cp_scanner_push_undecided(cp_scanner *sc, const char *text, size_t n, int inert, cp_error *err) {
+    enum { MAX_LIVE = 32 };
+    const cp_eng *eng = sc->eng;
+    const cp_eng_mode *m = sc->mode;
+    const uint32_t ncls = m->n_classes;
+    if (sc->scan != sc->end || sc->stop >= 0 || sc->eot_fed || !m->can_start || sc->n_att > MAX_LIVE) return 0;
+    if (!sc->end && m->start0 != m->startN) return 0;
+    uint32_t st_[MAX_LIVE];
+    size_t at_[MAX_LIVE];
+    size_t nl = 0;
+    for (size_t k = 0; k < sc->n_att; k++) {
+        const cp_attempt *a = &sc->att[k];
+        if (a->fin >= 0 || a->n_ends) return 0;
+        st_[nl] = a->state;
+        at_[nl++] = a->start;
+    }
+    if (!(inert && nl == 0)) {
+        const unsigned char *s = (const unsigned char *)text;
+        size_t i = 0;
+        while (i < n) {
+            size_t here = sc->end + i;
+            uint32_t c;
+            if (s[i] < 0x80) c = s[i++];
+            else if (s[i] < 0xE0) c = ((uint32_t)(s[i] & 0x1F) << 6) | (s[i + 1] & 0x3F), i += 2;
+            else if (s[i] < 0xF0)
+                c = ((uint32_t)(s[i] & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F), i += 3;
+            else
+                c = ((uint32_t)(s[i] & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
+                    ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F),
+                i += 4;
+            uint32_t cls = cp_eng_class(eng, c);
+            size_t w = 0;
+            for (size_t k = 0; k < nl; k++) {
+                uint32_t st = m->trans[(size_t)st_[k] * ncls + cls];
+                if (!st) continue;
+                if (has_acc(m, st)) return 0;
+                if (!m->term[st]) {
+                    st_[w] = st;
+                    at_[w++] = at_[k];
+                }
+            }
+            nl = w;
+            if (!m->can_start[cls]) continue;
+            if (m->lead && m->lead[cls]) return 0;
+            uint32_t st = m->startN;
+            if (!st) continue;
+            if (has_acc(m, st)) return 0;
+            if (m->term[st]) continue;
+            st = m->trans[(size_t)st * ncls + cls];
+            if (!st) continue;
+            if (has_acc(m, st)) return 0;
+            if (m->term[st]) continue;
+            if (nl == MAX_LIVE) return 0;
+            st_[nl] = st;
+            at_[nl++] = here;
+        }
+    }
+    /* commit: the text, then the surviving attempts in start order (slots reused) */
+    size_t old = sc->n_att;
+    if (cp_scanner_push(sc, text, n, err) < 0) return -1;
+    sc->n_att = 0;
+    for (size_t k = 0; k < nl; k++) {
+        if (k >= old || k >= sc->cap_att) {
+            if (!new_attempt(sc, at_[k], st_[k], err)) return -1;
+        } else {
+            cp_attempt *a = &sc->att[k];
+            a->start = at_[k];
+            a->state = st_[k];
+            a->fin = -1;
+            a->n_ends = 0;
+        }
+        sc->n_att = k + 1;
+    }
+    sc->scan = sc->end;
+    return 1;
+}

@@ -551,6 +551,29 @@ long cp_stream_feed_quiet(cp_stream *p, const char *text, size_t len, cp_error *
     return f;
 }
 
+long cp_stream_feed_undecided(cp_stream *p, const char *text, size_t len, int inert, const char **out, size_t *out_len,
+                              cp_error *err) {
+    cp_scanner *sc = &p->sc;
+    if (p->stalled || p->failed || p->finished || p->json_end_on || p->n_held || p->pending.len) return -1;
+    if (p->current < 0 || !p->opened || sc->pos < p->prompt_end || !len) return -1;
+    int r = cp_scanner_push_undecided(sc, text, len, inert, err);
+    if (r == 0) return -1;
+    if (r > 0) {
+        size_t n = 0;
+        const char *t = cp_scanner_take(sc, cp_scanner_safe_end(sc), &n);
+        cp_buf_append(&p->body, t, n);
+        if (p->keep_input) cp_buf_append(&p->input, text, len);
+        if (!p->body.failed && !p->input.failed) {
+            *out = t;
+            *out_len = n;
+            return p->current;
+        }
+        cp_error_oom(err);
+    }
+    mark_failed(p, err);
+    return -2;
+}
+
 int cp_stream_hand_out(cp_stream *p, const char *text, size_t len, cp_error *err) {
     cp_scanner *sc = &p->sc;
     if (cp_scanner_push(sc, text, len, err) < 0) return -1;

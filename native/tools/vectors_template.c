@@ -477,7 +477,48 @@ static cp_value *decoded_texts(const cp_tables *t, const cp_value *feeds) {
     return out;
 }
 
-static void run_token_case(const cp_eng *eng, const cp_tables *t, const cp_value *c, case_result *r) {
+/* The public API's parser for the same case (cp_engine_parser_ids), fed in lockstep by run_token_case: each
+ * feed's struct events (cp_parser_feed_ids_events) written as JSON (cp_events_json), which is the JSON API's
+ * text, must read back as the engine's events. NULL when it cannot be made (then the check says so). */
+static cp_parser *public_parser(const cp_engine *pe, const cp_value *c, int vllm) {
+    cp_parser_options o = {vllm ? CP_DIALECT_VLLM_EVENTS : CP_DIALECT_TRANSFORMERS_EVENTS, NULL, 0};
+    char *tools = NULL;
+    const cp_value *tv = cp_object_get_cstr(c, "tools");
+    if (tv && cp_type_of(tv) != CP_NULL) {
+        cp_json_dump_options d = cp_json_dump_compact();
+        tools = cp_json_dump(tv, &d, &o.tools_json_len);
+        o.tools_json = tools;
+    }
+    size_t pl = 0, np = 0;
+    const cp_value *pids = cp_object_get_cstr(c, "prefix_ids");
+    const char *prefix = pids ? NULL : cp_string_bytes(cp_object_get_cstr(c, "prefix"), &pl);
+    int64_t *prefix_ids = pids ? ids_of(pids, &np) : NULL;
+    cp_error err = {0};
+    cp_parser *pp = cp_engine_parser_ids(pe, prefix, pl, prefix_ids, np, &o, &err);
+    free(prefix_ids);
+    free(tools);
+    return pp;
+}
+
+/* 0 when the public parser's struct events for ids, as JSON, equal `want` (NULL: the engine failed, so must it). */
+static int public_feed_differs(cp_parser *pp, const int64_t *ids, size_t n, const cp_value *want) {
+    const cp_event *ev = NULL;
+    size_t k = 0;
+    cp_error err = {0};
+    int r = cp_parser_feed_ids_events(pp, ids, n, &ev, &k, &err);
+    if (r < 0) return want != NULL;
+    if (!want) return 1;
+    size_t jl = 0;
+    char *js = cp_events_json(ev, k, &jl, &err);
+    cp_value *got = js ? cp_json_parse(js, jl, &err) : NULL;
+    int differs = !got || !cp_value_equal(got, want);
+    cp_value_free(got);
+    free(js);
+    return differs;
+}
+
+static void run_token_case(const cp_eng *eng, const cp_engine *pe, const cp_tables *t, const cp_value *c,
+                           case_result *r) {
     memset(r, 0, sizeof *r);
     r->input_start = -1;
     r->initial = cp_list();
@@ -504,10 +545,15 @@ static void run_token_case(const cp_eng *eng, const cp_tables *t, const cp_value
     encode_events(r->initial, cp_object_get_cstr(c, "initial_events"));
     const cp_value *feeds = cp_object_get_cstr(c, "feeds");
     const cp_value *want_feeds = cp_object_get_cstr(c, "feed_events");
+    cp_parser *pp = pe ? public_parser(pe, c, vllm) : NULL;
+    if (!pp) snprintf(r->input_error, sizeof r->input_error, "cp_engine_parser_ids failed where the engine did not");
     for (size_t i = 0; i < cp_list_len(feeds); i++) {
         size_t n = 0;
         int64_t *ids = ids_of(cp_list_get(feeds, i), &n);
         cp_value *ev = cp_tok_stream_feed(p, ids, n, &err);
+        if (pp && public_feed_differs(pp, ids, n, ev) && !r->input_error[0])
+            snprintf(r->input_error, sizeof r->input_error,
+                     "feed %zu: the struct events (cp_parser_feed_ids_events) as JSON differ from the engine's", i);
         free(ids);
         if (!ev) {
             r->error = stage_error(&err, "feed", i);
@@ -541,6 +587,7 @@ static void run_token_case(const cp_eng *eng, const cp_tables *t, const cp_value
         if (!ok) snprintf(r->input_error, sizeof r->input_error, "input text is not the cut prompt and the texts");
         cp_buf_free(&all);
     }
+    cp_parser_free(pp);
     cp_tok_stream_free(p);
 }
 
@@ -629,6 +676,7 @@ void cp_vectors_tokens(cp_vectors_run *run, const char *file, const cp_value *ve
         cp_tables_free(tables);
         return;
     }
+    cp_engine *pub = cp_engine_new(tables, &err);
     for (size_t ci = 0; ci < n_cases; ci++) {
         const cp_value *c = cp_list_get(cases, ci);
         size_t il = 0;
@@ -642,7 +690,7 @@ void cp_vectors_tokens(cp_vectors_run *run, const char *file, const cp_value *ve
         cp_value_free(texts);
         if (!why[0]) {
             case_result r;
-            run_token_case(eng, tables, c, &r);
+            run_token_case(eng, pub, tables, c, &r);
             cp_value *got = result_object(&r, 1);
             cp_value *want = want_object(c);
             strcpy(path, "$");
@@ -664,6 +712,7 @@ void cp_vectors_tokens(cp_vectors_run *run, const char *file, const cp_value *ve
         if (why[0]) cp_vectors_fail(run, "%s %.*s: %s", file, (int)il, id ? id : "?", why);
         else cp_vectors_pass(run, NULL);
     }
+    cp_engine_free(pub);
     cp_eng_free(eng);
     cp_tables_free(tables);
 }
