@@ -126,7 +126,17 @@ typedef struct cp_eng {
     size_t n_word_ranges;
     int word_negated;
     cp_values_env env;
+
+    /* Token classes (cp_eng_token_classes; NULL until built, as for an engine a parser builds for itself):
+     * tok_settles[mode * tok_size + id] is 1 when token id's own text, fed to a quiet scanner in that mode at an
+     * offset > 0, leaves it quiet with nothing recorded (every attempt it starts dies inside it without an
+     * accept, no start guard asked): its text is region text, as an inert token's. */
+    uint8_t *tok_settles;
+    size_t tok_size;
 } cp_eng;
+
+/* Build eng->tok_settles for the tables' token section (no-op without one). 0, or -1 (MemoryError). */
+int cp_eng_token_classes(cp_eng *eng, const cp_tables *t, cp_error *err);
 
 /* Build the engine's form of loaded tables. Refuses (ValueError naming the
  * pattern: "patterns[i] (close_pattern of field 1: \"...\") cannot run in C:
@@ -186,6 +196,11 @@ typedef struct cp_decision {
 
 #define CP_JSON_END_PATTERN (-1L)
 
+/* A push trims the kept text once that frees CP_SCANNER_TRIM_MIN bytes and half the buffer (scanner.c). */
+#ifndef CP_SCANNER_TRIM_MIN
+#define CP_SCANNER_TRIM_MIN 4096 /* (a test build sets 1: every push trims what it can) */
+#endif
+
 int cp_scanner_init(cp_scanner *sc, const cp_eng *eng);
 void cp_scanner_fini(cp_scanner *sc);
 /* Append n bytes of valid UTF-8 (whole characters). 0, or -1 (MemoryError). */
@@ -208,7 +223,8 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err);
  * attempt is undecided without a match, and no attempt (live or started in the text) reaches an accepting
  * state or needs a start guard. Then the attempts are left exactly as cp_scanner_decide would leave them
  * (dead ones dropped, new ones added), scan = end: 1. 0 when that does not hold (nothing changed), -1 on
- * error. `inert`: the caller knows no character of the text can start an attempt here. */
+ * error. `inert`: the caller knows that the text, stepped from no attempt, leaves none and records nothing
+ * (an inert token, or one that settles: cp_eng.tok_settles); it is then not stepped when no attempt is live. */
 int cp_scanner_push_undecided(cp_scanner *sc, const char *text, size_t n, int inert, cp_error *err);
 
 /* ------------------------------------------------------------------ stream */
@@ -256,6 +272,12 @@ cp_value *cp_parse_response_value(const cp_eng *eng, const char *text, size_t le
  * held (cp_scanner_push_undecided): the region text it releases, *out (into the scanner's buffer, valid until
  * the next feed) and *out_len (0: no event), is what cp_stream_feed would hand out as its one region_chunk.
  * Returns the open region's field, -1 when that does not apply (nothing changed), -2 on error (failed). */
+/* cp_stream_feed_undecided for text the caller knows settles from quiet (cp_eng.tok_settles), when the scanner
+ * is quiet: the same effect and result without stepping it; -1 when that does not apply (nothing changed). */
+long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, const char **out, size_t *out_len,
+                            cp_error *err);
+/* The index of the scanner's current mode. */
+size_t cp_stream_mode(const cp_stream *p);
 long cp_stream_feed_undecided(cp_stream *p, const char *text, size_t len, int inert, const char **out, size_t *out_len,
                               cp_error *err);
 

@@ -341,7 +341,8 @@ cp_engine *cp_engine_new(const cp_tables *tables, cp_error *err) {
     }
     e->tables = tables;
     e->eng = cp_eng_build(tables, err);
-    if (!e->eng) {
+    if (!e->eng || cp_eng_token_classes(e->eng, tables, err) < 0) {
+        cp_eng_free(e->eng);
         free(e);
         return NULL;
     }

@@ -421,20 +421,80 @@ static int decoder_clean(const cp_tok_decoder *d) {
     return !d->n_held && !d->run.len && !d->first && !d->strip_left && !d->cleanup;
 }
 
+/* 1 when `s` (n bytes of valid UTF-8), fed to a quiet scanner in mode m at an offset > 0, leaves it quiet with
+ * nothing recorded (cp_scanner_push_undecided's steps from no attempt, with nothing live at the end). */
+static int settles(const cp_eng *eng, const cp_eng_mode *m, const unsigned char *s, size_t n) {
+    enum { MAX_LIVE = 32 };
+    uint32_t live[MAX_LIVE];
+    size_t nl = 0, i = 0;
+    const uint32_t ncls = m->n_classes;
+    if (!m->can_start) return 0;
+    while (i < n) {
+        uint32_t c;
+        if (s[i] < 0x80) c = s[i++];
+        else if (s[i] < 0xE0) c = ((uint32_t)(s[i] & 0x1F) << 6) | (s[i + 1] & 0x3F), i += 2;
+        else if (s[i] < 0xF0)
+            c = ((uint32_t)(s[i] & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F), i += 3;
+        else
+            c = ((uint32_t)(s[i] & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
+                ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F),
+            i += 4;
+        uint32_t cls = cp_eng_class(eng, c);
+        size_t w = 0;
+        for (size_t k = 0; k < nl; k++) {
+            uint32_t st = m->trans[(size_t)live[k] * ncls + cls];
+            if (!st) continue;
+            if (m->acc_off[st + 1] > m->acc_off[st]) return 0;
+            if (!m->term[st]) live[w++] = st;
+        }
+        nl = w;
+        if (!m->can_start[cls]) continue;
+        if (m->lead && m->lead[cls]) return 0;
+        uint32_t st = m->startN;
+        if (!st) continue;
+        if (m->acc_off[st + 1] > m->acc_off[st]) return 0;
+        if (m->term[st]) continue;
+        st = m->trans[(size_t)st * ncls + cls];
+        if (!st) continue;
+        if (m->acc_off[st + 1] > m->acc_off[st]) return 0;
+        if (m->term[st]) continue;
+        if (nl == MAX_LIVE) return 0;
+        live[nl++] = st;
+    }
+    return nl == 0;
+}
+
+int cp_eng_token_classes(cp_eng *eng, const cp_tables *t, cp_error *err) {
+    if (!t->has_tokens || eng->tok_settles) return 0;
+    const cp_token_section *v = &t->tokens;
+    uint8_t *tab = calloc(eng->n_modes * v->size + 1, 1);
+    if (!tab) {
+        cp_error_oom(err);
+        return -1;
+    }
+    for (size_t m = 0; m < eng->n_modes; m++) {
+        const cp_eng_mode *mode = &eng->modes[m];
+        if (!mode->can_start) continue;
+        for (size_t i = 0; i < v->size; i++) {
+            size_t bl = v->offsets[i + 1] - v->offsets[i];
+            if (!(v->flags[i] & CP_TOKEN_TEXT) || !bl) continue;
+            tab[m * v->size + i] = (uint8_t)settles(eng, mode, v->bytes + v->offsets[i], bl);
+        }
+    }
+    eng->tok_settles = tab;
+    eng->tok_size = v->size;
+    return 0;
+}
+
 int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_buf *scratch, const char **out,
                             size_t *out_len, long *field, cp_error *err) {
-    size_t mode = 0;
     if (!n || !decoder_clean(p->dec)) return 0;
     const cp_token_section *v = p->v;
-    long q = cp_stream_quiet_region(p->stream, &mode);
-    /* inert: quiet and every id inert in the mode (no character can start an attempt: nothing to step) */
-    int inert = q >= 0;
-    const uint8_t *in = inert ? v->inert + mode * v->size : NULL;
+    /* (the file's inert flags are not needed here: stepping a token's few characters on the DFA, where nothing
+     * can start, costs less than finding its mode's row) */
     for (size_t k = 0; k < n; k++) {
         if (ids[k] < 0 || ids[k] >= (int64_t)v->size) return 0;
         uint32_t i = (uint32_t)ids[k];
-        if (in && in[i]) continue;
-        inert = 0;
         if (!(v->flags[i] & CP_TOKEN_TEXT) || v->offsets[i + 1] == v->offsets[i]) return 0;
     }
     const char *text;
@@ -455,7 +515,11 @@ int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_b
         text = scratch->data;
         len = scratch->len;
     }
-    long f = cp_stream_feed_undecided(p->stream, text, len, inert, out, out_len, err);
+    /* one token that settles from quiet in this mode (the shared engine's table): nothing to step when quiet */
+    int known = n == 1 && p->eng->tok_settles && p->eng->tok_size == v->size &&
+                p->eng->tok_settles[cp_stream_mode(p->stream) * v->size + (size_t)ids[0]];
+    long f = known ? cp_stream_feed_settled(p->stream, text, len, out, out_len, err) : -1;
+    if (f == -1) f = cp_stream_feed_undecided(p->stream, text, len, known, out, out_len, err);
     if (f == -2) return -1;
     if (f < 0) return 0;
     *field = f;

@@ -24,10 +24,19 @@ struct cp_rx {
 };
 
 size_t cp_rx_cp_count(const char *s, size_t from, size_t to) {
-    size_t n = 0;
-    for (size_t i = from; i < to; i++)
-        if (((unsigned char)s[i] & 0xC0) != 0x80) n++;
-    return n;
+    /* code points = bytes - continuation bytes (10xxxxxx), counted 8 bytes at a time */
+    size_t n = to > from ? to - from : 0, cont = 0, i = from;
+    for (; i + 8 <= to; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        uint64_t m = x & ~(x << 1) & 0x8080808080808080ull; /* bit 7 set, bit 6 clear */
+        m >>= 7;
+        m *= 0x0101010101010101ull; /* (at most 8 per byte: no carry) */
+        cont += (size_t)(m >> 56);
+    }
+    for (; i < to; i++)
+        if (((unsigned char)s[i] & 0xC0) == 0x80) cont++;
+    return n - cont;
 }
 
 /* ------------------------------------------------------------------ rewrite */

@@ -65,9 +65,7 @@ void cp_scanner_fini(cp_scanner *sc) {
  * pattern's lookbehind may read back from an attempt, which starts at or after pos, plus one). Done only when
  * that frees at least half the buffer and 4 kB, so the copying costs O(1) per byte received. Called before new
  * text is appended, when no pointer into the text is held. */
-#ifndef CP_SCANNER_TRIM_MIN
-#define CP_SCANNER_TRIM_MIN 4096 /* (a test build sets 1: every push trims what it can) */
-#endif
+/* (CP_SCANNER_TRIM_MIN: engine.h) */
 
 static void trim(cp_scanner *sc) {
     size_t keep = sc->eng->keep;

@@ -551,6 +551,50 @@ long cp_stream_feed_quiet(cp_stream *p, const char *text, size_t len, cp_error *
     return f;
 }
 
+long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, const char **out, size_t *out_len,
+                            cp_error *err) {
+    cp_scanner *sc = &p->sc;
+    const cp_eng_mode *m = sc->mode;
+    if (sc->n_att || sc->scan != sc->end || sc->stop >= 0 || sc->eot_fed || !m->can_start || !len) return -1;
+    if (!sc->end && m->start0 != m->startN) return -1;
+    if (p->stalled || p->failed || p->finished || p->json_end_on || p->n_held || p->pending.len) return -1;
+    if (p->current < 0 || !p->opened || sc->pos < p->prompt_end || p->keep_input) return -1;
+    /* cp_scanner_push, inline while the text fits without a trim (else the call, which trims and grows) */
+    size_t live = sc->end - sc->base;
+    if (live + len + 1 <= sc->cap && (!sc->eng->keep || sc->pos - sc->base < 2 * CP_SCANNER_TRIM_MIN + 4 * sc->eng->keep)) {
+        memcpy(sc->text + live, text, len);
+        sc->end += len;
+        sc->text[live + len] = 0;
+    } else if (cp_scanner_push(sc, text, len, err) < 0) {
+        mark_failed(p, err);
+        return -2;
+    }
+    sc->scan = sc->end;
+    /* cp_scanner_take up to the end, and the region's body */
+    const char *t = sc->text + (sc->pos - sc->base);
+    size_t n = sc->end - sc->pos, cps = 0;
+    for (size_t i = 0; i < n; i++) cps += ((unsigned char)t[i] & 0xC0) != 0x80;
+    sc->cp_pos += cps;
+    sc->pos = sc->end;
+    if (p->body.len + n + 1 <= p->body.cap) {
+        memcpy(p->body.data + p->body.len, t, n);
+        p->body.len += n;
+        p->body.data[p->body.len] = 0;
+    } else {
+        cp_buf_append(&p->body, t, n);
+        if (p->body.failed) {
+            cp_error_oom(err);
+            mark_failed(p, err);
+            return -2;
+        }
+    }
+    *out = t;
+    *out_len = n;
+    return p->current;
+}
+
+size_t cp_stream_mode(const cp_stream *p) { return (size_t)(p->sc.mode - p->eng->modes); }
+
 long cp_stream_feed_undecided(cp_stream *p, const char *text, size_t len, int inert, const char **out, size_t *out_len,
                               cp_error *err) {
     cp_scanner *sc = &p->sc;
