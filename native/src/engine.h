@@ -65,6 +65,7 @@ typedef struct cp_eng_mode {
      * at an offset > 0 dies at once without a match; NULL: anywhere (startN
      * accepts the empty string). */
     uint8_t *can_start;
+    uint8_t start_ascii[128]; /* can_start of the class of each ASCII character (all 1 when can_start is NULL) */
     /* Start guards per class (NULL entries: none), for startN and start0. */
     cp_eng_lead **lead, **lead0;
     cp_eng_lead *lead_store;  /* the distinct guards of lead (owned) */

@@ -1160,6 +1160,7 @@ cp_eng *cp_eng_build(const cp_tables *t, cp_error *err) {
             for (uint32_t c = 0; c < m->n_classes; c++)
                 m->can_start[c] = startN != 0 && m->trans[(size_t)startN * m->n_classes + c] != 0;
         }
+        for (uint32_t c = 0; c < 128; c++) m->start_ascii[c] = m->can_start ? m->can_start[eng->bmp[c]] : 1;
     }
     /* anchor and content regexes */
     eng->anchor = build_anchor(eng, t, err);

@@ -17,7 +17,7 @@
 #include "engine.h"
 #include "error.h"
 
-static uint32_t decode_at(const char *s, size_t *i) {
+static inline uint32_t decode_at(const char *s, size_t *i) {
     /* valid UTF-8 (the parser checks what it pushes) */
     const unsigned char *u = (const unsigned char *)s + *i;
     if (u[0] < 0x80) {
@@ -356,7 +356,14 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
         if (!sc->n_att && !(scan == 0 && mode->start0) && mode->can_start) {
             /* skip ahead to the first offset where an attempt can matter */
             size_t i = scan;
+            const unsigned char *t = (const unsigned char *)sc->text;
             for (;;) {
+                /* a run of ASCII characters that cannot start an attempt, a byte at a time */
+                size_t lim = sc->end;
+                if (stop >= 0 && (size_t)stop + 1 < lim) lim = (size_t)stop + 1;
+                size_t q = i - sc->base, ql = lim > i ? lim - sc->base : q;
+                while (q < ql && t[q] < 0x80 && !mode->start_ascii[t[q]]) q++;
+                i = q + sc->base;
                 if (i >= sc->end) break;
                 if (stop >= 0 && (long long)i > stop) break;
                 size_t j = i - sc->base;
@@ -377,15 +384,16 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
         size_t nxt = scan - sc->base;
         uint32_t cls = cp_eng_class(eng, decode_at(sc->text, &nxt));
         nxt += sc->base;
+        int decided = 0; /* an attempt was decided at this step (drop_attempts has work) */
         for (size_t i = 0; i < sc->n_att; i++) {
             cp_attempt *a = &sc->att[i];
             if (a->fin >= 0) continue;
             uint32_t st = mode->trans[(size_t)a->state * ncls + cls];
             a->state = st;
-            if (st == 0) a->fin = (long long)nxt;
+            if (st == 0) a->fin = (long long)nxt, decided = 1;
             else {
                 if (has_acc(mode, st)) record(sc, a, st, nxt);
-                if (mode->term[st]) a->fin = (long long)nxt;
+                if (mode->term[st]) a->fin = (long long)nxt, decided = 1;
             }
         }
         uint32_t st = scan == 0 ? mode->start0 : mode->startN;
@@ -394,6 +402,11 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
             int failed = 0;
             st = guarded_start(sc, lead[cls], scan, err, &failed);
             if (failed) return -1;
+        }
+        /* an attempt that would be dropped at once (no match, decided at its first step) is not made */
+        if (st && !has_acc(mode, st)) {
+            uint32_t s1 = mode->term[st] ? 0 : mode->trans[(size_t)st * ncls + cls];
+            if (!s1 || (!has_acc(mode, s1) && mode->term[s1])) st = 0;
         }
         if (st) {
             cp_attempt *a = new_attempt(sc, scan, st, err);
@@ -412,7 +425,7 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
             if (a->fin < 0 || a->n_ends) sc->n_att++;
         }
         sc->scan = nxt;
-        drop_attempts(sc, 1);
+        if (decided) drop_attempts(sc, 1);
     }
 }
 

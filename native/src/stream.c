@@ -53,6 +53,7 @@ struct cp_stream {
     cp_value *malformed;        /* object used as a set of field names, or NULL */
     size_t prompt_end;          /* bytes; 0: none */
     int keep_input;
+    int no_events;              /* one-shot: region_open/chunk/close events are not made (nobody reads them) */
     cp_buf input;
     size_t prefix_cp;
     int json_end_on;
@@ -109,6 +110,7 @@ static cp_value *error_value(const cp_error *e) {
 
 static int emit_open(cp_stream *p, cp_value *events, long field, size_t s, size_t e, const cp_value *captures,
                      cp_error *err) {
+    if (p->no_events) return 0;
     cp_value *ev = ev_new("region_open", p->eng, field);
     if (ev && p->d.offsets) {
         if (ev_span(ev, s, e) < 0) ev = (cp_value_free(ev), NULL);
@@ -119,6 +121,7 @@ static int emit_open(cp_stream *p, cp_value *events, long field, size_t s, size_
 }
 
 static int emit_chunk(cp_stream *p, cp_value *events, long field, const char *text, size_t len, cp_error *err) {
+    if (p->no_events) return 0;
     cp_value *ev = ev_new("region_chunk", p->eng, field);
     if (ev) {
         int r = cp_object_set_cstr(ev, "text", cp_string(text, len));
@@ -130,6 +133,7 @@ static int emit_chunk(cp_stream *p, cp_value *events, long field, const char *te
 
 static int emit_close(cp_stream *p, cp_value *events, long field, size_t s, size_t e, const cp_value *value,
                       cp_error *err) {
+    if (p->no_events) return 0;
     cp_value *ev = ev_new("region_close", p->eng, field);
     if (ev) {
         int r = p->d.offsets ? ev_span(ev, s, e) : 0;
@@ -904,6 +908,8 @@ cp_value *cp_parse_response_value(const cp_eng *eng, const char *text, size_t le
                             const cp_value *tools, const cp_dialect_opts *dialect, cp_error *err) {
     cp_stream *p = cp_stream_new(eng, prefix, prefix_len, tools, dialect, err);
     if (!p) return NULL;
+    /* only the message and region_malformed events are read here: the others are not made */
+    p->no_events = 1;
     cp_value *message = NULL;
     cp_value *fed = cp_stream_feed(p, text, len, err);
     cp_value *final = fed ? cp_stream_finish(p, &message, err) : NULL;
