@@ -460,9 +460,34 @@ int main(int argc, char **argv) {
         size_t n = parse_ids(copy, ids);
         memcpy(all + nall, ids, n * sizeof *ids);
         nall += n;
-        char *ev = cp_parser_feed_ids(p, ids, n, NULL, &err);
-        if (!ev) { printf("FEED %s: %s\n", err.exception, err.message); return 1; }
-        printf("EVENTS %s\n", ev);
+        char *ev;
+        if (engine) {
+            /* the struct API: its events as JSON (cp_events_json) are the JSON API's; each struct's own members
+             * (type, field, text length, dirty) printed for the test to check against the JSON */
+            const cp_event *evs = NULL;
+            size_t k = 0;
+            if (cp_parser_feed_ids_events(p, ids, n, &evs, &k, &err) < 0) {
+                printf("FEED %s: %s\n", err.exception, err.message);
+                return 1;
+            }
+            ev = cp_events_json(evs, k, NULL, &err);
+            if (!ev) { printf("FEED %s: %s\n", err.exception, err.message); return 1; }
+            printf("EVENTS %s\n", ev);
+            printf("STRUCTS [");
+            for (size_t i = 0; i < k; i++) {
+                size_t fl = 0;
+                const char *fname = cp_parser_field_name(p, evs[i].field, &fl);
+                int name_ok = evs[i].field < 0 ? evs[i].field_name == NULL
+                                               : fname == evs[i].field_name && fl == evs[i].field_name_len;
+                printf("%s[%d,%ld,%d,%lld,%d]", i ? "," : "", (int)evs[i].type, evs[i].field, name_ok,
+                       evs[i].text ? (long long)evs[i].text_len : -1LL, evs[i].dirty);
+            }
+            printf("]\n");
+        } else {
+            ev = cp_parser_feed_ids(p, ids, n, NULL, &err);
+            if (!ev) { printf("FEED %s: %s\n", err.exception, err.message); return 1; }
+            printf("EVENTS %s\n", ev);
+        }
         cp_free(ev);
     }
     char *msg = NULL;
@@ -500,8 +525,11 @@ def api_ids_program(api_program) -> Path:
 def test_public_api_token_ids(api_ids_program, tmp_path):
     """cp_parser_new_ids / cp_parser_feed_ids / cp_parse_ids on token vectors' tables: the events, message and
     one-shot message of every case without an error, prompts as text and as ids; each feed's JSON text byte for
-    byte Python's json.dumps of its events."""
+    byte Python's json.dumps of its events. Over a shared engine the feeds go through the struct API
+    (cp_parser_feed_ids_events): its events written by cp_events_json are that same text, and each struct's
+    type, field, text length and dirty flag are its JSON event's."""
     checked = exact = 0
+    structs_checked = [0]
     for f in ("qwen3.tok-bl.json", "qwen3.tok-sp.json", "hermes.tok-uc.json", "x_malformed.tok-bl.json"):
         vec = json.loads((VECTORS / f).read_text(encoding="utf-8"))
         for c in vec["cases"]:
@@ -518,11 +546,23 @@ def test_public_api_token_ids(api_ids_program, tmp_path):
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, f"{f} {c['id']}: {r.stdout[-2000:]}"
             events, got, texts = [], {}, []
+            types = {"region_open": 1, "region_chunk": 2, "region_close": 3, "region_malformed": 4}
             for line in r.stdout.splitlines():
                 tag, _, rest = line.partition(" ")
                 if tag == "EVENTS":
                     events += json.loads(rest)
                     texts.append(rest)
+                elif tag == "STRUCTS":
+                    # the struct events of the feed just printed as JSON: the same events, member by member
+                    fed = json.loads(texts[-1])
+                    structs = json.loads(rest)
+                    assert len(structs) == len(fed), f"{f} {c['id']}"
+                    for (typ, field, name_ok, text_len, dirty), e in zip(structs, fed):
+                        assert typ == types.get(e["type"], 0) and name_ok == 1, (f, c["id"], e)
+                        assert (field >= 0) == ("field" in e), (f, c["id"], e)
+                        assert text_len == (len(e["text"].encode("utf-8")) if "text" in e else -1), (f, c["id"], e)
+                        assert dirty == int(bool(e.get("dirty", False))), (f, c["id"], e)
+                    structs_checked[0] += 1
                 else:
                     got[tag] = json.loads(rest)
             want_events = c["initial_events"] + [e for fe in c["feed_events"] for e in fe] + c["final_events"]
@@ -537,7 +577,7 @@ def test_public_api_token_ids(api_ids_program, tmp_path):
             assert got["MESSAGE"] == c["message"], f"{f} {c['id']}"
             assert got["ONESHOT"] == c["oneshot"]["message"], f"{f} {c['id']}"
             checked += 1
-    assert checked >= 10 and exact >= 10
+    assert checked >= 10 and exact >= 10 and structs_checked[0] >= 10
 
 
 def test_lookbehinds(runner, tmp_path):

@@ -134,6 +134,16 @@ typedef struct cp_eng {
      * accept, no start guard asked): its text is region text, as an inert token's. */
     uint8_t *tok_settles;
     size_t tok_size;
+    /* The same, packed with what the fast path reads of a token (one cache line fetch for a token first seen),
+     * when there are at most 8 modes (else NULL): text at tokens.bytes + off, len bytes; ok: a token of its own
+     * complete, non-empty text (CP_TOKEN_TEXT, len < 65536); bit m of settles: tok_settles of mode m; a text
+     * of at most 8 bytes is also in inl (16 bytes a token: a token first met costs one cache miss, not two). */
+    struct cp_tok_info {
+        uint32_t off;
+        uint16_t len;
+        uint8_t ok, settles;
+        char inl[8];
+    } *tok_info;
 } cp_eng;
 
 /* Build eng->tok_settles for the tables' token section (no-op without one). 0, or -1 (MemoryError). */

@@ -1207,6 +1207,7 @@ static void free_mode(cp_eng_mode *m) {
 void cp_eng_free(cp_eng *eng) {
     if (!eng) return;
     free(eng->tok_settles);
+    free(eng->tok_info);
     free(eng->fields);
     free(eng->field_names);
     free(eng->field_name_lens);

@@ -483,6 +483,23 @@ int cp_eng_token_classes(cp_eng *eng, const cp_tables *t, cp_error *err) {
     }
     eng->tok_settles = tab;
     eng->tok_size = v->size;
+    if (eng->n_modes <= 8) {
+        struct cp_tok_info *info = calloc(v->size ? v->size : 1, sizeof *info);
+        if (!info) {
+            cp_error_oom(err);
+            return -1;
+        }
+        for (size_t i = 0; i < v->size; i++) {
+            size_t bl = v->offsets[i + 1] - v->offsets[i];
+            info[i].off = v->offsets[i];
+            info[i].len = (uint16_t)(bl < 65536 ? bl : 0);
+            info[i].ok = (v->flags[i] & CP_TOKEN_TEXT) && bl && bl < 65536;
+            if (bl <= sizeof info[i].inl) memcpy(info[i].inl, v->bytes + v->offsets[i], bl);
+            for (size_t m = 0; m < eng->n_modes; m++)
+                if (tab[m * v->size + i]) info[i].settles |= (uint8_t)(1u << m);
+        }
+        eng->tok_info = info;
+    }
     return 0;
 }
 
@@ -490,6 +507,21 @@ int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_b
                             size_t *out_len, long *field, cp_error *err) {
     if (!n || !decoder_clean(p->dec)) return 0;
     const cp_token_section *v = p->v;
+    const struct cp_tok_info *ti = p->eng->tok_info;
+    if (n == 1 && ti && p->eng->tok_size == v->size) {
+        /* one token, from the shared engine's packed table */
+        if (ids[0] < 0 || ids[0] >= (int64_t)v->size || !ti[ids[0]].ok) return 0;
+        const struct cp_tok_info *tp = &ti[ids[0]];
+        struct cp_tok_info t = *tp;
+        const char *text = t.len <= sizeof t.inl ? tp->inl : (const char *)v->bytes + t.off;
+        int known = (t.settles >> cp_stream_mode(p->stream)) & 1;
+        long f = known ? cp_stream_feed_settled(p->stream, text, t.len, out, out_len, err) : -1;
+        if (f == -1) f = cp_stream_feed_undecided(p->stream, text, t.len, known, out, out_len, err);
+        if (f == -2) return -1;
+        if (f < 0) return 0;
+        *field = f;
+        return 1;
+    }
     /* (the file's inert flags are not needed here: stepping a token's few characters on the DFA, where nothing
      * can start, costs less than finding its mode's row) */
     for (size_t k = 0; k < n; k++) {

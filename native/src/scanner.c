@@ -85,7 +85,7 @@ int cp_scanner_push(cp_scanner *sc, const char *s, size_t n, cp_error *err) {
     trim(sc);
     size_t live = sc->end - sc->base;
     if (live + n + 1 > sc->cap) {
-        size_t cap = sc->cap ? sc->cap : 256;
+        size_t cap = sc->cap ? sc->cap : 4096; /* (trimmed at 8 kB and more: a streaming parser's size) */
         while (cap < live + n + 1) cap *= 2;
         char *t = realloc(sc->text, cap);
         if (!t) {
