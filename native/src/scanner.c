@@ -331,6 +331,49 @@ static uint32_t guarded_start(cp_scanner *sc, const cp_eng_lead *g, size_t at, c
     return g->by_failed[k];
 }
 
+/* From byte offset `at` (> 0, where a character that can start an attempt is, no attempt live), the steps of
+ * cp_scanner_decide on the DFA alone: the offset after the character where every attempt started from `at` on
+ * is dead without having reached an accepting state or asked a start guard, or 0 when that does not happen
+ * before the received text's end (the caller then steps for real). */
+static size_t settle_from(const cp_scanner *sc, size_t at) {
+    enum { MAX_LIVE = 32 };
+    const cp_eng_mode *m = sc->mode;
+    const uint32_t ncls = m->n_classes;
+    uint32_t live[MAX_LIVE];
+    size_t nl = 0, i = at - sc->base, n = sc->end - sc->base;
+    while (i < n) {
+        uint32_t c = decode_at(sc->text, &i);
+        uint32_t cls = cp_eng_class(sc->eng, c);
+        size_t w = 0;
+        for (size_t k = 0; k < nl; k++) {
+            uint32_t st = m->trans[(size_t)live[k] * ncls + cls];
+            if (!st) continue;
+            if (has_acc(m, st)) return 0;
+            if (!m->term[st]) live[w++] = st;
+        }
+        nl = w;
+        if (m->can_start[cls]) {
+            if (m->lead && m->lead[cls]) return 0;
+            uint32_t st = m->startN;
+            if (st) {
+                if (has_acc(m, st)) return 0;
+                if (!m->term[st]) {
+                    st = m->trans[(size_t)st * ncls + cls];
+                    if (st) {
+                        if (has_acc(m, st)) return 0;
+                        if (!m->term[st]) {
+                            if (nl == MAX_LIVE) return 0;
+                            live[nl++] = st;
+                        }
+                    }
+                }
+            }
+        }
+        if (!nl) return i + sc->base;
+    }
+    return 0;
+}
+
 int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
     const cp_eng *eng = sc->eng;
     for (;;) {
@@ -368,7 +411,13 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
                 if (stop >= 0 && (long long)i > stop) break;
                 size_t j = i - sc->base;
                 uint32_t c = cp_eng_class(eng, decode_at(sc->text, &j));
-                if (mode->can_start[c]) break;
+                if (mode->can_start[c]) {
+                    /* attempts that all die before the text's end without a match change nothing: past them */
+                    size_t past = stop < 0 && i > 0 ? settle_from(sc, i) : 0;
+                    if (!past) break;
+                    i = past;
+                    continue;
+                }
                 i = j + sc->base;
             }
             if (i >= sc->end) {
