@@ -37,14 +37,28 @@ struct cp_parser {
 /* A str as Python's json.dumps writes it with ensure_ascii (valid UTF-8 in). */
 static void json_str(cp_buf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
+    /* plain[c]: byte c is written as itself (printable ASCII but '"' and '\\') */
+    static const unsigned char plain[256] = {
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    };
     cp_buf_putc(b, '"');
     size_t i = 0, run = 0;
     while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+        const unsigned char *u = (const unsigned char *)s;
+        while (i + 4 <= n && plain[u[i]] && plain[u[i + 1]] && plain[u[i + 2]] && plain[u[i + 3]]) i += 4;
+        if (i < n && plain[u[i]]) {
             i++;
             continue;
         }
+        if (i >= n) break;
+        unsigned char c = u[i];
         cp_buf_append(b, s + run, i - run);
         if (c < 0x80) {
             i++;
