@@ -149,6 +149,7 @@ class _Model:
     message_start: Any
     think_openers: Any
     eos_closes: bool  # `closes_at_end_of_message`
+    tool_firsts: tuple | None  # `opener_firsts` of the tool-extraction variant (None: no skipping)
 
 
 _models: dict = {}
@@ -197,7 +198,8 @@ def _build_model(tokenizer: Any, response_template: dict | None) -> _Model:
     return _Model(resolution, view, derived, streaming, tools,
                   TOOLS in source.fields and _json_valued(source.fields[TOOLS]), message_start,
                   message_start_openers(thinking, message_start) if thinking else [],
-                  closes_at_end_of_message(full))
+                  closes_at_end_of_message(full),
+                  opener_firsts(extraction) if extraction is not None else None)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -506,6 +508,129 @@ def chatparse_structural_tag(model: _Model, tools: list[dict], *, tool_choice: A
 
 
 # --------------------------------------------------------------------------------------------------------------
+# One request's two detectors: the tool detector reads the reasoning detector's verdict
+# --------------------------------------------------------------------------------------------------------------
+SHARE = True  # tests turn it off to compare with two parsers fed every delta
+VERIFY_SHARING = False  # tests turn it on: a catch-up that is not the passthrough text the tool detector skipped raises
+
+
+class _ToolResult:
+    """Duck-types SGLang's `StreamingParseResult` of a tool detector (a pydantic model: building one validates
+    it, about 1 us a delta, the largest single cost of the tool detector's chunks-only path) for a delta of
+    normal text only, as SGLang's own `_ReasoningResult` duck-types the reasoning detector's. Everything in
+    SGLang that reads a tool detector's streaming result reads these two attributes (`FunctionCallParser
+    .parse_stream_chunk`, `serving_chat`, `serving_responses`)."""
+
+    __slots__ = ("normal_text", "calls")
+
+    def __init__(self, normal_text: str):
+        self.normal_text = normal_text
+        self.calls = []
+
+
+class _Tagged(str):
+    """The reasoning detector's first non-empty normal text of a chunks-only delta, carrying the detector
+    (`source`): SGLang hands that text on to the request's tool detector (`serving_chat`:
+    `_process_reasoning_stream`'s normal text is the delta `_process_tool_call_stream` parses), which finds its
+    peer by it. One text per request is tagged; a peer that is not the plugin's, or not on the same model and
+    prefix, is never linked (then the tool detector parses every delta itself, as before)."""
+
+
+_SPACE = "\x00space"  # in a `_first_chars` set: any whitespace character
+
+
+def _first_chars(items: Any) -> tuple[set, bool] | None:
+    """The characters a match of the parsed regex `items` (`re._parser`) can begin with (`_SPACE`: any
+    whitespace), and whether it can match the empty text; None where that is not read off safely (a class
+    other than ``\\s``, any character, a look-behind or negative look-ahead, a back-reference...)."""
+    from re import _constants as c
+
+    first: set = set()
+    for op, av in items:
+        if op is c.LITERAL:
+            first.add(chr(av))
+            return first, False
+        if op is c.IN and av == [(c.CATEGORY, c.CATEGORY_SPACE)]:
+            first.add(_SPACE)
+            return first, False
+        if op is c.SUBPATTERN:
+            inner = _first_chars(av[3])
+            if inner is None or av[1] or av[2]:  # (flags set inside the group)
+                return None
+            first |= inner[0]
+            if not inner[1]:
+                return first, False
+        elif op is c.BRANCH:
+            nullable = False
+            for alternative in av[1]:
+                inner = _first_chars(alternative)
+                if inner is None:
+                    return None
+                first |= inner[0]
+                nullable = nullable or inner[1]
+            if not nullable:
+                return first, False
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            inner = _first_chars(av[2])
+            if inner is None:
+                return None
+            first |= inner[0]
+            if av[0] > 0 and not inner[1]:
+                return first, False
+        elif op is c.ASSERT and av[0] == 1:  # a look-ahead: the match is followed by its text
+            inner = _first_chars(av[1])
+            if inner is None or inner[1]:
+                return None
+            first |= inner[0]
+            return first, False
+        else:
+            return None
+    return first, True
+
+
+def opener_firsts(template: dict) -> tuple[frozenset, bool] | None:
+    """What the tool detector's parser (`template`: the tool-extraction variant) needs to see before it can
+    hold text or leave its passthrough region: (the characters a tool-call opener or a start anchor can begin
+    with, whether that can be whitespace), read off the literals and patterns; None where they cannot be read
+    off (then the tool detector never skips its parser). A delta that holds none of those characters, and
+    does not end with whitespace where an opener may begin with it, is handed on whole as passthrough text by
+    a parser that is in its passthrough region holding nothing: no match can begin inside it, and none began
+    before it."""
+    import re
+    from re import _parser
+
+    firsts: set = set()
+    field = (template.get("fields") or {}).get(TOOLS) or {}
+    delimiters = [("open", field.get("open")), ("open_pattern", field.get("open_pattern")),
+                  ("start_anchor", template.get("start_anchor")),
+                  ("start_anchor_pattern", template.get("start_anchor_pattern"))]
+    if (field.get("open") is None and field.get("open_pattern") is None) or template.get("extensions"):
+        return None
+    for key, value in delimiters:
+        for text in value if isinstance(value, list) else [] if value is None else [value]:
+            if not isinstance(text, str) or not text:
+                return None
+            if not key.endswith("pattern"):
+                firsts.add(text[0])
+                continue
+            try:
+                parsed = _parser.parse(text)
+            except re.error:
+                return None
+            if parsed.state.flags & ~(re.UNICODE | re.ASCII):
+                return None
+            got = _first_chars(list(parsed))
+            if got is None or got[1]:
+                return None
+            firsts |= got[0]
+    space = _SPACE in firsts
+    firsts.discard(_SPACE)
+    if any(ch.isspace() for ch in firsts):
+        space = True
+    return frozenset(firsts), space
+
+
+# --------------------------------------------------------------------------------------------------------------
 # The detectors SGLang selects by name
 # --------------------------------------------------------------------------------------------------------------
 class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
@@ -526,6 +651,9 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
         self._constrained = constrained
         self.incomplete_tool_call_indices: set[int] = set()
         self._tool_indices = None
+        self._peer = None  # the request's `ChatparseReasoningDetector`, once linked (`_link`)
+        self._sync = False  # the tool parser is in its passthrough region and holds nothing
+        self._skipped: list = []  # passthrough text not fed to the tool parser yet (`_catch_up`)
         self._thinking_field = templates.source.fields.get(THINKING)
         self._content_field = templates.source.fields.get(CONTENT)
         self._message_start = model.message_start
@@ -561,24 +689,86 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
             return ToolStreamingParseResult(normal_text=text, calls=[])
         return super().detect_and_parse(text, tools)
 
+    def _link(self, source: Any) -> None:
+        """Share the request's reasoning detector's parse (`_Tagged`): from now on, a delta the reasoning
+        detector found to be answer text only (`ChatparseReasoningDetector._verdict`: its events all content
+        chunks, so no tool-call opener inside) is not fed to this detector's parser while that parser is in its
+        passthrough region holding nothing (`_sync`) and no opener can begin inside the delta
+        (`opener_firsts`): the parser would hand all of it on as normal text. Such text is fed later, in one
+        piece, when a delta needs the parser (`_catch_up`); SGLang's routing never sees those events (they
+        are that same passthrough text, handed on already)."""
+        if (SHARE and isinstance(source, ChatparseReasoningDetector) and source._model is self._model
+                and source._prefix == self._prefix and type(source._adapter) is _CompiledAdapter
+                and type(self._adapter) is _CompiledAdapter and self._model.tool_firsts is not None):
+            self._peer = source
+
+    def _catch_up(self) -> None:
+        text = "".join(self._skipped)
+        self._skipped = []
+        parser = self._adapter._parser
+        events = parser.feed(text)
+        if VERIFY_SHARING:
+            got = chunk_text(events, (PASSTHROUGH,))
+            if got != text or any(ev.get("field") != PASSTHROUGH for ev in events) \
+                    or parser.held_from != parser.input_length:
+                raise AssertionError(f"shared parse: skipped {text!r}, the tool parser gives {events!r}")
+
     def parse_streaming_increment(self, new_text: str, tools):
         if self._passthrough:
             return ToolStreamingParseResult(normal_text=new_text, calls=[])
+        peer = self._peer
+        if peer is None:
+            if type(new_text) is _Tagged:
+                self._link(new_text.source)
+                peer = self._peer
+        elif new_text is peer._verdict and self._sync and new_text:
+            peer._verdict = None
+            firsts, space = self._model.tool_firsts
+            for ch in firsts:
+                if ch in new_text:
+                    break
+            else:
+                if not (space and new_text[-1].isspace()):
+                    self._skipped.append(new_text)
+                    return _ToolResult(new_text)
+        if self._skipped:
+            self._catch_up()
         adapter = self._adapter
-        events = adapter.feed(new_text, tools)
-        if type(adapter) is _CompiledAdapter:
-            # a delta of chunks only: SGLang's routing would hand on their normal text and nothing else
-            # (`chunk_text`); its per-call setup and two passes were most of the plugin's cost per delta
-            text = chunk_text(events, _TOOL_NORMAL)
-            if text is not None:
-                if self._tool_indices is None:
-                    self._tool_indices = self._get_tool_indices(tools)
-                return ToolStreamingParseResult(normal_text=text, calls=[])
-        return self._emit_streaming_events(events, tools)
+        if type(adapter) is not _CompiledAdapter:
+            return self._emit_streaming_events(adapter.feed(new_text, tools), tools)
+        parser = adapter._parser
+        direct = parser is not None and not adapter._held and not adapter._finalized
+        # `_CompiledAdapter.feed`, whose `_handed` hands chunks on unchanged: run below where an event is not one
+        events = parser.feed(new_text) if direct else adapter.feed(new_text, tools)
+        # a delta of chunks only: SGLang's routing would hand on their normal text and nothing else
+        # (`chunk_text`); its per-call setup and two passes were most of the plugin's cost per delta
+        text = ""
+        passthrough = True
+        for ev in events:
+            if ev["type"] != "region_chunk":
+                self._sync = False
+                return self._emit_streaming_events(adapter._handed(events) if direct else events, tools)
+            field = ev["field"]
+            if field == PASSTHROUGH:
+                text += ev["text"]
+            else:
+                passthrough = False
+                if field in _TOOL_NORMAL:
+                    text += ev["text"]
+        if self._tool_indices is None:
+            self._tool_indices = self._get_tool_indices(tools)
+        if peer is not None:
+            parser = adapter._parser
+            self._sync = passthrough and bool(events) and not adapter._held \
+                and parser.held_from == parser.input_length
+        return _ToolResult(text)
 
     def finish(self, tools):
         if self._passthrough:
             return ToolStreamingParseResult(normal_text="", calls=[])
+        if self._skipped:
+            self._catch_up()
+        self._sync = False
         return super().finish(tools)
 
     def open_call_closer(self, text: str):
@@ -697,6 +887,8 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
         self._constrained = constrained
         self._adapter = self._new_adapter()
         self.answer_started = False
+        self._verdict = None  # the normal text of the last delta when its events were all content chunks
+        self._tag = SHARE  # the next non-empty chunks-only normal text is `_Tagged` (once)
 
     def _new_adapter(self):
         if self._grammar_start is not None or self._constrained:  # SGLang's own: see the module docstring
@@ -704,17 +896,46 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
         return _CompiledAdapter(self._template, self._model.streaming, prefix=self._prefix)
 
     def parse_streaming_increment(self, new_text: str):
+        self._verdict = None
         adapter = self._adapter
         if type(adapter) is not _CompiledAdapter or self._force_nonempty_content or not self.stream_reasoning:
             return super().parse_streaming_increment(new_text)
-        events = adapter.feed(new_text, self._tools)
-        self._record_answer(adapter)
+        # (SGLang's `_record_answer` sets `answer_started` to ``self._constrained and ...``: False on this
+        # adapter, which serves only unconstrained requests, as __init__ set it)
+        parser = adapter._parser
+        direct = parser is not None and not adapter._held and not adapter._finalized
+        # `_CompiledAdapter.feed`, whose `_handed` hands chunks on unchanged: run below where an event is not one
+        events = parser.feed(new_text) if direct else adapter.feed(new_text, self._tools)
         # a delta of chunks only: SGLang's routing would make it reasoning and normal text and nothing else
-        # (`chunk_text`)
-        normal = chunk_text(events, _REASONING_NORMAL)
-        if normal is None:
-            return adapter.route_reasoning_events(events, stream_reasoning=True)
-        return _rt._ReasoningResult(normal, chunk_text(events, (THINKING,)))
+        # (`chunk_text`); one pass over the events
+        normal = reasoning = ""
+        content_only = True
+        for ev in events:
+            if ev["type"] != "region_chunk":
+                return adapter.route_reasoning_events(adapter._handed(events) if direct else events,
+                                                      stream_reasoning=True)
+            field = ev["field"]
+            if field == CONTENT:
+                normal += ev["text"]
+            elif field == THINKING:
+                reasoning += ev["text"]
+                content_only = False
+            else:
+                content_only = False
+                if field in _REASONING_NORMAL:
+                    normal += ev["text"]
+        if normal:
+            if self._tag:
+                self._tag = False
+                normal = _Tagged(normal)
+                normal.source = self
+            elif content_only:
+                self._verdict = normal  # for the tool detector (`ChatparseToolDetector._link`)
+        return _rt._ReasoningResult(normal, reasoning)
+
+    def finish(self):
+        self._verdict = None
+        return super().finish()
 
 
 # --------------------------------------------------------------------------------------------------------------
