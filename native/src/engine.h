@@ -287,6 +287,12 @@ cp_value *cp_parse_response_value(const cp_eng *eng, const char *text, size_t le
  * is quiet: the same effect and result without stepping it; -1 when that does not apply (nothing changed). */
 long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, const char **out, size_t *out_len,
                             cp_error *err);
+/* cp_stream_feed_settled again right after it applied, the text it handed out ending at byte offset `at`
+ * (cp_stream_end then): only what can have changed since is checked. -1 when that does not apply. */
+long cp_stream_feed_settled_again(cp_stream *p, size_t at, const char *text, size_t len, const char **out,
+                                  size_t *out_len, cp_error *err);
+/* Bytes received (the scanner's end). */
+size_t cp_stream_end(const cp_stream *p);
 /* The index of the scanner's current mode. */
 size_t cp_stream_mode(const cp_stream *p);
 long cp_stream_feed_undecided(cp_stream *p, const char *text, size_t len, int inert, const char **out, size_t *out_len,

@@ -206,7 +206,7 @@ static int fast_event(cp_parser *p, long field, const char *text, size_t len, co
     *events = p->ev;
     *count = 0;
     if (!len) return 0;
-    if (reserve_events(p, 1, err) < 0) return -1;
+    if (!p->ev_cap && reserve_events(p, 1, err) < 0) return -1;
     cp_event *e = &p->ev[0];
     e->type = CP_EVENT_REGION_CHUNK;
     e->field = field;
@@ -528,14 +528,15 @@ int cp_parser_feed_ids_events(cp_parser *p, const int64_t *ids, size_t n, const 
         cp_error_set(err, "TypeError", "cp_parser_feed_ids needs a parser made with cp_parser_new_ids");
         return -1;
     }
-    if (cp_stream_check_usable(p->stream, err) < 0) return -1;
-    /* the fast path: ids that cannot decide anything in an open region hand out at most one region_chunk */
+    /* the fast path: ids that cannot decide anything in an open region hand out at most one region_chunk (it
+     * does not apply to a finalized or failed parser, which the slow path's check then refuses) */
     long field = -1;
     const char *out = NULL;
     size_t out_len = 0;
     int r = cp_tok_stream_feed_fast(p->tok, ids, n, &p->fast, &out, &out_len, &field, err);
     if (r < 0) return -1;
     if (r > 0) return fast_event(p, field, out, out_len, events, count, err);
+    if (cp_stream_check_usable(p->stream, err) < 0) return -1;
     cp_value *ev = cp_tok_stream_feed(p->tok, ids, n, err);
     if (!ev) return -1;
     return held_events(p, ev, events, count, err);

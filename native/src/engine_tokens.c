@@ -345,6 +345,9 @@ struct cp_tok_stream {
     cp_stream *stream;
     cp_tok_decoder *dec;
     const cp_token_section *v;
+    /* the last feed was one settling token in this mode, its text ending at settled_at (-1: not so) */
+    int settled_mode;
+    size_t settled_at;
 };
 
 static const char TOKENS_PREFIX_REQUIRED[] =
@@ -395,6 +398,7 @@ cp_tok_stream *cp_tok_stream_new(const cp_eng *eng, const cp_tables *t, const ch
     }
     p->v = &t->tokens;
     p->eng = eng;
+    p->settled_mode = -1;
     p->stream = cp_stream_new(eng, text.data ? text.data : "", text.len, tools, dialect, err);
     cp_buf_free(&text);
     p->dec = p->stream ? cp_tok_decoder_new(&t->tokens) : NULL;
@@ -514,8 +518,25 @@ int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_b
         const struct cp_tok_info *tp = &ti[ids[0]];
         struct cp_tok_info t = *tp;
         const char *text = t.len <= sizeof t.inl ? tp->inl : (const char *)v->bytes + t.off;
-        int known = (t.settles >> cp_stream_mode(p->stream)) & 1;
-        long f = known ? cp_stream_feed_settled(p->stream, text, t.len, out, out_len, err) : -1;
+        long f = -1;
+        if (p->settled_mode >= 0 && ((t.settles >> p->settled_mode) & 1)) {
+            /* the steady state: the last feed left the parser where this token's text is region text */
+            f = cp_stream_feed_settled_again(p->stream, p->settled_at, text, t.len, out, out_len, err);
+            if (f >= 0) {
+                p->settled_at += t.len;
+                *field = f;
+                return 1;
+            }
+        }
+        p->settled_mode = -1;
+        if (f == -2) return -1;
+        size_t mode = cp_stream_mode(p->stream);
+        int known = (t.settles >> mode) & 1;
+        f = known ? cp_stream_feed_settled(p->stream, text, t.len, out, out_len, err) : -1;
+        if (f >= 0) {
+            p->settled_mode = (int)mode;
+            p->settled_at = cp_stream_end(p->stream);
+        }
         if (f == -1) f = cp_stream_feed_undecided(p->stream, text, t.len, known, out, out_len, err);
         if (f == -2) return -1;
         if (f < 0) return 0;

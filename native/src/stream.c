@@ -555,6 +555,9 @@ long cp_stream_feed_quiet(cp_stream *p, const char *text, size_t len, cp_error *
     return f;
 }
 
+static long settled_commit(cp_stream *p, const char *text, size_t len, const char **out, size_t *out_len,
+                           cp_error *err);
+
 long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, const char **out, size_t *out_len,
                             cp_error *err) {
     cp_scanner *sc = &p->sc;
@@ -563,6 +566,22 @@ long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, const ch
     if (!sc->end && m->start0 != m->startN) return -1;
     if (p->stalled || p->failed || p->finished || p->json_end_on || p->n_held || p->pending.len) return -1;
     if (p->current < 0 || !p->opened || sc->pos < p->prompt_end || p->keep_input) return -1;
+    return settled_commit(p, text, len, out, out_len, err);
+}
+
+long cp_stream_feed_settled_again(cp_stream *p, size_t at, const char *text, size_t len, const char **out,
+                                  size_t *out_len, cp_error *err) {
+    /* nothing that can change what feed_settled checked happened since it held with the text ending at `at`:
+     * every such change pushes text (end moves), holds bytes, fails or finishes the parser */
+    if (p->sc.end != at || p->n_held || p->failed || p->finished || !len) return -1;
+    return settled_commit(p, text, len, out, out_len, err);
+}
+
+size_t cp_stream_end(const cp_stream *p) { return p->sc.end; }
+
+static long settled_commit(cp_stream *p, const char *text, size_t len, const char **out, size_t *out_len,
+                           cp_error *err) {
+    cp_scanner *sc = &p->sc;
     /* cp_scanner_push, inline while the text fits without a trim (else the call, which trims and grows) */
     size_t live = sc->end - sc->base;
     if (live + len + 1 <= sc->cap && (!sc->eng->keep || sc->pos - sc->base < 2 * CP_SCANNER_TRIM_MIN + 4 * sc->eng->keep)) {
