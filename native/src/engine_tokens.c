@@ -9,9 +9,13 @@
  * texts, strip_start, transformers' clean-up streamed), and the decoded text
  * of each feed goes to the character engine (cp_stream): the events of a feed
  * of ids are the events of its decoded text, which is what Python's token
- * parser guarantees. (Python and JavaScript also take a fast path for inert
- * tokens that hands out the same events; it is an optimisation left for
- * later here.)
+ * parser guarantees. The fast path (cp_tok_stream_feed_fast) hands out the
+ * same events without the character engine for a token of its own text that
+ * cannot decide a delimiter: from a quiet scanner, by the shared engine's
+ * per-mode token table (cp_eng_token_classes: its attempts all die inside
+ * it), else by stepping its characters on the DFA alone over the live
+ * match-free attempts (cp_scanner_push_undecided), committed only when
+ * nothing can be decided.
  */
 #include <stdlib.h>
 #include <string.h>
