@@ -270,6 +270,7 @@ export function loadTables(input) {
   const [, meta] = sectionJson(bytes.subarray(m0, m1), "metadata", fail);
   const header = { formatVersion: version, chatparseVersion, templateSha256: hex(bytes.subarray(80, 112)), vocabSha256: flags & 1 ? hex(vocab) : null, tokens: Boolean(flags & 2) };
   const arrays = checkMetadata(meta, spec, header, bytes.subarray(d0, d1), fail);
+  fieldRules(spec, fail); // step 9: what load_template checks beyond the template rules (but the regex compilations)
   // checked: from here on the plain values (JavaScript objects and numbers) the runtime works with
   return new Tables(pyJsonLoads(templateText), plainJson(meta), arrays, header, fail);
 }
@@ -495,15 +496,11 @@ function templateRules(spec, word, fail) {
     if (f.join !== null && !f.repeats) fail(`${where}.join: needs 'repeats': true`);
     if (f.transform_each && f.transform === null) fail(`${where}.transform_each: needs a 'transform'`);
     if (mixed(f.transform)) fail(`${where}.transform: a string mixes a {placeholder} with other text`);
-    if (f.close_json_end === true && f.open === null) fail(`${where}.close_json_end: needs an explicit open (format extension 'close_json_end')`);
-    if (hasOwn(f, "optional_placeholders") && (f.transform === null || !isObj(f.open) || typeof f.open.pattern !== "string" || !f.optional_placeholders.every((g) => typeof g === "string" && (f.open.pattern.includes(`(?P<${g}>`) || f.open.pattern.includes(`(?<${g}>`))))) fail(`${where}.optional_placeholders: names a group the field's open pattern does not declare (format extension 'optional_placeholders')`);
-    if (f.escaped_json_values === true && ((f.content !== "xml-inline" && f.content !== "kv-lines") || !isDict(f.content_args) || !isDict(pyGet(f.content_args, "value_parser", null)) || pyGet(f.content_args.value_parser, "name", "text") !== "json")) fail(`${where}.escaped_json_values: needs 'content' xml-inline or kv-lines with a json value_parser (format extension 'escaped_json_values')`);
-    if (f.flatten === true && (!f.repeats || f.join !== null)) fail(`${where}.flatten: needs 'repeats': true and no 'join' (format extension 'flatten')`);
-    if (f.on_error === "content" && (f.open === null || !fields.some((g) => g.open === null))) fail(`${where}.on_error: 'content' needs an implicit field and an explicit open (format extension 'on_error')`);
-    for (const k of f[KEYS]) {
-      if (!hasOwn(extKeys, k)) continue;
-      if (!JS_EXTENSIONS[extKeys[k]].keys[k](plainJson(f[k]))) fail(`${where}.${k}: not a valid value for format extension '${extKeys[k]}'`);
-      used.add(extKeys[k]);
+    const extra = f[KEYS].filter((k) => hasOwn(extKeys, k));
+    if (extra.length) {
+      const err = checkFieldKeys(`Field ${pyRepr(f.name)}`, f, extra);
+      if (err !== null) fail(`template: ${err}`);
+      for (const k of extra) used.add(extKeys[k]);
     }
   });
   const implicit = fields.filter((f) => f.open === null).map((f) => f.name);
@@ -512,6 +509,171 @@ function templateRules(spec, word, fail) {
   if ([...used].sort(cmpStr).join("\u0000") !== (extended ? spec.extensions : []).join("\u0000")) {
     fail("template: not in normalized form: 'extensions' does not list exactly the extensions the fields use");
   }
+}
+
+// ---- format extension keys (chatparse/runtime/values/extensions.py `check_field_keys`, registry order), with
+// Python's messages: each check returns [normalized value] (OMIT: the default, []) or throws its message.
+
+const OMIT = Symbol("omit");
+/** Python's type(v).__name__ of a value of a JSON section (PyFloat: float). */
+function sectionTypeName(v) {
+  if (v === null) return "NoneType";
+  if (typeof v === "boolean") return "bool";
+  if (typeof v === "number" || typeof v === "bigint") return "int";
+  if (v instanceof PyFloat) return "float";
+  if (typeof v === "string") return "str";
+  return Array.isArray(v) ? "list" : "dict";
+}
+/** Python's repr() of a value of a JSON section. */
+function pyValueRepr(v) {
+  if (v instanceof PyFloat) return pyFloatRepr(v.v).replace(/^NaN$/, "nan").replace(/^(-?)Infinity$/, "$1inf");
+  if (typeof v === "bigint") return String(v);
+  if (Array.isArray(v)) return `[${v.map(pyValueRepr).join(", ")}]`;
+  if (isObj(v)) return `{${v[KEYS].map((k) => `${pyRepr(k)}: ${pyValueRepr(v[k])}`).join(", ")}}`;
+  return pyRepr(v);
+}
+const cut = (s, n) => Array.from(s).slice(0, n).join("");
+const isPyStr = (v) => typeof v === "string";
+const isPyBool = (v) => typeof v === "boolean";
+const EXT_KEY_CHECKS = [
+  ["argument_types", "argument_types", (v, f) => {
+    if (v === "json") return OMIT;
+    if (v !== "schema") f(`must be "schema" or "json" (the default), got ${cut(pyValueRepr(v), 60)}`);
+    return v;
+  }],
+  ["key_aliases", "key_aliases", (v, f) => {
+    if (!isObj(v)) f(`must be a dict of alias -> canonical key, got ${sectionTypeName(v)}`);
+    if (!v[KEYS].length) return OMIT;
+    for (const a of v[KEYS]) {
+      const c = v[a];
+      if (!isPyStr(c)) f(`maps ${cut(pyRepr(a), 40)} to a ${sectionTypeName(c)}; the canonical key must be a string`);
+      if (a === c) f(`maps ${cut(pyRepr(a), 40)} to itself`);
+      if (Object.hasOwn(v, c)) f(`maps ${cut(pyRepr(a), 40)} to ${cut(pyRepr(c), 40)}, which is itself an alias (no chains)`);
+    }
+    return v;
+  }],
+  ["as_list", "as_list", (v, f) => {
+    if (!isPyBool(v)) f(`must be a bool, got ${sectionTypeName(v)}`);
+    return v ? v : OMIT;
+  }],
+  ["decode_json_strings", "decode_json_strings", (v, f) => {
+    if (!Array.isArray(v) || !v.every(isPyStr)) f("must be a list of dotted key paths (strings)");
+    if (!v.length) return OMIT;
+    for (const p of v) if (!p || p.split(".").some((x) => !x)) f(`holds ${cut(pyRepr(p), 60)}, which is not a dotted key path (non-empty keys joined by '.')`);
+    if (new Set(v).size !== v.length) f("lists a path twice");
+    return v;
+  }],
+  ["close_json_end", "close_json_end", (v, f) => {
+    if (!isPyBool(v)) f(`must be a bool, got ${sectionTypeName(v)}`);
+    return v ? v : OMIT;
+  }],
+  ["on_error", "on_error", (v, f) => {
+    if (v === "raise") return OMIT;
+    if (v !== "content" && v !== "drop") f(`must be "content", "drop" or "raise" (the default), got ${cut(pyValueRepr(v), 60)}`);
+    return v;
+  }],
+  ["optional_placeholders", "optional_placeholders", (v, f) => {
+    if (!Array.isArray(v) || !v.every(isPyStr)) f("must be a list of named groups of the field's open_pattern (strings)");
+    if (!v.length) return OMIT;
+    if (new Set(v).size !== v.length) f("lists a name twice");
+    return v;
+  }],
+  ["content_fallback", "content_fallback", (v, f) => {
+    if (!Array.isArray(v)) f(`must be a list of {"content": parser, "content_args": ..}, got ${sectionTypeName(v)}`);
+    if (!v.length) return OMIT;
+    v.forEach((e, i) => {
+      if (!isObj(e) || !Object.hasOwn(e, "content") || e[KEYS].some((k) => k !== "content" && k !== "content_args")) f(`entry ${i} must be a dict with 'content' and optional 'content_args' only`);
+      if (!isPyStr(e.content)) f(`entry ${i}: 'content' must be a content parser name`);
+    });
+    return v.map((e) => {
+      const o = markedObject();
+      markedSet(o, "content", e.content);
+      markedSet(o, "content_args", Object.hasOwn(e, "content_args") ? e.content_args : markedObject());
+      return o;
+    });
+  }],
+  ["unwrap_pattern", "unwrap_pattern", (v, f) => {
+    if (!isPyStr(v) || !v) f(`must be a non-empty regex string, got ${cut(pyValueRepr(v), 60)}`);
+    return v;
+  }],
+  ["flatten", "flatten", (v, f) => {
+    if (!isPyBool(v)) f(`must be a bool, got ${sectionTypeName(v)}`);
+    return v ? v : OMIT;
+  }],
+  ["escaped_json_values", "escaped_json_values", (v, f) => {
+    if (!isPyBool(v)) f(`must be a bool, got ${sectionTypeName(v)}`);
+    return v ? v : OMIT;
+  }],
+];
+
+/** check_field_keys over the extension keys `keys` of field `f`: null, or the first check's message. */
+function checkFieldKeys(scope, f, keys) {
+  for (const [name, key, check] of EXT_KEY_CHECKS) {
+    if (!keys.includes(key)) continue;
+    try {
+      check(f[key], (what) => { throw new PyError("ValueError", `${scope}: ${pyRepr(key)} ${what} (format extension '${name}')`); });
+    } catch (e) {
+      if (e instanceof PyError) return e.message;
+      throw e;
+    }
+  }
+  return null;
+}
+
+/** The extension keys of field `f` normalized (check_field_keys' result; every value checked at step 6). */
+function normalizedFieldKeys(f) {
+  const out = {};
+  for (const [, key, check] of EXT_KEY_CHECKS) {
+    if (!Object.hasOwn(f, key)) continue;
+    const v = check(f[key], () => { throw new Error("unreachable: checked at step 6"); });
+    if (v !== OMIT) out[key] = v;
+  }
+  return out;
+}
+
+/** Whether a pattern source declares the named group `g` ((?P<g>...) or (?<g>...)). */
+const declaresGroup = (src, g) => src.includes(`(?P<${g}>`) || src.includes(`(?<${g}>`);
+
+/** Step 9 as far as a port can make it: load_template's whole-field rules of the extensions (runtime/tables/validate.py
+ * `_field`, then `load_template`), in its order and with its messages, then its normalized form of the extension keys.
+ * Only what needs Python's `regex` is left out (an unwrap_pattern that does not compile). */
+function fieldRules(spec, fail) {
+  const fields = spec.fields;
+  const extended = [];
+  for (const f of fields) {
+    const scope = `Field '${f.name}'`;
+    const x = normalizedFieldKeys(f);
+    extended.push(x);
+    if (x.close_json_end && f.open === null) fail(`template: ${scope}: 'close_json_end' needs an explicit 'open' or 'open_pattern': the implicit field has no region body of its own to read a JSON value from (format extension 'close_json_end')`);
+    for (const g of x.optional_placeholders || []) {
+      if (f.transform === null || !isObj(f.open) || !isPyStr(f.open.pattern) || !declaresGroup(f.open.pattern, g)) {
+        fail(`template: ${scope}: 'optional_placeholders' names ${cut(pyRepr(g), 40)}, which is not a named group of the field's 'open_pattern' (and the field needs a 'transform') (format extension 'optional_placeholders')`);
+      }
+    }
+    (x.content_fallback || []).forEach((e, i) => {
+      if (!PARSER_NAMES.includes(e.content)) fail(`template: ${scope}: 'content_fallback' entry ${i} names content parser ${cut(pyRepr(e.content), 40)}; available: ${pyStrList([...PARSER_NAMES].sort(cmpStr))} (format extension 'content_fallback')`);
+    });
+    if (x.flatten && (!f.repeats || f.join !== null)) fail(`template: ${scope}: 'flatten' needs 'repeats': true and no 'join': it adds a list value's elements to the field's list (format extension 'flatten')`);
+    if (x.escaped_json_values) {
+      const args = f.content_args;
+      const parser = isObj(args) && Object.hasOwn(args, "value_parser") ? args.value_parser : null;
+      if ((f.content !== "xml-inline" && f.content !== "kv-lines") || !isObj(parser) || (Object.hasOwn(parser, "name") ? parser.name : "text") !== "json") {
+        fail(`template: ${scope}: 'escaped_json_values' needs 'content' xml-inline or kv-lines with a 'value_parser' named 'json' in 'content_args' (format extension 'escaped_json_values')`);
+      }
+    }
+    if (x.on_error === "content" && f.open === null) fail(`template: ${scope}: 'on_error': 'content' cannot be set on the implicit field: its text would be recovered into itself (use 'drop') (format extension 'on_error')`);
+  }
+  const hasImplicit = fields.some((f) => f.open === null);
+  fields.forEach((f, i) => {
+    if (extended[i].on_error === "content" && !hasImplicit) fail(`template: Field '${f.name}': 'on_error': 'content' needs an implicit field (one without 'open'/'open_pattern') to keep the text in (format extension 'on_error')`);
+  });
+  fields.forEach((f, i) => {
+    const keys = f[KEYS].filter((k) => EXT_KEY_CHECKS.some(([, key]) => key === k));
+    const x = extended[i];
+    if (keys.length !== Object.keys(x).length || keys.some((k) => !Object.hasOwn(x, k) || pyDumps(x[k], true) !== pyDumps(f[k], true))) {
+      fail("template: not in normalized form (load_template would normalize it differently)");
+    }
+  });
 }
 
 /** Whether a Python `regex` source declares a named group: (?P<name>...) or (?<name>...), outside classes and escapes. */
