@@ -3,8 +3,9 @@
 SGLang runs a request's reasoning detector, then hands its normal text on to the tool detector
 (`serving_chat._process_reasoning_stream`, then `_process_tool_call_stream`). The plugin's tool detector links
 to the plugin's reasoning detector of the same request (`chatparse.integrations.sglang._Tagged`) and, while the
-reasoning detector finds a delta to be answer text only and the tool parser is in its passthrough region
-holding nothing, hands the text on without feeding its own parser (fed later in one piece: `_catch_up`).
+reasoning detector finds a delta to be answer text only (or call text only) and the tool parser is in its
+passthrough region (or in a call) holding nothing, hands the text on (or nothing) without feeding its own
+parser (fed later in one piece: `_catch_up`).
 This must not change a single delta. Here, the deltas with sharing (`SHARE`) are compared with the deltas of
 the two parsers each fed every delta, as SGLang's streaming chat path gets them (`bench.sglang_families`):
 
@@ -13,6 +14,9 @@ the two parsers each fed every delta, as SGLang's streaming chat path gets them 
   in random chunkings, with `VERIFY_SHARING` on (a catch-up that is not the skipped passthrough text raises);
   with the guard on the delta's characters removed (`opener_firsts` empty) these differ
   (`test_the_synthetic_answers_catch_a_wrong_skip`), so the comparison can fail;
+* on synthetic calls whose string argument is made of closer and JSON fragments (``</tool_call``, ``<``,
+  ``\\"``, ``}``...), escaped or not, some followed by a second call, in random chunkings, on the base-format
+  and the serving-grade templates, with `VERIFY_SHARING` on;
 * a request whose reasoning parser is not the plugin's (only ``--tool-call-parser chatparse``) is never
   linked, and the plugin's tagged text handed to another tool parser is the same text.
 
@@ -132,6 +136,26 @@ def test_synthetic_answers_unchanged(family, monkeypatch, verify):
     assert _differences(monkeypatch, family) == 0
 
 
+_CALL_FRAGMENTS = ("a", "bc d", " ", "\n", "<", "</", "</tool_call", ">", '\\"', "}", "{", ":", ",", "x y z", "\t")
+
+
+@pytest.mark.parametrize("side", ("plugin_same", "plugin"))
+@pytest.mark.parametrize("family", SYNTHETIC)
+def test_synthetic_calls_unchanged(family, side, monkeypatch, verify):
+    base = sf.corpus(family)[0]
+    for seed in range(SEEDS):
+        rng = random.Random(seed)
+        body = "".join(rng.choice(_CALL_FRAGMENTS) for _ in range(50))
+        arg = body.replace("\\", "\\\\").replace('"', '\\"') if rng.random() < 0.5 else body
+        output = (("<think>\nhm\n</think>\n\n" if family == "qwen3" else "") + "Sure.\n<tool_call>\n"
+                  '{"name": "get_weather", "arguments": {"city": "' + arg + '"}}\n</tool_call>\nok then'
+                  + ('<tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call>' if seed % 2 else ""))
+        case = dict(base, output=output)
+        pieces = _pieces(output, [rng.randint(1, 6) for _ in range(7)])
+        separate, shared = both(monkeypatch, side, family, case, pieces)
+        assert shared == separate, (seed, pieces)
+
+
 def test_the_synthetic_answers_catch_a_wrong_skip(monkeypatch):
     """Without the guard on a delta's characters (a delta in which an opener may begin is fed), the shared
     parse hands on text the tool parser would hold or read as a call: the comparison above sees it."""
@@ -140,12 +164,14 @@ def test_the_synthetic_answers_catch_a_wrong_skip(monkeypatch):
     assert sum(_differences(monkeypatch, family) for family in SYNTHETIC) > 0
 
 
+@pytest.mark.parametrize("position", bd.POSITIONS)
 @pytest.mark.parametrize("family", bd.FAMILIES)
-def test_linked_and_skipping_in_the_answer(family):
+def test_linked_and_skipping(family, position):
     """As served (both flags chatparse), the tool detector links to the reasoning detector and skips its
-    parser for most deltas of a long answer (what the bench measures): the sharing is really in use."""
-    text = bd.output_text(family, 2_000)
-    start = len(bd.head(family, "content"))
+    parser for most deltas of a long answer, and of a long call's argument where the call is JSON (what the
+    bench measures): the sharing is really in use."""
+    text = bd.output_text(family, 2_000, position)
+    start = len(bd.head(family, position))
     rp, fp = bd._parsers("plugin", family)
     tool = fp.detector
     skipped = 0
@@ -153,8 +179,11 @@ def test_linked_and_skipping_in_the_answer(family):
         before = len(tool._skipped)
         bd._step(rp, fp, piece)
         skipped += len(tool._skipped) > before
-    if plugin._model(sf.plugin_tokenizer(family), None).tool_firsts is None:
+    model = plugin._model(sf.plugin_tokenizer(family), None)
+    if model.tool_firsts is None:
         assert tool._peer is None and skipped == 0
+    elif position == "call" and model.call_firsts is None:  # (a few deltas of the answer before the call)
+        assert tool._peer is rp.detector and skipped < 10
     else:
         assert tool._peer is rp.detector and skipped > 250
 

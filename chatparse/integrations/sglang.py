@@ -150,6 +150,7 @@ class _Model:
     think_openers: Any
     eos_closes: bool  # `closes_at_end_of_message`
     tool_firsts: tuple | None  # `opener_firsts` of the tool-extraction variant (None: no skipping)
+    call_firsts: tuple | None  # `closer_firsts` of it (None: no skipping inside a call)
 
 
 _models: dict = {}
@@ -199,7 +200,8 @@ def _build_model(tokenizer: Any, response_template: dict | None) -> _Model:
                   TOOLS in source.fields and _json_valued(source.fields[TOOLS]), message_start,
                   message_start_openers(thinking, message_start) if thinking else [],
                   closes_at_end_of_message(full),
-                  opener_firsts(extraction) if extraction is not None else None)
+                  opener_firsts(extraction) if extraction is not None else None,
+                  closer_firsts(extraction) if extraction is not None else None)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -599,13 +601,32 @@ def opener_firsts(template: dict) -> tuple[frozenset, bool] | None:
     import re
     from re import _parser
 
-    firsts: set = set()
     field = (template.get("fields") or {}).get(TOOLS) or {}
-    delimiters = [("open", field.get("open")), ("open_pattern", field.get("open_pattern")),
-                  ("start_anchor", template.get("start_anchor")),
-                  ("start_anchor_pattern", template.get("start_anchor_pattern"))]
     if (field.get("open") is None and field.get("open_pattern") is None) or template.get("extensions"):
         return None
+    return delimiter_firsts([("open", field.get("open")), ("open_pattern", field.get("open_pattern")),
+                             ("start_anchor", template.get("start_anchor")),
+                             ("start_anchor_pattern", template.get("start_anchor_pattern"))])
+
+
+def closer_firsts(template: dict) -> tuple[frozenset, bool] | None:
+    """`opener_firsts` for the tool-call field's closer: what the tool detector's parser, inside a call and
+    holding nothing, needs to see before it can hold text or end the call (None where it cannot be read off,
+    or the call's content is not JSON, whose members chatparse reads with delimiters of their own)."""
+    field = (template.get("fields") or {}).get(TOOLS) or {}
+    if (field.get("close") is None and field.get("close_pattern") is None) or template.get("extensions") \
+            or field.get("content") not in ("json", "json-values") or "content_args" in field or "members" in field:
+        return None
+    return delimiter_firsts([("close", field.get("close")), ("close_pattern", field.get("close_pattern"))])
+
+
+def delimiter_firsts(delimiters: list) -> tuple[frozenset, bool] | None:
+    """(the characters a match of any of `delimiters` (``(key, literal or pattern or list)``) can begin with,
+    whether that can be whitespace), or None where that cannot be read off (`_first_chars`)."""
+    import re
+    from re import _parser
+
+    firsts: set = set()
     for key, value in delimiters:
         for text in value if isinstance(value, list) else [] if value is None else [value]:
             if not isinstance(text, str) or not text:
@@ -652,7 +673,7 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
         self.incomplete_tool_call_indices: set[int] = set()
         self._tool_indices = None
         self._peer = None  # the request's `ChatparseReasoningDetector`, once linked (`_link`)
-        self._sync = False  # the tool parser is in its passthrough region and holds nothing
+        self._sync = None  # PASSTHROUGH or TOOLS: the tool parser is in that region and holds nothing
         self._skipped: list = []  # passthrough text not fed to the tool parser yet (`_catch_up`)
         self._thinking_field = templates.source.fields.get(THINKING)
         self._content_field = templates.source.fields.get(CONTENT)
@@ -708,8 +729,8 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
         parser = self._adapter._parser
         events = parser.feed(text)
         if VERIFY_SHARING:
-            got = chunk_text(events, (PASSTHROUGH,))
-            if got != text or any(ev.get("field") != PASSTHROUGH for ev in events) \
+            got = chunk_text(events, (self._sync,))
+            if got != text or any(ev.get("field") != self._sync for ev in events) \
                     or parser.held_from != parser.input_length:
                 raise AssertionError(f"shared parse: skipped {text!r}, the tool parser gives {events!r}")
 
@@ -721,16 +742,19 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
             if type(new_text) is _Tagged:
                 self._link(new_text.source)
                 peer = self._peer
-        elif new_text is peer._verdict and self._sync and new_text:
+        elif new_text is peer._verdict and new_text and self._sync is not None and self._sync == peer._verdict_field:
+            # (the reasoning detector saw answer text only, or call text only, and this parser is in the
+            # passthrough region, or in a call, holding nothing: `_link`)
             peer._verdict = None
-            firsts, space = self._model.tool_firsts
+            in_call = self._sync == TOOLS
+            firsts, space = self._model.call_firsts if in_call else self._model.tool_firsts
             for ch in firsts:
                 if ch in new_text:
                     break
             else:
                 if not (space and new_text[-1].isspace()):
                     self._skipped.append(new_text)
-                    return _ToolResult(new_text)
+                    return _ToolResult("" if in_call else new_text)
         if self._skipped:
             self._catch_up()
         adapter = self._adapter
@@ -744,23 +768,31 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
         # (`chunk_text`); its per-call setup and two passes were most of the plugin's cost per delta
         text = ""
         passthrough = True
+        calls = True
         for ev in events:
             if ev["type"] != "region_chunk":
-                self._sync = False
+                self._sync = None
                 return self._emit_streaming_events(adapter._handed(events) if direct else events, tools)
             field = ev["field"]
             if field == PASSTHROUGH:
                 text += ev["text"]
+                calls = False
             else:
                 passthrough = False
+                if field != TOOLS:
+                    calls = False
                 if field in _TOOL_NORMAL:
                     text += ev["text"]
         if self._tool_indices is None:
             self._tool_indices = self._get_tool_indices(tools)
         if peer is not None:
             parser = adapter._parser
-            self._sync = passthrough and bool(events) and not adapter._held \
-                and parser.held_from == parser.input_length
+            self._sync = None
+            if events and not adapter._held and parser.held_from == parser.input_length:
+                if passthrough:
+                    self._sync = PASSTHROUGH
+                elif calls and self._model.call_firsts is not None:
+                    self._sync = TOOLS
         return _ToolResult(text)
 
     def finish(self, tools):
@@ -768,7 +800,7 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
             return ToolStreamingParseResult(normal_text="", calls=[])
         if self._skipped:
             self._catch_up()
-        self._sync = False
+        self._sync = None
         return super().finish(tools)
 
     def open_call_closer(self, text: str):
@@ -887,7 +919,8 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
         self._constrained = constrained
         self._adapter = self._new_adapter()
         self.answer_started = False
-        self._verdict = None  # the normal text of the last delta when its events were all content chunks
+        self._verdict = None  # the normal text of the last delta when its events were all chunks of one field
+        self._verdict_field = None  # ... that field, as the tool detector names it: PASSTHROUGH (content) or TOOLS
         self._tag = SHARE  # the next non-empty chunks-only normal text is `_Tagged` (once)
 
     def _new_adapter(self):
@@ -909,7 +942,7 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
         # a delta of chunks only: SGLang's routing would make it reasoning and normal text and nothing else
         # (`chunk_text`); one pass over the events
         normal = reasoning = ""
-        content_only = True
+        content_only = calls_only = True
         for ev in events:
             if ev["type"] != "region_chunk":
                 return adapter.route_reasoning_events(adapter._handed(events) if direct else events,
@@ -917,11 +950,14 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
             field = ev["field"]
             if field == CONTENT:
                 normal += ev["text"]
+                calls_only = False
             elif field == THINKING:
                 reasoning += ev["text"]
-                content_only = False
+                content_only = calls_only = False
             else:
                 content_only = False
+                if field != TOOLS:
+                    calls_only = False
                 if field in _REASONING_NORMAL:
                     normal += ev["text"]
         if normal:
@@ -929,8 +965,9 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
                 self._tag = False
                 normal = _Tagged(normal)
                 normal.source = self
-            elif content_only:
-                self._verdict = normal  # for the tool detector (`ChatparseToolDetector._link`)
+            elif content_only or calls_only:  # for the tool detector (`ChatparseToolDetector._link`)
+                self._verdict = normal
+                self._verdict_field = PASSTHROUGH if content_only else TOOLS
         return _rt._ReasoningResult(normal, reasoning)
 
     def finish(self):
