@@ -631,8 +631,24 @@ function normalizedFieldKeys(f) {
   return out;
 }
 
-/** Whether a pattern source declares the named group `g` ((?P<g>...) or (?<g>...)). */
-const declaresGroup = (src, g) => src.includes(`(?P<${g}>`) || src.includes(`(?<${g}>`);
+/** Whether a Python `regex` source declares the named group `g` ((?P<g>... or (?<g>..., outside classes and escapes):
+ * its groupindex holds it (native/src/tables.c `py_declares_group`). */
+function declaresGroup(src, g) {
+  for (let i = 0; i < src.length;) {
+    const c = src[i];
+    if (c === "\\") i += 2;
+    else if (c === "[") i = pyClassEnd(src, i);
+    else {
+      const at = src.startsWith("(?P<", i) ? i + 4 : src.startsWith("(?<", i) && src[i + 3] !== "=" && src[i + 3] !== "!" ? i + 3 : 0;
+      if (at) {
+        const e = src.indexOf(">", at);
+        if (e >= 0 && src.slice(at, e) === g) return true;
+      }
+      i++;
+    }
+  }
+  return false;
+}
 
 /** Step 9 as far as a port can make it: load_template's whole-field rules of the extensions (runtime/tables/validate.py
  * `_field`, then `load_template`), in its order and with its messages, then its normalized form of the extension keys.

@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import regex
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table_fuzz as tf  # noqa: E402
@@ -98,6 +99,10 @@ def edits(spec: dict):
             for alt in ({}, {"a": 1}, "python-calls", "json-values", "json", "nope"):
                 yield f"f{i}.{k}={alt!r}", [_set(("fields", i, k), alt)]
         yield f"f{i}.unknown", [_set(("fields", i, "not_an_extension_key"), True)]
+        if isinstance(f["open"], dict) and "pattern" in f["open"]:  # the open pattern's own groups (and look-alikes)
+            groups = sorted(regex.compile(f["open"]["pattern"]).groupindex)
+            for j, alt in enumerate([groups, groups[:1], groups[::-1], groups + ["P"], ["P<x"], ["=x"]]):
+                yield f"f{i}.optional_placeholders=g{j}", [_set(("fields", i, "optional_placeholders"), alt)]
     names = spec["extensions"]
     alts = [None, [], "as_list", [1], ["nope"], names[::-1], names + names[-1:], names[:-1], names[1:],
             sorted(set(names) | {"flatten"}), sorted(set(names) | {"python_calls", "as_list"}), ["x" * 80],
