@@ -36,6 +36,14 @@ so far waits for more text, as SGLang's `_can_grow` makes it wait). Tool-call ar
 own rule (`_SGLangTyping`: SGLang's `_coerce_tool_calls` over the tools as its adapter types them), not by
 chatparse's (transformers' rule; SGLang's differs for unions with ``string``: docs/serving-sglang.md).
 
+One parse per delta where it decides both detectors' answers: SGLang builds a request's two detectors apart and
+hands the reasoning detector's normal text on to the tool detector (`serving_chat`), so the tool detector links
+to the plugin's reasoning detector by the first text it tags (`_Tagged`) and, for a delta that detector found to
+be answer text only (or a JSON call's text only), does not feed its own parser while that parser is in the same
+region holding nothing and no opener (closer) can begin inside the delta (`opener_firsts`, `closer_firsts`);
+the skipped text is fed in one piece when a delta needs the parser (`ChatparseToolDetector._link`,
+tests/test_sglang_shared.py).
+
 Left to SGLang's own adapter (on the view; no chatparse underneath): a request whose grammar is SGLang's own
 tag holding its calls (``constrained``: SGLang then reads closers inside JSON strings as content, a rule
 chatparse has not; under chatparse's own tag, which keeps closers out of JSON strings, chatparse parses:
