@@ -118,6 +118,11 @@ PIECES = ["<a>", "</a>", "<b>", "<bc>", "</b>", "</bc>", "<c>", "<cc>", "</c>", 
 def test_shaped_templates_parse_as_the_python_loop(template, text, caplog):
     """Random templates of shaped, literal and closeless modes, texts of their literals, whitespace of every
     kind (\\u3000, \\x1c, \\x85), non-ASCII text: the same message, error, logged stall or loop, either way."""
+    same_where_native(template, text, caplog)
+
+
+def same_where_native(template, text, caplog):
+    """`same_both_ways` for a template the compiler takes and the module runs (others are left out)."""
     from strategies import compiles
 
     if not compiles(template):
@@ -129,22 +134,29 @@ def test_shaped_templates_parse_as_the_python_loop(template, text, caplog):
         same_both_ways(tables, text, caplog)
 
 
-@native
-def test_the_random_templates_mostly_go_native():
-    """The strategy above is not vacuous: most of its templates are taken by the module."""
+def share_taken(strategy, taken_by, examples: int) -> tuple:
+    """(templates of `strategy` the module takes as `taken_by(plan)` says, templates that compile)."""
     from strategies import compiles
 
     taken = total = 0
 
-    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-    @given(shaped_templates(SHAPED_OPENS, SHAPED_CLOSES, json_bodies=True))
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(strategy)
     def count(template):
         nonlocal taken, total
         if compiles(template):
             total += 1
-            taken += plan_for(chatparse.compile_template(template).tables).native is not None
+            taken += bool(taken_by(plan_for(chatparse.compile_template(template).tables)))
 
     count()
+    return taken, total
+
+
+@native
+def test_the_random_templates_mostly_go_native():
+    """The strategy above is not vacuous: most of its templates are taken by the module."""
+    taken, total = share_taken(shaped_templates(SHAPED_OPENS, SHAPED_CLOSES, json_bodies=True),
+                               lambda plan: plan.native is not None, 200)
     assert total and taken / total > 0.5, (taken, total)
 
 
@@ -273,32 +285,12 @@ def keyed_templates(draw):
 def test_keyed_templates_parse_as_the_python_loop(template, text, caplog):
     """Random templates with keyed modes, texts of their literals, ASCII and not (the keyed tables differ): the
     same message, error, logged stall or loop, either way."""
-    from strategies import compiles
-
-    if not compiles(template):
-        return
-    tables = chatparse.compile_template(template).tables
-    if plan_for(tables).native is None:
-        return
-    with caplog.at_level(logging.INFO, logger="chatparse"):
-        same_both_ways(tables, text, caplog)
+    same_where_native(template, text, caplog)
 
 
 @native
 def test_the_keyed_templates_mostly_go_native():
     """The strategy above is not vacuous: most of its templates are taken by the module, with a keyed mode."""
-    from strategies import compiles
-
-    taken = total = 0
-
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-    @given(keyed_templates())
-    def count(template):
-        nonlocal taken, total
-        if compiles(template):
-            total += 1
-            plan = plan_for(chatparse.compile_template(template).tables)
-            taken += plan.native is not None and any(m[5] is not None for m in plan.mode_tuples)
-
-    count()
+    taken, total = share_taken(keyed_templates(), lambda plan: plan.native is not None and any(
+        m[5] is not None for m in plan.mode_tuples), 150)
     assert total and taken / total > 0.5, (taken, total)
