@@ -217,22 +217,10 @@ def _parse_lean(tables, tool_params: dict, text: str) -> dict:
                 if budget < 0 or not budget % CLOCK_EVERY and perf_counter() > deadline:
                     raise _Fallback(automaton=True)
                 pi, rx, risky, read = keyed[hit.group()]
-                if pi < 0:  # several patterns start with this literal: the longest match, then the tie rank
-                    best = None  # (-2: no two of them can match here, so the first match is the only one)
-                    for (cpi, crx, crisky, cread), rank in rx:
-                        if crx is None:
-                            cm, ce = None, hit.end()
-                        else:
-                            cm = crx.match(text, p) if crisky is False else _match_at(crx, crisky, text, p)
-                            if cm is None:
-                                continue
-                            ce = cm.end()
-                        if best is None or (p - ce, rank) < best[0]:
-                            best = ((p - ce, rank), ce, cpi, cm, cread)
-                            if pi == -2:
-                                break
+                if pi < 0:  # several patterns start with this literal (`_best_among`)
+                    best = _best_among(rx, pi == -2, hit.end() - p, text, p)
                     if best is not None:
-                        _, e, pi, m, read = best
+                        e, pi, m, read = best
                         s = p
                         break
                     i = p + 1
@@ -434,9 +422,10 @@ def _decide_shaped(entries: tuple, text: str, p: int, q: int):
 
 def keyed_decider(key: tuple, length: int):
     """The decision of `_parse_lean`'s keyed branch at a candidate where the literal of `key` (a `plan.Keyed`
-    whose pattern is no mere literal), `length` characters long, starts, as a function for the C loop (`lean_regions`): ``decide(text,
-    p)`` gives None where nothing matches at p, else ``(end, pattern index, match, capture reader or None)``,
-    step for step what the branch decides there (the same calls, the same timeouts: `_Fallback`)."""
+    whose pattern is no mere literal), `length` characters long, starts, as a function for the C loop
+    (`lean_regions`): ``decide(text, p)`` gives None where nothing matches at p, else ``(end, pattern index,
+    match, capture reader or None)``, step for step what the branch decides there (the same calls, the same
+    timeouts: `_Fallback`)."""
     pi, rx, risky, read = key
     if pi >= 0:
         if risky is False:
@@ -452,23 +441,31 @@ def keyed_decider(key: tuple, length: int):
         return decide
     first_only = pi == -2
 
-    def decide_among(text: str, p: int):  # several patterns start with this literal: the longest match, then the tie rank
-        best = None
-        for (cpi, crx, crisky, cread), rank in rx:
-            if crx is None:  # (that pattern is this literal)
-                cm, ce = None, p + length
-            else:
-                cm = crx.match(text, p) if crisky is False else _match_at(crx, crisky, text, p)
-                if cm is None:
-                    continue
-                ce = cm.end()
-            if best is None or (p - ce, rank) < best[0]:
-                best = ((p - ce, rank), ce, cpi, cm, cread)
-                if first_only:
-                    break
-        return None if best is None else best[1:]
+    def decide_among(text: str, p: int):
+        return _best_among(rx, first_only, length, text, p)
 
     return decide_among
+
+
+def _best_among(entries: tuple, first_only: bool, length: int, text: str, p: int):
+    """Where several patterns start with the literal (`length` characters long) found at `p`: of `entries`
+    (``(Keyed, tie rank)`` pairs, `plan._keyed`), the longest match, then the smallest tie rank, as ``(end,
+    pattern index, match, capture reader)``, or None. `first_only` (-2): no two of them can match at one start,
+    so the first match is the only one."""
+    best = None
+    for (cpi, crx, crisky, cread), rank in entries:
+        if crx is None:  # (that pattern is this literal)
+            cm, ce = None, p + length
+        else:
+            cm = crx.match(text, p) if crisky is False else _match_at(crx, crisky, text, p)
+            if cm is None:
+                continue
+            ce = cm.end()
+        if best is None or (p - ce, rank) < best[0]:
+            best = ((p - ce, rank), ce, cpi, cm, cread)
+            if first_only:
+                break
+    return None if best is None else best[1:]
 
 
 def _match_at(rx, risky, text: str, p: int):
