@@ -165,6 +165,29 @@ read_alt(PyObject *v, Alt *a, const char *what)
     return 0;
 }
 
+/* A mode's literals (`lits`, a tuple of non-empty str, `what` naming the mode's kind): md->lits allocated, each
+ * literal kept with its own next-occurrence memo slot. */
+static int
+read_literals(Spec *s, Mode *md, PyObject *lits, const char *what)
+{
+    md->nlits = PyTuple_GET_SIZE(lits);
+    md->lits = PyMem_Calloc((size_t)md->nlits + 1, sizeof(Lit));
+    if (md->lits == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < md->nlits; k++) {
+        PyObject *lit = PyTuple_GET_ITEM(lits, k);
+        if (!PyUnicode_Check(lit) || PyUnicode_GET_LENGTH(lit) == 0) {
+            PyErr_Format(PyExc_TypeError, "lean_regions spec: a %s mode's literals must be non-empty str", what);
+            return -1;
+        }
+        md->lits[k].literal = Py_NewRef(lit);
+        md->lits[k].slot = s->nslots++;
+    }
+    return 0;
+}
+
 static int
 read_shaped(Spec *s, Mode *md, PyObject *t)
 {
@@ -173,25 +196,15 @@ read_shaped(Spec *s, Mode *md, PyObject *t)
     if (led < 0 || (lits = tuple_of(PyTuple_GET_ITEM(t, 2), -1, "a shaped mode's literals")) == NULL)
         return -1;
     md->led = led;
-    md->nlits = PyTuple_GET_SIZE(lits);
-    if ((solos = tuple_of(PyTuple_GET_ITEM(t, 3), md->nlits, "a shaped mode's solos")) == NULL
-            || (entries = tuple_of(PyTuple_GET_ITEM(t, 4), md->nlits, "a shaped mode's entries")) == NULL)
+    Py_ssize_t nlits = PyTuple_GET_SIZE(lits);
+    if ((solos = tuple_of(PyTuple_GET_ITEM(t, 3), nlits, "a shaped mode's solos")) == NULL
+            || (entries = tuple_of(PyTuple_GET_ITEM(t, 4), nlits, "a shaped mode's entries")) == NULL
+            || read_literals(s, md, lits, "shaped") < 0)
         return -1;
-    md->lits = PyMem_Calloc((size_t)md->nlits + 1, sizeof(Lit));
-    if (md->lits == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
     for (Py_ssize_t k = 0; k < md->nlits; k++) {
         Lit *l = &md->lits[k];
-        PyObject *lit = PyTuple_GET_ITEM(lits, k), *solo = PyTuple_GET_ITEM(solos, k);
+        PyObject *solo = PyTuple_GET_ITEM(solos, k);
         PyObject *es = tuple_of(PyTuple_GET_ITEM(entries, k), -1, "a literal's entries");
-        if (!PyUnicode_Check(lit) || PyUnicode_GET_LENGTH(lit) == 0) {
-            PyErr_SetString(PyExc_TypeError, "lean_regions spec: a shaped mode's literals must be non-empty str");
-            return -1;
-        }
-        l->literal = Py_NewRef(lit);
-        l->slot = s->nslots++;
         if (es == NULL)
             return -1;
         if (solo != Py_None) {
@@ -240,23 +253,12 @@ read_keyed(Spec *s, Mode *md, PyObject *t)
     PyObject *lits = tuple_of(PyTuple_GET_ITEM(t, 1), -1, "a keyed mode's literals"), *keys;
     if (lits == NULL)
         return -1;
-    md->nlits = PyTuple_GET_SIZE(lits);
-    if ((keys = tuple_of(PyTuple_GET_ITEM(t, 2), md->nlits, "a keyed mode's keys")) == NULL)
+    if ((keys = tuple_of(PyTuple_GET_ITEM(t, 2), PyTuple_GET_SIZE(lits), "a keyed mode's keys")) == NULL
+            || read_literals(s, md, lits, "keyed") < 0)
         return -1;
-    md->lits = PyMem_Calloc((size_t)md->nlits + 1, sizeof(Lit));
-    if (md->lits == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
     for (Py_ssize_t k = 0; k < md->nlits; k++) {
         Lit *l = &md->lits[k];
-        PyObject *lit = PyTuple_GET_ITEM(lits, k), *key = PyTuple_GET_ITEM(keys, k);
-        if (!PyUnicode_Check(lit) || PyUnicode_GET_LENGTH(lit) == 0) {
-            PyErr_SetString(PyExc_TypeError, "lean_regions spec: a keyed mode's literals must be non-empty str");
-            return -1;
-        }
-        l->literal = Py_NewRef(lit);
-        l->slot = s->nslots++;
+        PyObject *key = PyTuple_GET_ITEM(keys, k);
         if (PyTuple_Check(key)) {
             if (tuple_of(key, 2, "a literal key") == NULL
                     || index_in(PyTuple_GET_ITEM(key, 0), 0, s->npatterns, "a literal key's pattern", &l->key_pi) < 0

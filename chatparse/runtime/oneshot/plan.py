@@ -86,8 +86,7 @@ class Plan:
 
     ``modes[m]``: the `ModePlan` of mode m; ``ascii_modes``: the same with `_keyed`'s table for ASCII text.
     ``lean``: the `LeanPlan`; ``native`` / ``native_ascii``: its `lean_regions` specs (any text / ASCII text), or
-    None. ``captures``: per pattern, its
-    capture reader (match -> named groups).
+    None. ``captures``: per pattern, its capture reader (match -> named groups).
 
     ``mode_tuples`` / ``ascii_mode_tuples``: the same `ModePlan`s as plain tuples, which `parse._parse_lean`
     unpacks at every delimiter (an exact tuple unpacks faster than a NamedTuple; see `Watched`).
