@@ -135,13 +135,14 @@ typedef struct cp_eng {
     uint8_t *tok_settles;
     size_t tok_size;
     /* The same, packed with what the fast path reads of a token (one cache line fetch for a token first seen),
-     * when there are at most 8 modes (else NULL): text at tokens.bytes + off, len bytes; ok: a token of its own
-     * complete, non-empty text (CP_TOKEN_TEXT, len < 65536); bit m of settles: tok_settles of mode m; a text
-     * of at most 8 bytes is also in inl (16 bytes a token: a token first met costs one cache miss, not two). */
+     * when there are at most 8 modes (else NULL): text at tokens.bytes + off, len bytes (0: not a token of its
+     * own complete, non-empty text (CP_TOKEN_TEXT) of < 65536 bytes and < 256 code points), cps code points;
+     * bit m of settles: tok_settles of mode m; a text of at most 8 bytes is also in inl, zero-padded (16 bytes
+     * a token: a token first met costs one cache miss, not two). */
     struct cp_tok_info {
         uint32_t off;
         uint16_t len;
-        uint8_t ok, settles;
+        uint8_t cps, settles;
         char inl[8];
     } *tok_info;
 } cp_eng;
@@ -284,13 +285,14 @@ cp_value *cp_parse_response_value(const cp_eng *eng, const char *text, size_t le
  * the next feed) and *out_len (0: no event), is what cp_stream_feed would hand out as its one region_chunk.
  * Returns the open region's field, -1 when that does not apply (nothing changed), -2 on error (failed). */
 /* cp_stream_feed_undecided for text the caller knows settles from quiet (cp_eng.tok_settles), when the scanner
- * is quiet: the same effect and result without stepping it; -1 when that does not apply (nothing changed). */
-long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, const char **out, size_t *out_len,
+ * is quiet: the same effect and result without stepping it; -1 when that does not apply (nothing changed).
+ * `cps`: the code points of text; text has 8 readable bytes (len may be less). */
+long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, size_t cps, const char **out, size_t *out_len,
                             cp_error *err);
 /* cp_stream_feed_settled again right after it applied, the text it handed out ending at byte offset `at`
  * (cp_stream_end then): only what can have changed since is checked. -1 when that does not apply. */
-long cp_stream_feed_settled_again(cp_stream *p, size_t at, const char *text, size_t len, const char **out,
-                                  size_t *out_len, cp_error *err);
+long cp_stream_feed_settled_again(cp_stream *p, size_t at, const char *text, size_t len, size_t cps,
+                                  const char **out, size_t *out_len, cp_error *err);
 /* Bytes received (the scanner's end). */
 size_t cp_stream_end(const cp_stream *p);
 /* The index of the scanner's current mode. */

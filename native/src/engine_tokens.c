@@ -499,10 +499,14 @@ int cp_eng_token_classes(cp_eng *eng, const cp_tables *t, cp_error *err) {
         }
         for (size_t i = 0; i < v->size; i++) {
             size_t bl = v->offsets[i + 1] - v->offsets[i];
+            const unsigned char *b = v->bytes + v->offsets[i];
+            size_t cps = 0;
+            for (size_t k = 0; k < bl; k++) cps += (b[k] & 0xC0) != 0x80;
+            int ok = (v->flags[i] & CP_TOKEN_TEXT) && bl && bl < 65536 && cps < 256;
             info[i].off = v->offsets[i];
-            info[i].len = (uint16_t)(bl < 65536 ? bl : 0);
-            info[i].ok = (v->flags[i] & CP_TOKEN_TEXT) && bl && bl < 65536;
-            if (bl <= sizeof info[i].inl) memcpy(info[i].inl, v->bytes + v->offsets[i], bl);
+            info[i].len = (uint16_t)(ok ? bl : 0);
+            info[i].cps = (uint8_t)(ok ? cps : 0);
+            if (bl <= sizeof info[i].inl) memcpy(info[i].inl, b, bl);
             for (size_t m = 0; m < eng->n_modes; m++)
                 if (tab[m * v->size + i]) info[i].settles |= (uint8_t)(1u << m);
         }
@@ -511,42 +515,89 @@ int cp_eng_token_classes(cp_eng *eng, const cp_tables *t, cp_error *err) {
     return 0;
 }
 
+/* One token id when the decoder holds the bytes of a split character or the token is bytes of one (a byte-level
+ * vocabulary, nothing else pending in the decoder): what decode_ids would hand out, decoded into `scratch`, fed
+ * to the stream as text that cannot decide a delimiter; the decoder's held bytes are updated only when that
+ * applied. Returns as cp_tok_stream_feed_fast. */
+static int feed_bytes(cp_tok_stream *p, uint32_t id, cp_buf *scratch, const char **out, size_t *out_len, long *field,
+                      cp_error *err) {
+    cp_tok_decoder *d = p->dec;
+    const cp_token_section *v = p->v;
+    if (!d->bytes_kind || d->run.len || d->first || d->strip_left || d->cleanup) return 0;
+    uint8_t f = v->flags[id];
+    size_t bl = v->offsets[id + 1] - v->offsets[id];
+    unsigned char data[64];
+    if (f & CP_TOKEN_SKIP || d->n_held + bl > sizeof data) return 0;
+    memcpy(data, d->held, d->n_held);
+    memcpy(data + d->n_held, v->bytes + v->offsets[id], bl);
+    size_t n = d->n_held + bl;
+    scratch->len = 0;
+    size_t used = utf8_replace(data, n, 0, scratch);
+    if (scratch->failed) {
+        cp_error_oom(err);
+        return -1;
+    }
+    if (n - used > sizeof d->held) return 0; /* (never: an incomplete sequence is < 4 bytes) */
+    *out_len = 0;
+    *field = -1;
+    if (scratch->len) {
+        long r = cp_stream_feed_undecided(p->stream, scratch->data, scratch->len, 0, out, out_len, err);
+        if (r == -2) return -1;
+        if (r < 0) return 0;
+        *field = r;
+    } else if (cp_stream_check_usable(p->stream, err) < 0) {
+        return -1;
+    }
+    p->settled_mode = -1;
+    d->n_held = n - used;
+    memcpy(d->held, data + used, d->n_held);
+    return 1;
+}
+
+/* One token id of its own complete text (a packed record of the shared engine). */
+static int feed_one(cp_tok_stream *p, const struct cp_tok_info *tp, const char **out, size_t *out_len, long *field,
+                    cp_error *err) {
+    const size_t len = tp->len;
+    const char *text = len <= sizeof tp->inl ? tp->inl : (const char *)p->v->bytes + tp->off;
+    long f = -1;
+    if (p->settled_mode >= 0 && ((tp->settles >> p->settled_mode) & 1)) {
+        /* the steady state: the last feed left the parser where this token's text is region text */
+        f = cp_stream_feed_settled_again(p->stream, p->settled_at, text, len, tp->cps, out, out_len, err);
+        if (f >= 0) {
+            p->settled_at += len;
+            *field = f;
+            return 1;
+        }
+        if (f == -2) return -1;
+    }
+    p->settled_mode = -1;
+    size_t mode = cp_stream_mode(p->stream);
+    int known = (tp->settles >> mode) & 1;
+    f = known ? cp_stream_feed_settled(p->stream, text, len, tp->cps, out, out_len, err) : -1;
+    if (f >= 0) {
+        p->settled_mode = (int)mode;
+        p->settled_at = cp_stream_end(p->stream);
+    }
+    if (f == -1) f = cp_stream_feed_undecided(p->stream, text, len, known, out, out_len, err);
+    if (f == -2) return -1;
+    if (f < 0) return 0;
+    *field = f;
+    return 1;
+}
+
 int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_buf *scratch, const char **out,
                             size_t *out_len, long *field, cp_error *err) {
-    if (!n || !decoder_clean(p->dec)) return 0;
     const cp_token_section *v = p->v;
     const struct cp_tok_info *ti = p->eng->tok_info;
     if (n == 1 && ti && p->eng->tok_size == v->size) {
         /* one token, from the shared engine's packed table */
-        if (ids[0] < 0 || ids[0] >= (int64_t)v->size || !ti[ids[0]].ok) return 0;
+        if (ids[0] < 0 || ids[0] >= (int64_t)v->size) return 0;
         const struct cp_tok_info *tp = &ti[ids[0]];
-        struct cp_tok_info t = *tp;
-        const char *text = t.len <= sizeof t.inl ? tp->inl : (const char *)v->bytes + t.off;
-        long f = -1;
-        if (p->settled_mode >= 0 && ((t.settles >> p->settled_mode) & 1)) {
-            /* the steady state: the last feed left the parser where this token's text is region text */
-            f = cp_stream_feed_settled_again(p->stream, p->settled_at, text, t.len, out, out_len, err);
-            if (f >= 0) {
-                p->settled_at += t.len;
-                *field = f;
-                return 1;
-            }
-        }
-        p->settled_mode = -1;
-        if (f == -2) return -1;
-        size_t mode = cp_stream_mode(p->stream);
-        int known = (t.settles >> mode) & 1;
-        f = known ? cp_stream_feed_settled(p->stream, text, t.len, out, out_len, err) : -1;
-        if (f >= 0) {
-            p->settled_mode = (int)mode;
-            p->settled_at = cp_stream_end(p->stream);
-        }
-        if (f == -1) f = cp_stream_feed_undecided(p->stream, text, t.len, known, out, out_len, err);
-        if (f == -2) return -1;
-        if (f < 0) return 0;
-        *field = f;
-        return 1;
+        if (tp->len && decoder_clean(p->dec)) return feed_one(p, tp, out, out_len, field, err);
+        if (!tp->len || p->dec->n_held) return feed_bytes(p, (uint32_t)ids[0], scratch, out, out_len, field, err);
+        return 0;
     }
+    if (!n || !decoder_clean(p->dec)) return 0;
     /* (the file's inert flags are not needed here: stepping a token's few characters on the DFA, where nothing
      * can start, costs less than finding its mode's row) */
     for (size_t k = 0; k < n; k++) {
@@ -554,28 +605,24 @@ int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_b
         uint32_t i = (uint32_t)ids[k];
         if (!(v->flags[i] & CP_TOKEN_TEXT) || v->offsets[i + 1] == v->offsets[i]) return 0;
     }
-    const char *text;
-    size_t len;
-    if (n == 1) {
-        text = (const char *)v->bytes + v->offsets[ids[0]];
-        len = v->offsets[ids[0] + 1] - v->offsets[ids[0]];
-    } else {
-        scratch->len = 0;
-        for (size_t k = 0; k < n; k++) {
-            uint32_t i = (uint32_t)ids[k];
-            cp_buf_append(scratch, (const char *)v->bytes + v->offsets[i], v->offsets[i + 1] - v->offsets[i]);
-        }
-        if (scratch->failed) {
-            cp_error_oom(err);
-            return -1;
-        }
-        text = scratch->data;
-        len = scratch->len;
+    scratch->len = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t i = (uint32_t)ids[k];
+        cp_buf_append(scratch, (const char *)v->bytes + v->offsets[i], v->offsets[i + 1] - v->offsets[i]);
     }
+    cp_buf_append(scratch, "\0\0\0\0\0\0\0\0", 8); /* (8 readable bytes past a short text) */
+    if (scratch->failed) {
+        cp_error_oom(err);
+        return -1;
+    }
+    scratch->len -= 8;
+    const char *text = scratch->data;
+    size_t len = scratch->len;
+    p->settled_mode = -1;
     /* one token that settles from quiet in this mode (the shared engine's table): nothing to step when quiet */
     int known = n == 1 && p->eng->tok_settles && p->eng->tok_size == v->size &&
                 p->eng->tok_settles[cp_stream_mode(p->stream) * v->size + (size_t)ids[0]];
-    long f = known ? cp_stream_feed_settled(p->stream, text, len, out, out_len, err) : -1;
+    long f = known ? cp_stream_feed_settled(p->stream, text, len, cp_rx_cp_count(text, 0, len), out, out_len, err) : -1;
     if (f == -1) f = cp_stream_feed_undecided(p->stream, text, len, known, out, out_len, err);
     if (f == -2) return -1;
     if (f < 0) return 0;

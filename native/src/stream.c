@@ -555,10 +555,10 @@ long cp_stream_feed_quiet(cp_stream *p, const char *text, size_t len, cp_error *
     return f;
 }
 
-static long settled_commit(cp_stream *p, const char *text, size_t len, const char **out, size_t *out_len,
+static long settled_commit(cp_stream *p, const char *text, size_t len, size_t cps, const char **out, size_t *out_len,
                            cp_error *err);
 
-long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, const char **out, size_t *out_len,
+long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, size_t cps, const char **out, size_t *out_len,
                             cp_error *err) {
     cp_scanner *sc = &p->sc;
     const cp_eng_mode *m = sc->mode;
@@ -566,50 +566,81 @@ long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, const ch
     if (!sc->end && m->start0 != m->startN) return -1;
     if (p->stalled || p->failed || p->finished || p->json_end_on || p->n_held || p->pending.len) return -1;
     if (p->current < 0 || !p->opened || sc->pos < p->prompt_end || p->keep_input) return -1;
-    return settled_commit(p, text, len, out, out_len, err);
+    if (sc->pos != sc->end) {
+        /* text received before and not handed out yet goes out with this (cps counts this text only) */
+        const char *t = sc->text + (sc->pos - sc->base);
+        for (size_t i = 0; i < sc->end - sc->pos; i++) cps += ((unsigned char)t[i] & 0xC0) != 0x80;
+    }
+    return settled_commit(p, text, len, cps, out, out_len, err);
 }
 
-long cp_stream_feed_settled_again(cp_stream *p, size_t at, const char *text, size_t len, const char **out,
-                                  size_t *out_len, cp_error *err) {
-    /* nothing that can change what feed_settled checked happened since it held with the text ending at `at`:
-     * every such change pushes text (end moves), holds bytes, fails or finishes the parser */
+long cp_stream_feed_settled_again(cp_stream *p, size_t at, const char *text, size_t len, size_t cps,
+                                  const char **out, size_t *out_len, cp_error *err) {
+    /* nothing that can change what feed_settled checked happened since it held with the text ending at `at`
+     * (and pos == end then): every such change pushes text (end moves), holds bytes, fails or finishes the
+     * parser */
     if (p->sc.end != at || p->n_held || p->failed || p->finished || !len) return -1;
-    return settled_commit(p, text, len, out, out_len, err);
+    return settled_commit(p, text, len, cps, out, out_len, err);
 }
 
 size_t cp_stream_end(const cp_stream *p) { return p->sc.end; }
 
-static long settled_commit(cp_stream *p, const char *text, size_t len, const char **out, size_t *out_len,
+/* n bytes from src to dst; when n <= 8, 8 bytes are copied (src has 8 readable bytes, dst room for 8). */
+static inline void copy_short(char *dst, const char *src, size_t n) {
+    if (n <= 8) memcpy(dst, src, 8); /* (one 8-byte move) */
+    else memcpy(dst, src, n);
+}
+
+/* The commit of cp_stream_feed_settled: `text` (len bytes, cps code points with the text not yet handed
+ * out before it) is received, stepped (nothing to step: it settles) and handed out with what precedes it
+ * since pos; *out points to the handed out text in the scanner's buffer. `text` has 8 readable bytes. */
+static long settled_commit(cp_stream *p, const char *text, size_t len, size_t cps, const char **out, size_t *out_len,
                            cp_error *err) {
     cp_scanner *sc = &p->sc;
+    /* (the scanner's fields are read once into locals and written once: a field re-read right after a narrower
+     * store to it would stall on store forwarding) */
+    size_t base = sc->base, end = sc->end, pos = sc->pos, live = end - base;
     /* cp_scanner_push, inline while the text fits without a trim (else the call, which trims and grows) */
-    size_t live = sc->end - sc->base;
-    if (live + len + 1 <= sc->cap && (!sc->eng->keep || sc->pos - sc->base < 2 * CP_SCANNER_TRIM_MIN + 4 * sc->eng->keep)) {
-        memcpy(sc->text + live, text, len);
-        sc->end += len;
+    if (live + len + 9 <= sc->cap && (!sc->eng->keep || pos - base < 2 * CP_SCANNER_TRIM_MIN + 4 * sc->eng->keep)) {
+        copy_short(sc->text + live, text, len);
         sc->text[live + len] = 0;
-    } else if (cp_scanner_push(sc, text, len, err) < 0) {
-        mark_failed(p, err);
-        return -2;
-    }
-    sc->scan = sc->end;
-    /* cp_scanner_take up to the end, and the region's body */
-    const char *t = sc->text + (sc->pos - sc->base);
-    size_t n = sc->end - sc->pos, cps = 0;
-    for (size_t i = 0; i < n; i++) cps += ((unsigned char)t[i] & 0xC0) != 0x80;
-    sc->cp_pos += cps;
-    sc->pos = sc->end;
-    if (p->body.len + n + 1 <= p->body.cap) {
-        memcpy(p->body.data + p->body.len, t, n);
-        p->body.len += n;
-        p->body.data[p->body.len] = 0;
+        end += len;
+        sc->end = end;
     } else {
-        cp_buf_append(&p->body, t, n);
-        if (p->body.failed) {
-            cp_error_oom(err);
+        if (cp_scanner_push(sc, text, len, err) < 0) {
             mark_failed(p, err);
             return -2;
         }
+        base = sc->base;
+        end = sc->end;
+    }
+    /* stepped (nothing to step), then cp_scanner_take up to the end, and the region's body */
+    const char *t = sc->text + (pos - base);
+    size_t n = end - pos;
+    sc->scan = end;
+    sc->pos = end;
+    sc->cp_pos += cps;
+    size_t blen = p->body.len;
+    if (n == len) {
+        /* (from the text itself: a load of the bytes just stored and NUL-terminated would stall) */
+        if (blen + n + 9 <= p->body.cap) {
+            copy_short(p->body.data + blen, text, n);
+            p->body.data[blen + n] = 0;
+            p->body.len = blen + n;
+        } else {
+            cp_buf_append(&p->body, text, n);
+        }
+    } else if (blen + n + 9 <= p->body.cap && end - base + 8 <= sc->cap) {
+        copy_short(p->body.data + blen, t, n);
+        p->body.data[blen + n] = 0;
+        p->body.len = blen + n;
+    } else {
+        cp_buf_append(&p->body, t, n);
+    }
+    if (p->body.failed) {
+        cp_error_oom(err);
+        mark_failed(p, err);
+        return -2;
     }
     *out = t;
     *out_len = n;
