@@ -49,6 +49,8 @@ typedef struct cp_eng_lead {
     uint32_t *by_failed;    /* 1 << n_rx entries; [0] is the unguarded start */
 } cp_eng_lead;
 
+#define CP_STEP_BAIL UINT32_MAX
+
 typedef struct cp_eng_mode {
     uint32_t n_states;      /* the file's states, then the projected ones */
     uint32_t n_classes;
@@ -66,6 +68,12 @@ typedef struct cp_eng_mode {
      * accepts the empty string). */
     uint8_t *can_start;
     uint8_t start_ascii[128]; /* can_start of the class of each ASCII character (all 1 when can_start is NULL) */
+    /* For the steps that decide nothing (cp_scanner_push_undecided), with can_start: sflags[s] bit 0: state s
+     * accepts, bit 1: it is terminal; start_step[c]: what an attempt started at a character of class c (offset
+     * > 0) is after it: 0 none (nothing starts, or it ends at once without a match), CP_STEP_BAIL a start guard
+     * or an accept (the step may decide), else its state. NULL without can_start. */
+    uint8_t *sflags;
+    uint32_t *start_step;
     /* Start guards per class (NULL entries: none), for startN and start0. */
     cp_eng_lead **lead, **lead0;
     cp_eng_lead *lead_store;  /* the distinct guards of lead (owned) */

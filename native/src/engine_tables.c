@@ -1045,6 +1045,28 @@ static cp_rx *build_anchor(cp_eng *eng, const cp_tables *t, cp_error *err) {
 
 static const char *const STREAMABLE[] = {"text", "int", "float", "bool"};
 
+/* m->sflags and m->start_step (engine.h) of a mode with can_start. 0, or -1 (out of memory). */
+static int build_steps(cp_eng_mode *m) {
+    m->sflags = malloc(m->n_states ? m->n_states : 1);
+    m->start_step = malloc((m->n_classes ? m->n_classes : 1) * sizeof *m->start_step);
+    if (!m->sflags || !m->start_step) return -1;
+    for (uint32_t s = 0; s < m->n_states; s++)
+        m->sflags[s] = (uint8_t)((m->acc_off[s + 1] > m->acc_off[s]) | (m->term[s] ? 2 : 0));
+    const uint32_t startN = m->startN;
+    for (uint32_t c = 0; c < m->n_classes; c++) {
+        uint32_t st = 0;
+        if (!m->can_start[c]) st = 0;
+        else if (m->lead && m->lead[c]) st = CP_STEP_BAIL;
+        else if (!startN) st = 0;
+        else if (m->sflags[startN] & 1) st = CP_STEP_BAIL;
+        else if (m->sflags[startN] & 2) st = 0;
+        else if ((st = m->trans[(size_t)startN * m->n_classes + c]) != 0)
+            st = m->sflags[st] & 1 ? CP_STEP_BAIL : m->sflags[st] & 2 ? 0 : st;
+        m->start_step[c] = st;
+    }
+    return 0;
+}
+
 cp_eng *cp_eng_build(const cp_tables *t, cp_error *err) {
     cp_eng *eng = calloc(1, sizeof *eng);
     if (!eng) {
@@ -1161,6 +1183,7 @@ cp_eng *cp_eng_build(const cp_tables *t, cp_error *err) {
                 m->can_start[c] = startN != 0 && m->trans[(size_t)startN * m->n_classes + c] != 0;
         }
         for (uint32_t c = 0; c < 128; c++) m->start_ascii[c] = m->can_start ? m->can_start[eng->bmp[c]] : 1;
+        if (m->can_start && build_steps(m) < 0) goto oom;
     }
     /* anchor and content regexes */
     eng->anchor = build_anchor(eng, t, err);
@@ -1183,6 +1206,8 @@ fail:
 }
 
 static void free_mode(cp_eng_mode *m) {
+    free(m->sflags);
+    free(m->start_step);
     free(m->patterns);
     free(m->trans);
     free(m->eot);

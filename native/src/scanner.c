@@ -497,6 +497,7 @@ int cp_scanner_push_undecided(cp_scanner *sc, const char *text, size_t n, int in
         at_[nl++] = a->start;
     }
     if (!(inert && nl == 0)) {
+        const uint8_t *sflags = m->sflags;
         const unsigned char *s = (const unsigned char *)text;
         size_t i = 0;
         while (i < n) {
@@ -515,24 +516,16 @@ int cp_scanner_push_undecided(cp_scanner *sc, const char *text, size_t n, int in
             for (size_t k = 0; k < nl; k++) {
                 uint32_t st = m->trans[(size_t)st_[k] * ncls + cls];
                 if (!st) continue;
-                if (has_acc(m, st)) return 0;
-                if (!m->term[st]) {
+                if (sflags[st] & 1) return 0;
+                if (!(sflags[st] & 2)) {
                     st_[w] = st;
                     at_[w++] = at_[k];
                 }
             }
             nl = w;
-            if (!m->can_start[cls]) continue;
-            if (m->lead && m->lead[cls]) return 0;
-            uint32_t st = m->startN;
+            uint32_t st = m->start_step[cls];
             if (!st) continue;
-            if (has_acc(m, st)) return 0;
-            if (m->term[st]) continue;
-            st = m->trans[(size_t)st * ncls + cls];
-            if (!st) continue;
-            if (has_acc(m, st)) return 0;
-            if (m->term[st]) continue;
-            if (nl == MAX_LIVE) return 0;
+            if (st == CP_STEP_BAIL || nl == MAX_LIVE) return 0;
             st_[nl] = st;
             at_[nl++] = here;
         }
