@@ -530,12 +530,19 @@ int cp_scanner_push_undecided(cp_scanner *sc, const char *text, size_t n, int in
             at_[nl++] = here;
         }
     }
-    /* commit: the text, then the surviving attempts in start order (slots reused) */
-    size_t old = sc->n_att;
-    if (cp_scanner_push(sc, text, n, err) < 0) return -1;
+    /* commit: the text (cp_scanner_push, inline while it fits without a trim), then the surviving attempts in
+     * start order (slots reused: every slot below cap_att has its buffers) */
+    size_t live = sc->end - sc->base;
+    if (live + n + 1 <= sc->cap && (!eng->keep || sc->pos - sc->base < 2 * CP_SCANNER_TRIM_MIN + 4 * eng->keep)) {
+        memcpy(sc->text + live, text, n);
+        sc->text[live + n] = 0;
+        sc->end += n;
+    } else if (cp_scanner_push(sc, text, n, err) < 0) {
+        return -1;
+    }
     sc->n_att = 0;
     for (size_t k = 0; k < nl; k++) {
-        if (k >= old || k >= sc->cap_att) {
+        if (k >= sc->cap_att) {
             if (!new_attempt(sc, at_[k], st_[k], err)) return -1;
         } else {
             cp_attempt *a = &sc->att[k];
