@@ -293,14 +293,18 @@ cp_value *cp_parse_response_value(const cp_eng *eng, const char *text, size_t le
  * the next feed) and *out_len (0: no event), is what cp_stream_feed would hand out as its one region_chunk.
  * Returns the open region's field, -1 when that does not apply (nothing changed), -2 on error (failed). */
 /* cp_stream_feed_undecided for text the caller knows settles from quiet (cp_eng.tok_settles), when the scanner
- * is quiet: the same effect and result without stepping it; -1 when that does not apply (nothing changed).
- * `cps`: the code points of text; text has 8 readable bytes (len may be less). */
+ * is quiet or every live attempt dies at the text's first character: the same effect and result without
+ * stepping it; -1 when that does not apply (nothing changed). `cps`: the code points of text; text has 8
+ * readable bytes (len may be less). */
 long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, size_t cps, const char **out, size_t *out_len,
                             cp_error *err);
 /* cp_stream_feed_settled again right after it applied, the text it handed out ending at byte offset `at`
  * (cp_stream_end then): only what can have changed since is checked. -1 when that does not apply. */
 long cp_stream_feed_settled_again(cp_stream *p, size_t at, const char *text, size_t len, size_t cps,
                                   const char **out, size_t *out_len, cp_error *err);
+/* 1 when cp_stream_feed_settled_again applies with at = cp_stream_end now (to text that settles): the parser
+ * is where cp_stream_feed_settled leaves it. */
+int cp_stream_settled(const cp_stream *p);
 /* Bytes received (the scanner's end). */
 size_t cp_stream_end(const cp_stream *p);
 /* The index of the scanner's current mode. */

@@ -578,7 +578,14 @@ static int feed_one(cp_tok_stream *p, const struct cp_tok_info *tp, const char *
         p->settled_mode = (int)mode;
         p->settled_at = cp_stream_end(p->stream);
     }
-    if (f == -1) f = cp_stream_feed_undecided(p->stream, text, len, known, out, out_len, err);
+    if (f == -1) {
+        f = cp_stream_feed_undecided(p->stream, text, len, known, out, out_len, err);
+        if (f >= 0 && cp_stream_settled(p->stream)) {
+            /* (the text left the scanner quiet: the next token that settles takes the steady state) */
+            p->settled_mode = (int)mode;
+            p->settled_at = cp_stream_end(p->stream);
+        }
+    }
     if (f == -2) return -1;
     if (f < 0) return 0;
     *field = f;

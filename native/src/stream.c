@@ -558,14 +558,41 @@ long cp_stream_feed_quiet(cp_stream *p, const char *text, size_t len, cp_error *
 static long settled_commit(cp_stream *p, const char *text, size_t len, size_t cps, const char **out, size_t *out_len,
                            cp_error *err);
 
+/* What cp_stream_feed_settled needs of the parser but a quiet scanner and pos == end. */
+static int settled_ready(const cp_stream *p) {
+    const cp_scanner *sc = &p->sc;
+    const cp_eng_mode *m = sc->mode;
+    if (sc->scan != sc->end || sc->stop >= 0 || sc->eot_fed || !m->can_start) return 0;
+    if (!sc->end && m->start0 != m->startN) return 0;
+    if (p->stalled || p->failed || p->finished || p->json_end_on || p->n_held || p->pending.len) return 0;
+    return p->current >= 0 && p->opened && sc->pos >= p->prompt_end && !p->keep_input;
+}
+
+int cp_stream_settled(const cp_stream *p) {
+    return settled_ready(p) && !p->sc.n_att && p->sc.pos == p->sc.end;
+}
+
 long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, size_t cps, const char **out, size_t *out_len,
                             cp_error *err) {
     cp_scanner *sc = &p->sc;
-    const cp_eng_mode *m = sc->mode;
-    if (sc->n_att || sc->scan != sc->end || sc->stop >= 0 || sc->eot_fed || !m->can_start || !len) return -1;
-    if (!sc->end && m->start0 != m->startN) return -1;
-    if (p->stalled || p->failed || p->finished || p->json_end_on || p->n_held || p->pending.len) return -1;
-    if (p->current < 0 || !p->opened || sc->pos < p->prompt_end || p->keep_input) return -1;
+    if (!len || !settled_ready(p)) return -1;
+    if (sc->n_att) {
+        /* live attempts (undecided, without a match) that all die at the text's first character end there, as
+         * cp_scanner_push_undecided would step them: then the text settles as from a quiet scanner */
+        const unsigned char *u = (const unsigned char *)text;
+        uint32_t c = u[0] < 0x80 ? u[0]
+                     : u[0] < 0xE0 ? ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F)
+                     : u[0] < 0xF0 ? ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F)
+                                   : ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) |
+                                         ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
+        const cp_eng_mode *m = sc->mode;
+        const uint32_t cls = cp_eng_class(p->eng, c);
+        for (size_t k = 0; k < sc->n_att; k++) {
+            const cp_attempt *a = &sc->att[k];
+            if (a->fin >= 0 || a->n_ends || m->trans[(size_t)a->state * m->n_classes + cls]) return -1;
+        }
+        sc->n_att = 0;
+    }
     if (sc->pos != sc->end) {
         /* text received before and not handed out yet goes out with this (cps counts this text only) */
         const char *t = sc->text + (sc->pos - sc->base);
