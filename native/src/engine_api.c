@@ -201,8 +201,8 @@ static int reserve_events(cp_parser *p, size_t n, cp_error *err) {
 }
 
 /* The fast path's events: one region_chunk of field `field` with the released text, none when it is empty. */
-static int fast_event(cp_parser *p, long field, const char *text, size_t len, const cp_event **events, size_t *count,
-                      cp_error *err) {
+static inline int fast_event(cp_parser *p, long field, const char *text, size_t len, const cp_event **events,
+                             size_t *count, cp_error *err) {
     *events = p->ev;
     *count = 0;
     if (!len) return 0;

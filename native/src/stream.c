@@ -569,7 +569,7 @@ static int settled_ready(const cp_stream *p) {
 }
 
 int cp_stream_settled(const cp_stream *p) {
-    return settled_ready(p) && !p->sc.n_att && p->sc.pos == p->sc.end;
+    return !p->sc.n_att && p->sc.pos == p->sc.end && settled_ready(p);
 }
 
 long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, size_t cps, const char **out, size_t *out_len,
@@ -684,9 +684,20 @@ long cp_stream_feed_undecided(cp_stream *p, const char *text, size_t len, int in
     int r = cp_scanner_push_undecided(sc, text, len, inert, err);
     if (r == 0) return -1;
     if (r > 0) {
-        size_t n = 0;
-        const char *t = cp_scanner_take(sc, cp_scanner_safe_end(sc), &n);
-        cp_buf_append(&p->body, t, n);
+        /* cp_scanner_take up to the safe end, and the region's body (inline while it fits) */
+        const char *t = sc->text + (sc->pos - sc->base);
+        size_t upto = sc->n_att ? sc->att[0].start : sc->scan; /* (cp_scanner_safe_end) */
+        size_t n = upto > sc->pos ? upto - sc->pos : 0, cps = 0;
+        for (size_t i = 0; i < n; i++) cps += ((unsigned char)t[i] & 0xC0) != 0x80;
+        sc->cp_pos += cps;
+        if (n) sc->pos = upto;
+        if (p->body.len + n + 1 <= p->body.cap) {
+            memcpy(p->body.data + p->body.len, t, n);
+            p->body.len += n;
+            p->body.data[p->body.len] = 0;
+        } else {
+            cp_buf_append(&p->body, t, n);
+        }
         if (p->keep_input) cp_buf_append(&p->input, text, len);
         if (!p->body.failed && !p->input.failed) {
             *out = t;
