@@ -143,10 +143,10 @@ typedef struct cp_eng {
     uint8_t *tok_settles;
     size_t tok_size;
     /* The same, packed with what the fast path reads of a token (one cache line fetch for a token first seen),
-     * when there are at most 8 modes (else NULL): text at tokens.bytes + off, len bytes (0: not a token of its
-     * own complete, non-empty text (CP_TOKEN_TEXT) of < 65536 bytes and < 256 code points), cps code points;
-     * bit m of settles: tok_settles of mode m; a text of at most 8 bytes is also in inl, zero-padded (16 bytes
-     * a token: a token first met costs one cache miss, not two). */
+     * when there are at most 8 modes (else NULL): its bytes at tokens.bytes + off, len of them (0 also for 64
+     * kB and more); cps: the code points of a token of its own complete, non-empty text (CP_TOKEN_TEXT) of < 64
+     * kB and < 256 code points, else 0; bit m of settles: tok_settles of mode m; bytes of at most 8 are also in
+     * inl, zero-padded (16 bytes a token: a token first met costs one cache miss, not two). */
     struct cp_tok_info {
         uint32_t off;
         uint16_t len;

@@ -504,7 +504,7 @@ int cp_eng_token_classes(cp_eng *eng, const cp_tables *t, cp_error *err) {
             for (size_t k = 0; k < bl; k++) cps += (b[k] & 0xC0) != 0x80;
             int ok = (v->flags[i] & CP_TOKEN_TEXT) && bl && bl < 65536 && cps < 256;
             info[i].off = v->offsets[i];
-            info[i].len = (uint16_t)(ok ? bl : 0);
+            info[i].len = (uint16_t)(bl < 65536 ? bl : 0);
             info[i].cps = (uint8_t)(ok ? cps : 0);
             if (bl <= sizeof info[i].inl) memcpy(info[i].inl, b, bl);
             for (size_t m = 0; m < eng->n_modes; m++)
@@ -519,17 +519,18 @@ int cp_eng_token_classes(cp_eng *eng, const cp_tables *t, cp_error *err) {
  * vocabulary, nothing else pending in the decoder): what decode_ids would hand out, decoded into `scratch`, fed
  * to the stream as text that cannot decide a delimiter; the decoder's held bytes are updated only when that
  * applied. Returns as cp_tok_stream_feed_fast. */
-static int feed_bytes(cp_tok_stream *p, uint32_t id, cp_buf *scratch, const char **out, size_t *out_len, long *field,
-                      cp_error *err) {
+static int feed_bytes(cp_tok_stream *p, uint32_t id, const struct cp_tok_info *tp, cp_buf *scratch, const char **out,
+                      size_t *out_len, long *field, cp_error *err) {
     cp_tok_decoder *d = p->dec;
     const cp_token_section *v = p->v;
     if (!d->bytes_kind || d->run.len || d->first || d->strip_left || d->cleanup) return 0;
-    uint8_t f = v->flags[id];
-    size_t bl = v->offsets[id + 1] - v->offsets[id];
+    size_t bl = tp->len;
     unsigned char data[64];
-    if (f & CP_TOKEN_SKIP || d->n_held + bl > sizeof data) return 0;
+    if (v->flags[id] & CP_TOKEN_SKIP || d->n_held + bl > sizeof data) return 0;
+    if (!bl && v->offsets[id + 1] != v->offsets[id]) return 0; /* (a token of 64 kB and more) */
+    const void *b = bl <= sizeof tp->inl ? (const void *)tp->inl : (const void *)(v->bytes + tp->off);
     memcpy(data, d->held, d->n_held);
-    memcpy(data + d->n_held, v->bytes + v->offsets[id], bl);
+    memcpy(data + d->n_held, b, bl);
     size_t n = d->n_held + bl;
     scratch->len = 0;
     size_t used = utf8_replace(data, n, 0, scratch);
@@ -600,8 +601,8 @@ int cp_tok_stream_feed_fast(cp_tok_stream *p, const int64_t *ids, size_t n, cp_b
         /* one token, from the shared engine's packed table */
         if (ids[0] < 0 || ids[0] >= (int64_t)v->size) return 0;
         const struct cp_tok_info *tp = &ti[ids[0]];
-        if (tp->len && decoder_clean(p->dec)) return feed_one(p, tp, out, out_len, field, err);
-        if (!tp->len || p->dec->n_held) return feed_bytes(p, (uint32_t)ids[0], scratch, out, out_len, field, err);
+        if (tp->cps && decoder_clean(p->dec)) return feed_one(p, tp, out, out_len, field, err);
+        if (!tp->cps || p->dec->n_held) return feed_bytes(p, (uint32_t)ids[0], tp, scratch, out, out_len, field, err);
         return 0;
     }
     if (!n || !decoder_clean(p->dec)) return 0;
