@@ -30,6 +30,7 @@ struct cp_parser {
     /* the struct events of the last feed (cp_parser_feed*_events): reused, grown geometrically */
     cp_event *ev;
     size_t ev_cap;
+    long ev_field;              /* ev[0] is a fast-path region_chunk of this field but its text (-1: not so) */
     cp_buf fast;                /* the fast path's text (what its region_chunk points into) */
     cp_value *held;             /* the engine's events of the last feed (what the structs point into) */
 };
@@ -208,14 +209,17 @@ static inline int fast_event(cp_parser *p, long field, const char *text, size_t 
     if (!len) return 0;
     if (!p->ev_cap && reserve_events(p, 1, err) < 0) return -1;
     cp_event *e = &p->ev[0];
-    e->type = CP_EVENT_REGION_CHUNK;
-    e->field = field;
-    e->field_name = p->eng->field_names[field];
-    e->field_name_len = p->eng->field_name_lens[field];
+    if (field != p->ev_field) {
+        e->type = CP_EVENT_REGION_CHUNK;
+        e->field = field;
+        e->field_name = p->eng->field_names[field];
+        e->field_name_len = p->eng->field_name_lens[field];
+        e->dirty = p->eng->dirty[field] != 0;
+        e->detail = NULL;
+        p->ev_field = field;
+    }
     e->text = text;
     e->text_len = len;
-    e->dirty = p->eng->dirty[field] != 0;
-    e->detail = NULL;
     *events = p->ev;
     *count = 1;
     return 0;
@@ -238,6 +242,7 @@ static cp_event_type event_type(const char *t, size_t n) {
 static int held_events(cp_parser *p, cp_value *list, const cp_event **events, size_t *count, cp_error *err) {
     cp_value_free(p->held);
     p->held = list;
+    p->ev_field = -1;
     size_t n = cp_list_len(list);
     if (reserve_events(p, n ? n : 1, err) < 0) return -1;
     for (size_t i = 0; i < n; i++) {
@@ -316,6 +321,7 @@ static cp_parser *parser_make(const cp_eng *eng, cp_eng *owned, const cp_tables 
     }
     p->eng = eng;
     p->owned = owned;
+    p->ev_field = -1;
     if (ids) {
         p->tok = cp_tok_stream_new(eng, tables, prompt, prompt_len, prompt_ids, n_prompt_ids, prompt_ids != NULL,
                                    tools, &d, err);
