@@ -33,12 +33,13 @@ side or one length look slow alone. Targets (issue #39), per family and position
 3x faster than each of the other two (ratio >= 3), and flat (the plugin's 200k / 2k ratio <= 1.5).
 
 Beside the sides, ``parsers alone`` (`PARSERS`): the plugin's two compiled chatparse parsers fed every delta
-with nothing of SGLang around them (the plugin itself feeds its tool parser only where a delta needs it: the
-tool detector shares the reasoning detector's parse, `chatparse.integrations.sglang.ChatparseToolDetector
-._link`); and ``floor`` (`FLOOR`, `_NoDetector`): SGLang's own per-delta cost with no detector work, the same
-deltas through SGLang's `ReasoningParser` and `FunctionCallParser` around detectors that hand the text back.
-Every side is also given over the floor (``x floor``): where a side costs under 3x the floor, no detector pair
-can be 3x faster than it, and the report says so.
+with nothing of SGLang around them (the plugin itself feeds its parsers only where a delta needs it: a delta
+in which no delimiter can begin is handed on without feeding the parser, and fed later with others in one piece,
+`chatparse.integrations.sglang._InertDeltas`); and ``floor`` (`FLOOR`, `_NoDetector`): SGLang's own per-delta
+cost with no detector work, the same deltas through SGLang's `ReasoningParser` and `FunctionCallParser` around
+detectors that hand the text back, each in a result made per delta. Every side is also given over the floor
+(``x floor``): where a side costs under 3x the floor, no detector pair can be 3x faster than it, and the report
+says so. (The plugin's inert path reuses one result object per detector, so it can cost about the floor.)
 
 **Per request**: constructing both parsers and parsing the first delta, median of `SETUP_REPS`.
 
@@ -295,7 +296,9 @@ def report(results: dict, reps: int) -> str:
              "normal text (`_NoDetector`). Any pair pays it, so where another side costs under 3x the floor "
              "(`x floor` under 3.0) no detector pair can be 3x faster than it: those rows say *impossible*. "
              "`parsers alone` is chatparse's two compiled parsers fed every delta with nothing of SGLang around "
-             "them (the plugin feeds its tool parser only where a delta needs it).", "",
+             "them (the plugin feeds its parsers only where a delta needs it: a delta in which no delimiter can "
+             "begin is handed on without feeding the parser, and fed later with others in one piece; its inert "
+             "path reuses one result object per detector, where the floor builds one per delta).", "",
              "| family | position | template / plugin at 20k | handwritten / plugin at 20k | plugin 200k / 2k "
              "| template, handwritten, plugin x floor at 20k |",
              "|---|---|---|---|---|---|"]

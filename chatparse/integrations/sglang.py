@@ -36,13 +36,11 @@ so far waits for more text, as SGLang's `_can_grow` makes it wait). Tool-call ar
 own rule (`_SGLangTyping`: SGLang's `_coerce_tool_calls` over the tools as its adapter types them), not by
 chatparse's (transformers' rule; SGLang's differs for unions with ``string``: docs/serving-sglang.md).
 
-One parse per delta where it decides both detectors' answers: SGLang builds a request's two detectors apart and
-hands the reasoning detector's normal text on to the tool detector (`serving_chat`), so the tool detector links
-to the plugin's reasoning detector by the first text it tags (`_Tagged`) and, for a delta that detector found to
-be answer text only (or a JSON call's text only), does not feed its own parser while that parser is in the same
-region holding nothing and no opener (closer) can begin inside the delta (`opener_firsts`, `closer_firsts`);
-the skipped text is fed in one piece when a delta needs the parser (`ChatparseToolDetector._link`,
-tests/test_sglang_shared.py).
+Inert deltas (most of a long answer, reasoning or call): each detector, while its parser is quiet in a region
+(nothing held back, no delimiter attempt live: `inert_state`), hands a delta in which no delimiter of that
+region can begin (read off the parser's own tables, as the runtime's fast path reads it: `Mode.skip_to`) on as
+that region's text, as its chunks-only path would, without feeding the parser; those deltas are fed in one
+piece before the parser is next needed (`_InertDeltas`, tests/test_sglang_inert.py).
 
 Left to SGLang's own adapter (on the view; no chatparse underneath): a request whose grammar is SGLang's own
 tag holding its calls (``constrained``: SGLang then reads closers inside JSON strings as content, a rule
@@ -157,8 +155,6 @@ class _Model:
     message_start: Any
     think_openers: Any
     eos_closes: bool  # `closes_at_end_of_message`
-    tool_firsts: tuple | None  # `opener_firsts` of the tool-extraction variant (None: no skipping)
-    call_firsts: tuple | None  # `closer_firsts` of it (None: no skipping inside a call)
 
 
 _models: dict = {}
@@ -207,9 +203,7 @@ def _build_model(tokenizer: Any, response_template: dict | None) -> _Model:
     return _Model(resolution, view, derived, streaming, tools,
                   TOOLS in source.fields and _json_valued(source.fields[TOOLS]), message_start,
                   message_start_openers(thinking, message_start) if thinking else [],
-                  closes_at_end_of_message(full),
-                  opener_firsts(extraction) if extraction is not None else None,
-                  closer_firsts(extraction) if extraction is not None else None)
+                  closes_at_end_of_message(full))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -518,10 +512,16 @@ def chatparse_structural_tag(model: _Model, tools: list[dict], *, tool_choice: A
 
 
 # --------------------------------------------------------------------------------------------------------------
-# One request's two detectors: the tool detector reads the reasoning detector's verdict
+# Inert deltas: text no delimiter can begin in, while a detector's parser is quiet
 # --------------------------------------------------------------------------------------------------------------
-SHARE = True  # tests turn it off to compare with two parsers fed every delta
-VERIFY_SHARING = False  # tests turn it on: a catch-up that is not the passthrough text the tool detector skipped raises
+INERT = True  # tests turn it off to compare with the parsers fed every delta
+VERIFY_INERT = False  # tests turn it on: a lagging feed whose events are not the text handed out raises
+LAG = 64  # inert deltas held at most before they are fed to the parser in one piece
+# the fields whose regions the detectors' inert paths serve: the reasoning detector's (content and a call's
+# text are normal text, the reasoning field's is reasoning) and the tool detector's (passthrough text is
+# normal text; a call's text waits for its close)
+_REASONING_INERT = (CONTENT, TOOLS, THINKING)
+_TOOL_INERT = (PASSTHROUGH, TOOLS)
 
 
 class _ToolResult:
@@ -538,131 +538,116 @@ class _ToolResult:
         self.calls = []
 
 
-class _Tagged(str):
-    """The reasoning detector's first non-empty normal text of a chunks-only delta, carrying the detector
-    (`source`): SGLang hands that text on to the request's tool detector (`serving_chat`:
-    `_process_reasoning_stream`'s normal text is the delta `_process_tool_call_stream` parses), which finds its
-    peer by it. One text per request is tagged; a peer that is not the plugin's, or not on the same model and
-    prefix, is never linked (then the tool detector parses every delta itself, as before)."""
+def inert_state(adapter: Any, fields: tuple) -> tuple | None:
+    """(anchor, spaces, mode, field, run) when `adapter`'s compiled parser is quiet in a region of one of
+    `fields` (opened, no JSON value tracked, not finished, everything fed stepped, nothing pending, and nothing
+    held back but `run`, a run of the mode's leading whitespace at the end), else None.
 
-
-_SPACE = "\x00space"  # in a `_first_chars` set: any whitespace character
-
-
-def _first_chars(items: Any) -> tuple[set, bool] | None:
-    """The characters a match of the parsed regex `items` (`re._parser`) can begin with (`_SPACE`: any
-    whitespace), and whether it can match the empty text; None where that is not read off safely (a class
-    other than ``\\s``, any character, a look-behind or negative look-ahead, a back-reference...)."""
-    from re import _constants as c
-
-    first: set = set()
-    for op, av in items:
-        if op is c.LITERAL:
-            first.add(chr(av))
-            return first, False
-        if op is c.IN and av == [(c.CATEGORY, c.CATEGORY_SPACE)]:
-            first.add(_SPACE)
-            return first, False
-        if op is c.SUBPATTERN:
-            inner = _first_chars(av[3])
-            if inner is None or av[1] or av[2]:  # (flags set inside the group)
-                return None
-            first |= inner[0]
-            if not inner[1]:
-                return first, False
-        elif op is c.BRANCH:
-            nullable = False
-            for alternative in av[1]:
-                inner = _first_chars(alternative)
-                if inner is None:
-                    return None
-                first |= inner[0]
-                nullable = nullable or inner[1]
-            if not nullable:
-                return first, False
-        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
-            inner = _first_chars(av[2])
-            if inner is None:
-                return None
-            first |= inner[0]
-            if av[0] > 0 and not inner[1]:
-                return first, False
-        elif op is c.ASSERT and av[0] == 1:  # a look-ahead: the match is followed by its text
-            inner = _first_chars(av[1])
-            if inner is None or inner[1]:
-                return None
-            first |= inner[0]
-            return first, False
-        else:
+    Then a text in which no delimiter of the scanner's current mode can begin, read off the mode as the
+    runtime reads it (`Mode.skip_to`), is that region's text whole, and the parser stays so in the same region:
+    the runtime's own fast path (`StreamParser.feed`). Where the mode has a single anchor character
+    (`anchor`: every character other than the mode's leading whitespace `spaces` that keeps an attempt alive
+    is it), such a text is one without it: `run` and the text are handed out, but for a run of `spaces` at its
+    end, which is held (an attempt in it dies at the first character that is neither, and can live on only
+    through the anchor). Without one (`anchor` None, `run` empty): a text with ``mode.skip_to(text, 0) ==
+    len(text)``."""
+    if not INERT:
+        return None
+    parser = adapter._parser
+    if parser is None or adapter._held or adapter._finalized:
+        return None
+    core = parser._core
+    sc = core.scanner
+    fi = core.current
+    if (fi is None or not core.opened or core.pending or core.json_end is not None or core.stalled
+            or not core.usable or not sc.end or sc.scan != sc.end):
+        return None
+    field = core.names[fi]
+    if field not in fields:
+        return None
+    mode = sc.mode
+    anchor, spaces = mode.anchor_char, mode.wchars
+    run = ""
+    if sc.pos != sc.end or sc.attempts:
+        run = sc.text[sc.pos - sc.base:]
+        if anchor is None or not run or run.strip(spaces):
             return None
-    return first, True
+    return anchor, spaces, mode, field, run
 
 
-def opener_firsts(template: dict) -> tuple[frozenset, bool] | None:
-    """What the tool detector's parser (`template`: the tool-extraction variant) needs to see before it can
-    hold text or leave its passthrough region: (the characters a tool-call opener or a start anchor can begin
-    with, whether that can be whitespace), read off the literals and patterns; None where they cannot be read
-    off (then the tool detector never skips its parser). A delta that holds none of those characters, and
-    does not end with whitespace where an opener may begin with it, is handed on whole as passthrough text by
-    a parser that is in its passthrough region holding nothing: no match can begin inside it, and none began
-    before it."""
-    import re
-    from re import _parser
+class _InertDeltas:
+    """What both detectors do with a delta while their parser is quiet in a region (`_inert`: `inert_state`):
+    a delta in which no delimiter can begin is handed on as that region's text (`_inert_text`), as their
+    chunks-only path would hand it, without feeding the parser; those deltas (`_lag`) are fed in one piece
+    before the parser is next needed, or once `LAG` of them wait (`_feed_lag`).
 
-    field = (template.get("fields") or {}).get(TOOLS) or {}
-    if (field.get("open") is None and field.get("open_pattern") is None) or template.get("extensions"):
-        return None
-    return delimiter_firsts([("open", field.get("open")), ("open_pattern", field.get("open_pattern")),
-                             ("start_anchor", template.get("start_anchor")),
-                             ("start_anchor_pattern", template.get("start_anchor_pattern"))])
+    The inert path returns one result object per detector (`_inert_out`), its attributes set anew for each
+    delta: every caller in SGLang 0.5.23 (the only version `register` accepts) reads a detector's streaming
+    result before it hands the detector the next delta (`ReasoningParser.parse_stream_chunk`,
+    `FunctionCallParser.parse_stream_chunk`), and a result made per delta was a quarter of the plugin's own
+    cost per inert delta."""
 
+    _inert: tuple | None = None  # (anchor, spaces, mode, field) while quiet
+    _run = ""  # the leading whitespace held at the end of the text so far (by the parser or in the lag)
+    _synced_run = ""  # ... when the parser was last fed
+    _lag: list
 
-def closer_firsts(template: dict) -> tuple[frozenset, bool] | None:
-    """`opener_firsts` for the tool-call field's closer: what the tool detector's parser, inside a call and
-    holding nothing, needs to see before it can hold text or end the call (None where it cannot be read off,
-    or the call's content is not JSON, whose members chatparse reads with delimiters of their own)."""
-    field = (template.get("fields") or {}).get(TOOLS) or {}
-    if (field.get("close") is None and field.get("close_pattern") is None) or template.get("extensions") \
-            or field.get("content") not in ("json", "json-values") or "content_args" in field or "members" in field:
-        return None
-    return delimiter_firsts([("close", field.get("close")), ("close_pattern", field.get("close_pattern"))])
+    def _arm(self, fields: tuple) -> None:
+        state = inert_state(self._adapter, fields)
+        if state is None:
+            self._inert = None
+        else:
+            self._inert = state[:4]
+            self._run = self._synced_run = state[4]
 
-
-def delimiter_firsts(delimiters: list) -> tuple[frozenset, bool] | None:
-    """(the characters a match of any of `delimiters` (``(key, literal or pattern or list)``) can begin with,
-    whether that can be whitespace), or None where that cannot be read off (`_first_chars`)."""
-    import re
-    from re import _parser
-
-    firsts: set = set()
-    for key, value in delimiters:
-        for text in value if isinstance(value, list) else [] if value is None else [value]:
-            if not isinstance(text, str) or not text:
+    def _inert_text(self, new_text: str) -> str | None:
+        """The text a non-empty delta hands on while `_inert` (held whitespace before it, less held
+        whitespace at its end), the delta kept in the lag; None where a delimiter may begin in it."""
+        anchor, spaces, mode, _ = self._inert
+        if anchor is None:
+            if mode.skip_to(new_text, 0) != len(new_text):
                 return None
-            if not key.endswith("pattern"):
-                firsts.add(text[0])
-                continue
-            try:
-                parsed = _parser.parse(text)
-            except re.error:
-                return None
-            if parsed.state.flags & ~(re.UNICODE | re.ASCII):
-                return None
-            got = _first_chars(list(parsed))
-            if got is None or got[1]:
-                return None
-            firsts |= got[0]
-    space = _SPACE in firsts
-    firsts.discard(_SPACE)
-    if any(ch.isspace() for ch in firsts):
-        space = True
-    return frozenset(firsts), space
+            text = new_text
+        elif anchor in new_text:
+            return None
+        elif new_text[-1] in spaces:
+            run = self._run
+            text = run + new_text if run else new_text
+            kept = text.rstrip(spaces)
+            self._run = text[len(kept):]
+            text = kept
+        elif self._run:
+            text = self._run + new_text
+            self._run = ""
+        else:
+            text = new_text
+        lag = self._lag
+        lag.append(new_text)
+        if len(lag) >= LAG:
+            self._feed_lag()
+        return text
+
+    def _feed_lag(self) -> None:
+        """Feed the parser the deltas the inert path handed out: its events are one chunk of the text handed
+        out (handed out already), and it stays quiet in that region, holding `_run`."""
+        lagging = "".join(self._lag)
+        self._lag = []
+        events = self._adapter._parser.feed(lagging)
+        if VERIFY_INERT:
+            field, run = self._inert[3], self._run
+            text = self._synced_run + lagging
+            text = text[:len(text) - len(run)]
+            state = inert_state(self._adapter, (field,))
+            if (len(events) != bool(text) or chunk_text(events, (field,)) != text or state is None
+                    or state[4] != run):
+                raise AssertionError(f"inert deltas {lagging!r} in {field}: the parser gives {events!r}")
+        self._synced_run = self._run
 
 
 # --------------------------------------------------------------------------------------------------------------
 # The detectors SGLang selects by name
 # --------------------------------------------------------------------------------------------------------------
-class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
+class ChatparseToolDetector(_InertDeltas, _rt.ResponseTemplateToolDetector):
     """SGLang's response-template tool detector, on chatparse's parser. A template without a tool-call field
     is served too: no calls, the text passes through."""
 
@@ -680,9 +665,8 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
         self._constrained = constrained
         self.incomplete_tool_call_indices: set[int] = set()
         self._tool_indices = None
-        self._peer = None  # the request's `ChatparseReasoningDetector`, once linked (`_link`)
-        self._sync = None  # PASSTHROUGH or TOOLS: the tool parser is in that region and holds nothing
-        self._skipped: list = []  # passthrough text not fed to the tool parser yet (`_catch_up`)
+        self._lag = []  # inert deltas not fed to the parser yet (`_InertDeltas`)
+        self._inert_out = _ToolResult("")  # the inert path's result, reused (`_InertDeltas`)
         self._thinking_field = templates.source.fields.get(THINKING)
         self._content_field = templates.source.fields.get(CONTENT)
         self._message_start = model.message_start
@@ -718,53 +702,30 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
             return ToolStreamingParseResult(normal_text=text, calls=[])
         return super().detect_and_parse(text, tools)
 
-    def _link(self, source: Any) -> None:
-        """Share the request's reasoning detector's parse (`_Tagged`): from now on, a delta the reasoning
-        detector found to be answer text only (`ChatparseReasoningDetector._verdict`: its events all content
-        chunks, so no tool-call opener inside) is not fed to this detector's parser while that parser is in its
-        passthrough region holding nothing (`_sync`) and no opener can begin inside the delta
-        (`opener_firsts`): the parser would hand all of it on as normal text. Such text is fed later, in one
-        piece, when a delta needs the parser (`_catch_up`); SGLang's routing never sees those events (they
-        are that same passthrough text, handed on already)."""
-        if (SHARE and isinstance(source, ChatparseReasoningDetector) and source._model is self._model
-                and source._prefix == self._prefix and type(source._adapter) is _CompiledAdapter
-                and type(self._adapter) is _CompiledAdapter and self._model.tool_firsts is not None):
-            self._peer = source
-
-    def _catch_up(self) -> None:
-        text = "".join(self._skipped)
-        self._skipped = []
-        parser = self._adapter._parser
-        events = parser.feed(text)
-        if VERIFY_SHARING:
-            got = chunk_text(events, (self._sync,))
-            if got != text or any(ev.get("field") != self._sync for ev in events) \
-                    or parser.held_from != parser.input_length:
-                raise AssertionError(f"shared parse: skipped {text!r}, the tool parser gives {events!r}")
-
     def parse_streaming_increment(self, new_text: str, tools):
+        inert = self._inert
+        if inert is not None and new_text:
+            # the parser is quiet in the passthrough region or in a call: `_InertDeltas` (its commonest case
+            # inline, as in the reasoning detector; a call's text waits for its close, as in the chunks-only
+            # path below)
+            anchor = inert[0]
+            if anchor is not None and anchor not in new_text and new_text[-1] not in inert[1] and not self._run:
+                lag = self._lag
+                lag.append(new_text)
+                if len(lag) >= LAG:
+                    self._feed_lag()
+                text = new_text
+            else:
+                text = self._inert_text(new_text)
+            if text is not None:
+                out = self._inert_out
+                out.normal_text = text if inert[3] == PASSTHROUGH else ""
+                return out
         if self._passthrough:
             return ToolStreamingParseResult(normal_text=new_text, calls=[])
-        peer = self._peer
-        if peer is None:
-            if type(new_text) is _Tagged:
-                self._link(new_text.source)
-                peer = self._peer
-        elif new_text is peer._verdict and new_text and self._sync is not None and self._sync == peer._verdict_field:
-            # (the reasoning detector saw answer text only, or call text only, and this parser is in the
-            # passthrough region, or in a call, holding nothing: `_link`)
-            peer._verdict = None
-            in_call = self._sync == TOOLS
-            firsts, space = self._model.call_firsts if in_call else self._model.tool_firsts
-            for ch in firsts:
-                if ch in new_text:
-                    break
-            else:
-                if not (space and new_text[-1].isspace()):
-                    self._skipped.append(new_text)
-                    return _ToolResult("" if in_call else new_text)
-        if self._skipped:
-            self._catch_up()
+        if self._lag:
+            self._feed_lag()
+        self._inert = None
         adapter = self._adapter
         if type(adapter) is not _CompiledAdapter:
             return self._emit_streaming_events(adapter.feed(new_text, tools), tools)
@@ -775,40 +736,26 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
         # a delta of chunks only: SGLang's routing would hand on their normal text and nothing else
         # (`chunk_text`); its per-call setup and two passes were most of the plugin's cost per delta
         text = ""
-        passthrough = True
-        calls = True
         for ev in events:
             if ev["type"] != "region_chunk":
-                self._sync = None
-                return self._emit_streaming_events(adapter._handed(events) if direct else events, tools)
-            field = ev["field"]
-            if field == PASSTHROUGH:
+                result = self._emit_streaming_events(adapter._handed(events) if direct else events, tools)
+                break
+            if ev["field"] in _TOOL_NORMAL:
                 text += ev["text"]
-                calls = False
-            else:
-                passthrough = False
-                if field != TOOLS:
-                    calls = False
-                if field in _TOOL_NORMAL:
-                    text += ev["text"]
-        if self._tool_indices is None:
-            self._tool_indices = self._get_tool_indices(tools)
-        if peer is not None:
-            parser = adapter._parser
-            self._sync = None
-            if events and not adapter._held and parser.held_from == parser.input_length:
-                if passthrough:
-                    self._sync = PASSTHROUGH
-                elif calls and self._model.call_firsts is not None:
-                    self._sync = TOOLS
-        return _ToolResult(text)
+        else:
+            if self._tool_indices is None:
+                self._tool_indices = self._get_tool_indices(tools)
+            result = _ToolResult(text)
+        if self._tool_indices is not None:  # (the inert path leaves SGLang's routing state as it is)
+            self._arm(_TOOL_INERT)
+        return result
 
     def finish(self, tools):
         if self._passthrough:
             return ToolStreamingParseResult(normal_text="", calls=[])
-        if self._skipped:
-            self._catch_up()
-        self._sync = None
+        if self._lag:
+            self._feed_lag()
+        self._inert = None
         return super().finish(tools)
 
     def open_call_closer(self, text: str):
@@ -889,7 +836,7 @@ class ChatparseToolDetector(_rt.ResponseTemplateToolDetector):
         return tag
 
 
-class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
+class ChatparseReasoningDetector(_InertDeltas, _rt.ResponseTemplateReasoningDetector):
     """SGLang's response-template reasoning detector, on chatparse's parser. A template without a reasoning
     field is served too: the whole output is normal text."""
 
@@ -927,9 +874,8 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
         self._constrained = constrained
         self._adapter = self._new_adapter()
         self.answer_started = False
-        self._verdict = None  # the normal text of the last delta when its events were all chunks of one field
-        self._verdict_field = None  # ... that field, as the tool detector names it: PASSTHROUGH (content) or TOOLS
-        self._tag = SHARE  # the next non-empty chunks-only normal text is `_Tagged` (once)
+        self._lag = []  # inert deltas not fed to the parser yet (`_InertDeltas`)
+        self._inert_out = _rt._ReasoningResult()  # the inert path's result, reused (`_InertDeltas`)
 
     def _new_adapter(self):
         if self._grammar_start is not None or self._constrained:  # SGLang's own: see the module docstring
@@ -937,10 +883,32 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
         return _CompiledAdapter(self._template, self._model.streaming, prefix=self._prefix)
 
     def parse_streaming_increment(self, new_text: str):
-        self._verdict = None
+        inert = self._inert
+        if inert is not None and new_text:
+            # the parser is quiet in the answer, a call or the reasoning: `_InertDeltas` (its commonest case
+            # inline: a Python call was a fifth of the cost)
+            anchor = inert[0]
+            if anchor is not None and anchor not in new_text and new_text[-1] not in inert[1] and not self._run:
+                lag = self._lag
+                lag.append(new_text)
+                if len(lag) >= LAG:
+                    self._feed_lag()
+                text = new_text
+            else:
+                text = self._inert_text(new_text)
+            if text is not None:
+                out = self._inert_out
+                if inert[3] == THINKING:
+                    out.normal_text, out.reasoning_text = "", text
+                else:
+                    out.normal_text, out.reasoning_text = text, ""
+                return out
         adapter = self._adapter
         if type(adapter) is not _CompiledAdapter or self._force_nonempty_content or not self.stream_reasoning:
             return super().parse_streaming_increment(new_text)
+        if self._lag:
+            self._feed_lag()
+        self._inert = None
         # (SGLang's `_record_answer` sets `answer_started` to ``self._constrained and ...``: False on this
         # adapter, which serves only unconstrained requests, as __init__ set it)
         parser = adapter._parser
@@ -950,36 +918,25 @@ class ChatparseReasoningDetector(_rt.ResponseTemplateReasoningDetector):
         # a delta of chunks only: SGLang's routing would make it reasoning and normal text and nothing else
         # (`chunk_text`); one pass over the events
         normal = reasoning = ""
-        content_only = calls_only = True
         for ev in events:
             if ev["type"] != "region_chunk":
-                return adapter.route_reasoning_events(adapter._handed(events) if direct else events,
-                                                      stream_reasoning=True)
+                result = adapter.route_reasoning_events(adapter._handed(events) if direct else events,
+                                                        stream_reasoning=True)
+                break
             field = ev["field"]
-            if field == CONTENT:
-                normal += ev["text"]
-                calls_only = False
-            elif field == THINKING:
+            if field == THINKING:
                 reasoning += ev["text"]
-                content_only = calls_only = False
-            else:
-                content_only = False
-                if field != TOOLS:
-                    calls_only = False
-                if field in _REASONING_NORMAL:
-                    normal += ev["text"]
-        if normal:
-            if self._tag:
-                self._tag = False
-                normal = _Tagged(normal)
-                normal.source = self
-            elif content_only or calls_only:  # for the tool detector (`ChatparseToolDetector._link`)
-                self._verdict = normal
-                self._verdict_field = PASSTHROUGH if content_only else TOOLS
-        return _rt._ReasoningResult(normal, reasoning)
+            elif field in _REASONING_NORMAL:
+                normal += ev["text"]
+        else:
+            result = _rt._ReasoningResult(normal, reasoning)
+        self._arm(_REASONING_INERT)
+        return result
 
     def finish(self):
-        self._verdict = None
+        if self._lag:
+            self._feed_lag()
+        self._inert = None
         return super().finish()
 
 
