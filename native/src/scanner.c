@@ -85,7 +85,8 @@ int cp_scanner_push(cp_scanner *sc, const char *s, size_t n, cp_error *err) {
     trim(sc);
     size_t live = sc->end - sc->base;
     if (live + n + 1 > sc->cap) {
-        size_t cap = sc->cap ? sc->cap : 4096; /* (trimmed at 8 kB and more: a streaming parser's size) */
+        /* (16 kB: the size a streaming parser's buffer settles at, trimmed at 8 kB and more, from its first one) */
+        size_t cap = sc->cap ? sc->cap : 4 * CP_SCANNER_TRIM_MIN;
         while (cap < live + n + 1) cap *= 2;
         char *t = realloc(sc->text, cap);
         if (!t) {
