@@ -12,7 +12,8 @@ per-token bench and tests/token_support.py load it) with `chatparse.compiler.wri
 workload on the same tables file, the same ids and the same texts on both sides:
 
 * **per token id**: one id per call, one stream, the windows of `--window` ids ending at each of `--lengths`
-  (everything before a window fed untimed, 4096 ids a call): native ``cp_parser_feed_ids_events`` (a parser of
+  (everything before a window fed untimed, 4096 ids a call; native then feeds no ids, untimed, so that those
+  feeds' events are released before the timing, as Python's are): native ``cp_parser_feed_ids_events`` (a parser of
   one shared ``cp_engine``; every call's events made as ``cp_event`` structs - type, field, text - and read,
   as Python's are made as dicts) vs Python ``TokenParser.feed_tokens`` (a parser of the binding loaded from the
   same file), ns per token = the window timed as one loop / its ids, for a ``reasoning`` generation (one long

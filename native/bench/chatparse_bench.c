@@ -7,8 +7,9 @@
  *       cp_tables_load on the file's bytes (read once, untimed), looped until MIN_S seconds: s_per_call.
  *   chatparse-bench TABLES.cpt pertoken IDS WINDOW L1,L2,... REPS [check]
  *       one token id per cp_parser_feed_ids call, one stream: for each length L the ids before L - WINDOW
- *       are fed untimed (4096 per call), then the WINDOW ids of [L - WINDOW, L) one per call, timed as one
- *       loop (each call's returned events freed, as a caller must): ns_per_token[rep][length]. REPS passes,
+ *       are fed untimed (4096 per call; then a feed of no ids, so that their events are released before the
+ *       timing), then the WINDOW ids of [L - WINDOW, L) one per call, timed as one loop (each call's returned
+ *       events freed, as a caller must): ns_per_token[rep][length]. REPS passes,
  *       each with a new parser; the rest is fed and finalized after the last window.
  *   chatparse-bench TABLES.cpt ids IDS MIN_S [check]
  *       cp_parse_ids on the whole sequence (prompt ""): s_per_call.
@@ -228,6 +229,9 @@ static void pertoken_pass(const cp_engine *engine, const int64_t *ids, size_t n,
             feed(p, ids + pos, next - pos);
             pos = next;
         }
+        /* a feed of no ids releases the events of the last untimed feed (they are the parser's until its next
+         * call): else the first timed call would free them, where Python's were freed before its timing */
+        feed(p, ids + pos, 0);
         double t = now_s();
         for (size_t i = start; i < lens[li]; i++) feed(p, ids + i, 1);
         out[li] = (now_s() - t) * 1e9 / (double)window;
