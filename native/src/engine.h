@@ -305,6 +305,13 @@ long cp_stream_feed_settled_again(cp_stream *p, size_t at, const char *text, siz
 /* 1 when cp_stream_feed_settled_again applies with at = cp_stream_end now (to text that settles): the parser
  * is where cp_stream_feed_settled leaves it. */
 int cp_stream_settled(const cp_stream *p);
+/* The token fast path's feed of one token's text (valid UTF-8, cps code points, 8 readable bytes) past the
+ * steady state: cp_stream_feed_settled when bit `mode` of `settles` (the token's cp_eng.tok_settles bits) is
+ * set, else or when that does not apply cp_stream_feed_undecided (inert: that bit). *mode gets the scanner's
+ * mode; *settled_at the stream's end when the parser is left where cp_stream_feed_settled_again applies to
+ * the next settling text (cp_stream_settled), else (size_t)-1. Returns as cp_stream_feed_undecided. */
+long cp_stream_feed_token(cp_stream *p, const char *text, size_t len, size_t cps, unsigned settles, size_t *mode,
+                          size_t *settled_at, const char **out, size_t *out_len, cp_error *err);
 /* Bytes received (the scanner's end). */
 size_t cp_stream_end(const cp_stream *p);
 /* The index of the scanner's current mode. */

@@ -572,20 +572,12 @@ static int feed_one(cp_tok_stream *p, const struct cp_tok_info *tp, const char *
         if (f == -2) return -1;
     }
     p->settled_mode = -1;
-    size_t mode = cp_stream_mode(p->stream);
-    int known = (tp->settles >> mode) & 1;
-    f = known ? cp_stream_feed_settled(p->stream, text, len, tp->cps, out, out_len, err) : -1;
-    if (f >= 0) {
+    size_t mode = 0, at = 0;
+    f = cp_stream_feed_token(p->stream, text, len, tp->cps, tp->settles, &mode, &at, out, out_len, err);
+    if (f >= 0 && at != (size_t)-1) {
+        /* the next token that settles takes the steady state */
         p->settled_mode = (int)mode;
-        p->settled_at = cp_stream_end(p->stream);
-    }
-    if (f == -1) {
-        f = cp_stream_feed_undecided(p->stream, text, len, known, out, out_len, err);
-        if (f >= 0 && cp_stream_settled(p->stream)) {
-            /* (the text left the scanner quiet: the next token that settles takes the steady state) */
-            p->settled_mode = (int)mode;
-            p->settled_at = cp_stream_end(p->stream);
-        }
+        p->settled_at = at;
     }
     if (f == -2) return -1;
     if (f < 0) return 0;

@@ -674,6 +674,20 @@ static long settled_commit(cp_stream *p, const char *text, size_t len, size_t cp
     return p->current;
 }
 
+long cp_stream_feed_token(cp_stream *p, const char *text, size_t len, size_t cps, unsigned settles, size_t *mode,
+                          size_t *settled_at, const char **out, size_t *out_len, cp_error *err) {
+    *mode = (size_t)(p->sc.mode - p->eng->modes);
+    *settled_at = (size_t)-1;
+    int known = (settles >> *mode) & 1;
+    long f = known ? cp_stream_feed_settled(p, text, len, cps, out, out_len, err) : -1;
+    if (f == -1) {
+        f = cp_stream_feed_undecided(p, text, len, known, out, out_len, err);
+        if (f < 0 || !cp_stream_settled(p)) return f;
+    }
+    if (f >= 0) *settled_at = p->sc.end;
+    return f;
+}
+
 size_t cp_stream_mode(const cp_stream *p) { return (size_t)(p->sc.mode - p->eng->modes); }
 
 long cp_stream_feed_undecided(cp_stream *p, const char *text, size_t len, int inert, const char **out, size_t *out_len,
@@ -691,7 +705,9 @@ long cp_stream_feed_undecided(cp_stream *p, const char *text, size_t len, int in
         for (size_t i = 0; i < n; i++) cps += ((unsigned char)t[i] & 0xC0) != 0x80;
         sc->cp_pos += cps;
         if (n) sc->pos = upto;
-        if (p->body.len + n + 1 <= p->body.cap) {
+        if (!n) {
+            /* (nothing handed out: every byte received since pos may begin a delimiter) */
+        } else if (p->body.len + n + 1 <= p->body.cap) {
             memcpy(p->body.data + p->body.len, t, n);
             p->body.len += n;
             p->body.data[p->body.len] = 0;
