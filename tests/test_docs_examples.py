@@ -44,7 +44,7 @@ EXAMPLES = ROOT / "docs" / "examples"
 PAGES = [ROOT / "README.md", ROOT / "FORMAT.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 RUN_LANGS = {"python": "python", "py": "python", "bash": "shell", "sh": "shell", "console": "shell",
-             "js": "node", "javascript": "node"}
+             "js": "node", "javascript": "node", "c": "c"}
 DATA_LANGS = {"text", "json", "lark", ""}
 MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<kind>[\w-]+)\s*(?::\s*(?P<arg>.*?))?\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)[^`]*$")
@@ -66,6 +66,9 @@ NOT_RUN = {
         "the suite's own command: .ci/run runs exactly this",
         "builds a 9 GB venv: .ci/run makes it and runs these tests in it",
         "installs packages into the environment the tests run in",
+    ],
+    "docs/other-languages.md": [
+        "builds native/ with CMake into build/; tests/test_native_examples.py builds it the same way",
     ],
     "docs/serving.md": [
         "needs vLLM 0.33.0 and the model's weights (tests/test_vllm_e2e.py serves the plugin through vLLM's "
@@ -187,6 +190,9 @@ def test_every_block_is_known():
     kinds = {"continues", "needs", "skip", "run-by"}
     bad = [f"{b.id}: {b.marker}" for b in ALL_BLOCKS if b.marker and b.marker[0] not in kinds]
     assert not bad, bad
+    # C needs the library built (CMake, PCRE2): a C block names the test that builds and runs it
+    c_alone = [b.id for b in ALL_BLOCKS if b.kind == "c" and not (b.marker and b.marker[0] == "run-by")]
+    assert not c_alone, f"C blocks not run by a test (docs-test: run-by): {c_alone}"
     on_data = [b.id for b in ALL_BLOCKS if b.marker and b.kind == "data"]
     assert not on_data, f"docs-test markers on blocks that are not code: {on_data}"
 

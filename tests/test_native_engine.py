@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 import make_vectors as mv
+from native_build import build_native
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ROOT / "native"
@@ -33,14 +34,7 @@ VECTORS = ROOT / "tests" / "vectors"
 
 
 def _build() -> Path:
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed")
-    subprocess.run(["cmake", "-S", str(NATIVE), "-B", str(BUILD), "-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
-                   check=True, capture_output=True, text=True)
-    r = subprocess.run(["cmake", "--build", str(BUILD), "--target", "chatparse-vectors", "-j2"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, f"the native build failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    return BUILD
+    return build_native(BUILD, ("chatparse-vectors", "chatparse"), options=("-DCMAKE_BUILD_TYPE=RelWithDebInfo",))
 
 
 @pytest.fixture(scope="module")
@@ -297,13 +291,6 @@ def api_program(build, tmp_path_factory) -> Path:
     pcre = subprocess.run(["pkg-config", "--libs", "libpcre2-8"], capture_output=True, text=True).stdout.split()
     r = subprocess.run([cc, "-std=c11", "-Wall", "-I", str(NATIVE / "include"), str(d / "api.c"),
                         str(build / "libchatparse.a"), *pcre, "-lm", "-o", str(exe)], capture_output=True, text=True)
-    if r.returncode != 0:
-        # the library target may not be built yet by the vectors build alone
-        subprocess.run(["cmake", "--build", str(build), "--target", "chatparse", "-j2"], check=True,
-                       capture_output=True)
-        r = subprocess.run([cc, "-std=c11", "-Wall", "-I", str(NATIVE / "include"), str(d / "api.c"),
-                            str(build / "libchatparse.a"), *pcre, "-lm", "-o", str(exe)], capture_output=True,
-                           text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     return exe
 
@@ -610,14 +597,8 @@ def test_vectors_with_the_text_trimmed_at_every_feed(tmp_path):
     undecided offset (in a normal build only once that frees 4 kB and half the buffer, which no vector's text
     reaches). Built with CP_SCANNER_TRIM_MIN=1 it trims at every feed: every vector must still pass, lookbehinds,
     start anchors (^ must not hold at a cut buffer's start) and close_json_end included."""
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed")
-    build = ROOT / "build" / "native-engine-trim"
-    subprocess.run(["cmake", "-S", str(NATIVE), "-B", str(build), "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-                    "-DCMAKE_C_FLAGS=-DCP_SCANNER_TRIM_MIN=1"], check=True, capture_output=True, text=True)
-    r = subprocess.run(["cmake", "--build", str(build), "--target", "chatparse-vectors", "-j2"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    build = build_native(ROOT / "build" / "native-engine-trim", ("chatparse-vectors",),
+                         options=("-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DCMAKE_C_FLAGS=-DCP_SCANNER_TRIM_MIN=1"))
     summary, fails = _run(build / "chatparse-vectors", VECTORS)
     assert not fails, "\n".join(fails[:30])
     n = mv.fuzz(tmp_path, per_template=6, seed=random.randrange(10**6), dialect="vllm")

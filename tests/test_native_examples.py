@@ -21,13 +21,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from deps import need_program
-from test_native_loader import _build
+from native_build import build_native
 
 from chatparse import parse_response, templates
 
@@ -59,15 +61,13 @@ def _run(cmd: list, **kw) -> None:
 
 @pytest.fixture(scope="module")
 def library() -> Path:
-    return _build(ROOT / "build" / "native-pytest", ("chatparse",))
+    return build_native(ROOT / "build" / "native-pytest", ("chatparse",))
 
 
 def _build_cpp(library: Path, build: Path, sanitize: bool = False) -> list:
-    cmake = need_program("cmake", WHY)
     need_program("c++", WHY)
-    _run([cmake, "-S", str(EXAMPLES / "cpp"), "-B", str(build), f"-DCHATPARSE_BUILD={library}",
-          f"-DPython3_EXECUTABLE={sys.executable}", f"-DCHATPARSE_SANITIZE={'ON' if sanitize else 'OFF'}"])
-    _run([cmake, "--build", str(build), "-j", "2"])
+    build_native(build, ("all",), sanitize=sanitize, source=EXAMPLES / "cpp",
+                 options=(f"-DCHATPARSE_BUILD={library}", f"-DPython3_EXECUTABLE={sys.executable}"))
     return [str(build / "stream")]
 
 
@@ -202,11 +202,36 @@ def test_the_check_fails_an_edited_message(example, tmp_path):
     assert any("message" in p and "Pariz" in p for p in problems), problems
 
 
+def test_the_c_example_of_the_docs(library, tmp_path):
+    """The C example of docs/other-languages.md, compiled against the library as its text says, run on the
+    page's tables (`chatparse compile tokenizer` in docs/examples/), prints the output shown under it - which is
+    the message Python gives for the same text."""
+    page = (ROOT / "docs" / "other-languages.md").read_text(encoding="utf-8")
+    m = re.search(r"```c\n(.*?)```\s*```text\n(.*?)```", page, re.S)
+    assert m, "no C example followed by its output in docs/other-languages.md"
+    work = tmp_path / "work"
+    shutil.copytree(ROOT / "docs" / "examples", work)
+    _run([sys.executable, "-m", "chatparse.cli", "compile", str(work / "tokenizer")])
+    (work / "stream.c").write_text(m.group(1), encoding="utf-8")
+    cc = need_program("cc", WHY)
+    pcre = subprocess.run(["pkg-config", "--libs", "libpcre2-8"], capture_output=True, text=True).stdout.split()
+    _run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"), "stream.c",
+          str(library / "libchatparse.a"), *pcre, "-lm", "-o", "stream"], cwd=work)
+    out = subprocess.run([str(work / "stream")], cwd=work, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == m.group(2)
+    message = json.loads(out.stdout.splitlines()[0])
+    prompt = (work / "prompt.txt").read_text(encoding="utf-8")
+    template = json.loads((work / "tokenizer" / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert message == parse_response((work / "output.txt").read_text(encoding="utf-8"),
+                                     template["response_template"], prefix=prompt)
+
+
 @pytest.mark.slow
 def test_cpp_example_under_sanitizers():
     """The C++ example and the library built with ASan+UBSan (LeakSanitizer included: the RAII wrappers free all
     the library returns) on every family's cases, 1 and 3 bytes (or ids) per feed. With ``-m slow`` only."""
-    library = _build(ROOT / "build" / "native-asan", ("chatparse",), sanitize=True)
+    library = build_native(ROOT / "build" / "native-asan", ("chatparse",), sanitize=True)
     example = _build_cpp(library, BUILD / "cpp-asan", sanitize=True)
     problems = []
     for family in templates.names():

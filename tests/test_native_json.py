@@ -21,10 +21,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from deps import need_library, need_program
+from native_build import build_native
 
 ROOT = Path(__file__).resolve().parents[1]
-WHY = "the C runtime (native/)"
 
 SEEDS = [
     '{"a": [1, 2.5, -0.0, 1e16, 1e-5, 123456789012345678901234567890, "x\\u00e9\\ud83d\\ude00\\ud800"], '
@@ -62,13 +61,7 @@ def _python(text: str) -> list:
 
 @pytest.fixture(scope="module")
 def tool() -> Path:
-    cmake = need_program("cmake", WHY)
-    need_library("libpcre2-8", WHY)
-    build = ROOT / "build" / "native-pytest"
-    for cmd in ([cmake, "-S", str(ROOT / "native"), "-B", str(build)],
-                [cmake, "--build", str(build), "-j", "2", "--target", "chatparse-json"]):
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        assert out.returncode == 0, f"{' '.join(cmd)}:\n{(out.stdout + out.stderr)[-4000:]}"
+    build = build_native(ROOT / "build" / "native-pytest", ("chatparse-json",))
     return build / "chatparse-json"
 
 

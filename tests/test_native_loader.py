@@ -20,7 +20,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from deps import need_library, need_program, needs_program
+from deps import needs_program
+from native_build import build_native
 
 import table_fuzz as tf
 from chatparse.runtime.tables.loader import loads
@@ -28,23 +29,11 @@ from chatparse.runtime.tables.loader import loads
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "tests" / "vectors"
 INVALID = VECTORS / "invalid"
-WHY = "the C runtime (native/)"
-
-
-def _build(build_dir: Path, targets: tuple, sanitize: bool = False) -> Path:
-    cmake = need_program("cmake", WHY)
-    need_library("libpcre2-8", WHY)
-    for cmd in ([cmake, "-S", str(ROOT / "native"), "-B", str(build_dir),
-                 f"-DCHATPARSE_SANITIZE={'ON' if sanitize else 'OFF'}"],
-                [cmake, "--build", str(build_dir), "-j", "2", "--target", *targets]):
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        assert out.returncode == 0, f"{' '.join(cmd)}:\n{(out.stdout + out.stderr)[-4000:]}"
-    return build_dir
 
 
 @pytest.fixture(scope="module")
 def loader() -> Path:
-    return _build(ROOT / "build" / "native-pytest", ("chatparse-load",)) / "chatparse-load"
+    return build_native(ROOT / "build" / "native-pytest", ("chatparse-load",)) / "chatparse-load"
 
 
 def _verdicts(loader: Path, files: list) -> list:
@@ -76,7 +65,7 @@ def test_invalid_vectors_are_refused_in_c_with_their_error(loader):
 
 
 def test_vector_runner_on_the_invalid_vectors():
-    runner = _build(ROOT / "build" / "native-pytest", ("chatparse-vectors",)) / "chatparse-vectors"
+    runner = build_native(ROOT / "build" / "native-pytest", ("chatparse-vectors",)) / "chatparse-vectors"
     n = len(_invalid())
     out = subprocess.run([str(runner), str(INVALID), "--json"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -87,7 +76,7 @@ def test_vector_runner_on_the_invalid_vectors():
 
 def test_vector_runner_fails_a_wrong_vector(tmp_path):
     """A vector whose error the loader does not give is a FAIL line and exit status 1 (the runner can fail)."""
-    runner = _build(ROOT / "build" / "native-pytest", ("chatparse-vectors",)) / "chatparse-vectors"
+    runner = build_native(ROOT / "build" / "native-pytest", ("chatparse-vectors",)) / "chatparse-vectors"
     src = json.loads((INVALID / "checksum.json").read_text(encoding="utf-8"))
     shutil.copy(INVALID / src["tables"], tmp_path / src["tables"])
     (tmp_path / "checksum.json").write_text(json.dumps({**src, "error": src["error"] + "!"}), encoding="utf-8")
@@ -139,7 +128,7 @@ def test_table_fuzz_c_decides_as_python(loader, tmp_path):
 def test_table_fuzz_c_under_sanitizers(tmp_path):
     """3,000 mutants and every vector table through the loader built with ASan+UBSan (no recovery: a report
     ends the process, which is a crash here). With ``-m slow`` only."""
-    asan = _build(ROOT / "build" / "native-asan", ("chatparse-load",), sanitize=True) / "chatparse-load"
+    asan = build_native(ROOT / "build" / "native-asan", ("chatparse-load",), sanitize=True) / "chatparse-load"
     assert all(g == {"loaded": True} for g in _verdicts(asan, sorted(VECTORS.glob("*.cpt"))))
     stats = tf.run(seed=41, n=3000, workdir=tmp_path, batch=1500, native=asan)
     assert not stats["crashes"] and not stats["disagreements"], (stats["crashes"] + stats["disagreements"])[:5]

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from native_build import build_native
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ROOT / "native"
@@ -38,14 +39,7 @@ VECTORS = ROOT / "tests" / "vectors"
 
 
 def _runner() -> Path:
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed")
-    r = subprocess.run(["cmake", "-S", str(NATIVE), "-B", str(BUILD), "-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, f"cmake could not configure native/:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    r = subprocess.run(["cmake", "--build", str(BUILD), "--target", "chatparse-vectors", "-j2"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, f"the native build failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    build_native(BUILD, ("chatparse-vectors",), options=("-DCMAKE_BUILD_TYPE=RelWithDebInfo",))
     return BUILD / "chatparse-vectors"
 
 

@@ -195,8 +195,8 @@ def _sample(full: bool) -> list:
 
 @pytest.fixture(scope="module")
 def loader() -> Path:
-    from test_native_loader import _build
-    return _build(ROOT / "build" / "native-pytest", ("chatparse-load",)) / "chatparse-load"
+    from native_build import build_native
+    return build_native(ROOT / "build" / "native-pytest", ("chatparse-load",)) / "chatparse-load"
 
 
 def _check(cases, loader):
@@ -216,8 +216,8 @@ def test_extension_key_edits_same_verdict_full(loader):
 
 
 if __name__ == "__main__":
-    from test_native_loader import _build
-    ld = _build(ROOT / "build" / "native-pytest", ("chatparse-load",)) / "chatparse-load"
+    from native_build import build_native
+    ld = build_native(ROOT / "build" / "native-pytest", ("chatparse-load",)) / "chatparse-load"
     r = compare(_sample("--full" in sys.argv), ld)
     print(json.dumps({"cases": r["cases"], "python_refused": r["refused"], "js_vs_python": len(r["js_diff"]),
                       "js_regex_only_exceptions": r["js_regex_only"], "c_vs_python": len(r["c_diff"]),
