@@ -244,7 +244,8 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err);
  * state or needs a start guard. Then the attempts are left exactly as cp_scanner_decide would leave them
  * (dead ones dropped, new ones added), scan = end: 1. 0 when that does not hold (nothing changed), -1 on
  * error. `inert`: the caller knows that the text, stepped from no attempt, leaves none and records nothing
- * (an inert token, or one that settles: cp_eng.tok_settles); it is then not stepped when no attempt is live. */
+ * (an inert token, or one that settles: cp_eng.tok_settles); it is then not stepped when no attempt is live.
+ * `text` has 8 readable bytes (n may be less). */
 int cp_scanner_push_undecided(cp_scanner *sc, const char *text, size_t n, int inert, cp_error *err);
 
 /* ------------------------------------------------------------------ stream */
@@ -316,6 +317,7 @@ long cp_stream_feed_token(cp_stream *p, const char *text, size_t len, size_t cps
 size_t cp_stream_end(const cp_stream *p);
 /* The index of the scanner's current mode. */
 size_t cp_stream_mode(const cp_stream *p);
+/* (cp_stream_feed_undecided: `text` has 8 readable bytes, len may be less) */
 long cp_stream_feed_undecided(cp_stream *p, const char *text, size_t len, int inert, const char **out, size_t *out_len,
                               cp_error *err);
 

@@ -542,6 +542,7 @@ static int feed_bytes(cp_tok_stream *p, uint32_t id, const struct cp_tok_info *t
     *out_len = 0;
     *field = -1;
     if (scratch->len) {
+        /* (scratch holds at least 64 bytes once used: 8 readable) */
         long r = cp_stream_feed_undecided(p->stream, scratch->data, scratch->len, 0, out, out_len, err);
         if (r == -2) return -1;
         if (r < 0) return 0;

@@ -534,8 +534,9 @@ int cp_scanner_push_undecided(cp_scanner *sc, const char *text, size_t n, int in
     /* commit: the text (cp_scanner_push, inline while it fits without a trim), then the surviving attempts in
      * start order (slots reused: every slot below cap_att has its buffers) */
     size_t live = sc->end - sc->base;
-    if (live + n + 1 <= sc->cap && (!eng->keep || sc->pos - sc->base < 2 * CP_SCANNER_TRIM_MIN + 4 * eng->keep)) {
-        memcpy(sc->text + live, text, n);
+    if (live + n + 9 <= sc->cap && (!eng->keep || sc->pos - sc->base < 2 * CP_SCANNER_TRIM_MIN + 4 * eng->keep)) {
+        if (n <= 8) memcpy(sc->text + live, text, 8); /* (one 8-byte move: text has 8 readable bytes) */
+        else memcpy(sc->text + live, text, n);
         sc->text[live + n] = 0;
         sc->end += n;
     } else if (cp_scanner_push(sc, text, n, err) < 0) {
