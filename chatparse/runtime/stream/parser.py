@@ -282,14 +282,15 @@ class StreamParser:
             inputs[:] = ["".join(inputs)]
         return inputs[0] if inputs else ""
 
-    def fork(self) -> "StreamParser":
+    def fork(self, keep_input: bool = False) -> "StreamParser":
         """An independent copy of this parse state: feeding or finishing it leaves this parser as it was.
 
         The tables, the tool schemas and the scanner's modes are shared (they never change); everything a step
-        changes is copied, and the copy keeps no `input_text`. The cost is the size of that state: the held
-        text and live attempts (bounded by the delimiters), the open region's body (held as blocks of a few
-        KiB: about one list entry per 4 KiB) and the message so far. What a "what if the text ended here"
-        question needs (`chatparse.ResponseParser.probe`)."""
+        changes is copied, and the copy keeps no `input_text` (with `keep_input`, a copy of it where this
+        parser keeps it: a parser that goes on as this one would, `TokenParser.fork`). The cost is the size of
+        that state: the held text and live attempts (bounded by the delimiters), the open region's body (held
+        as blocks of a few KiB: about one list entry per 4 KiB) and the message so far. What a "what if the
+        text ended here" question needs (`chatparse.ResponseParser.probe`)."""
         self._check_usable()
         if type(self) is not StreamParser:
             raise TypeError(f"{type(self).__name__} cannot be forked (its records belong to its owner)")
@@ -300,7 +301,7 @@ class StreamParser:
         c.output = {k: list(v) if type(v) is list else JoinedParts(v.sep, v) if type(v) is JoinedParts else v
                     for k, v in self.output.items()}
         c.malformed = None if self.malformed is None else set(self.malformed)
-        c.inputs = None
+        c.inputs = list(self.inputs) if keep_input and self.inputs is not None else None
         c.scanner = self.scanner.fork()
         if self.json_end is not None:
             c.json_end = self.json_end.fork()

@@ -490,8 +490,9 @@ class Tables:
             self.anchor_kind = "start_anchor_pattern"
         self.anchor_rx = regex.compile(src, regex.DOTALL)
 
-    def cut_prefix(self, prefix: str) -> str:
-        """The part of `prefix` after the last (non-overlapping) start-anchor match; all of it if none."""
+    def cut_prefix(self, prefix: str, log: bool = True) -> str:
+        """The part of `prefix` after the last (non-overlapping) start-anchor match; all of it if none (said in
+        the log unless `log` is False: a caller that only looks the cut up, and logs when it parses)."""
         last = None
         if self.anchor_literals is not None:
             # occurrences cannot overlap or nest, so every one is a match and the last ends furthest
@@ -503,8 +504,9 @@ class Tables:
             for m in self.anchor_rx.finditer(prefix):
                 last = m.end()
         if last is None:
-            logger.info("response_template defines %s but the anchor was not found in the prefix; "
-                        "the parser will process the entire prefix instead.", self.anchor_kind)
+            if log:
+                logger.info("response_template defines %s but the anchor was not found in the prefix; "
+                            "the parser will process the entire prefix instead.", self.anchor_kind)
             return prefix
         return prefix[last:]
 

@@ -25,6 +25,8 @@ from operator import index as _index
 
 import numpy as np
 
+from ..stream.scanner import copy_slots
+
 __all__ = ["CLEANUP_RULES", "decode_run", "clean_up_tokenization"]
 
 
@@ -201,6 +203,16 @@ class _Decoder:
         self.ntok = 0  # tokens fed (indexes for spans)
         self.cfirst: list = []
         self.clast: list = []
+
+    def fork(self) -> "_Decoder":
+        """An independent copy (the vocabulary shared; what a step changes copied): `TokenParser.fork`."""
+        c = copy_slots(self)
+        c.held_tok, c.run, c.run_tok = list(self.held_tok), bytearray(self.run), list(self.run_tok)
+        c.cfirst, c.clast = list(self.cfirst), list(self.clast)
+        if self.cleanup is not None:
+            c.cleanup = _Cleanup()
+            c.cleanup.held = list(self.cleanup.held)
+        return c
 
     def clean(self) -> bool:
         """Nothing held: the next complete token decodes to its own text."""

@@ -28,13 +28,15 @@ from codecs import utf_8_decode
 from ..stream.dialect import resolve
 from ..values.json_end import JSON_END
 from ..stream.parser import StreamParser, feed_prompt, joined
-from ..stream.scanner import Scanner
+from ..stream.scanner import Scanner, copy_slots
 from .binding import TokenBinding, token_binding
 from .decode import _Decoder, _ids_list, _out_of_range
 from .tables import (ROW_HELD, ROW_MATCH, ROW_NONE, ROW_PENDING, ROW_QUIET, attempt_of, attempt_record,
                            undecided)
 
 __all__ = ["TokenParser"]
+
+_KEEP = object()  # `TokenParser.fork`: the tools stay
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -211,6 +213,28 @@ class TokenParser:
         self.hold_pure = False  # the last `_feed_known` was a pure "H" outcome (`TokenStreams` reads and clears it)
         self._mheld = None  # (held text, attempt records) for the core at the end of `_tail` (`_hold_at_end`)
         self._refresh()
+
+    def fork(self, *, tools=_KEEP) -> "TokenParser":
+        """An independent parser in this one's state: feeding or finalizing either leaves the other as it was.
+        With `tools` (a list of tools or None), the copy types tool-call arguments by those tools instead.
+
+        What a per-model prototype is for: the state after a prompt's cut prefix depends only on that text,
+        so a server builds it once (`chatparse.integrations.vllm`) and forks it per request, at a fraction of
+        the cost of building a parser. The tables, token tables and vocabulary are shared (they never change);
+        everything a step changes is copied (the core with its `input_text`, the decoder, the deferred text).
+        Not with spans=True (the span records belong to their parser)."""
+        if self._spans_on:
+            raise ValueError("fork() is not available with spans=True")
+        c = copy_slots(self)
+        core = c._core = self._core.fork(keep_input=True)
+        if tools is not _KEEP:
+            core.tool_params = self._b.tool_params(tools)
+        c._dec = self._dec.fork()
+        c._records = []
+        c._tail = list(self._tail)
+        c._tail_append = c._tail.append
+        c.initial_events = [dict(ev) for ev in self.initial_events]
+        return c
 
     # -- the hot path ------------------------------------------------------------------------------------------
     def feed_tokens(self, ids) -> list[dict]:
@@ -404,6 +428,13 @@ class TokenParser:
     @property
     def input_length(self) -> int:
         """``len(input_text)``, kept in every dialect and without joining the text."""
+        core = self._core
+        if self._mheld is None and core.usable and not core.stalled:
+            # what `_sync` would give the core (its scanner's end grows by exactly the deferred text's length
+            # while it is usable and not stalled), without running the core now: the token paths stay as they
+            # are, and the text reaches the core at its next step as before
+            tail = self._tail
+            return core.scanner.end + (len(tail[0]) if len(tail) == 1 else len(self._deferred_text()))
         self._sync()
         self._refresh()
         return self._core.scanner.end
@@ -495,11 +526,20 @@ class TokenParser:
             core.feed(self._dec.feed(ids))  # nothing more is parsed; the input is still kept (input_text)
             return []
         sc = core.scanner
-        if (len(ids) == 1 and not self._spans_on and sc.end and not sc.attempts and sc.scan == sc.end
+        if (len(ids) == 1 and not self._spans_on and not sc.attempts and sc.scan == sc.end
                 and self._dec.clean() and core.json_end is None):
             d = self._delims[self._mode].get(ids[0])
             if d is not None:
-                events = core.apply_delimiter(self._tok_text[ids[0]], *d)  # d: (pattern index, captures)
+                text = self._tok_text[ids[0]]
+                if not sc.end:
+                    # at offset 0 (the first token of a stream with no prompt text after the start anchor),
+                    # where ``^`` and lookbehinds see no text before: the table's entry holds if the scanner's
+                    # own decision at the start (cached per mode) is that same whole delimiter
+                    out = self._tt.decision(self._mode, "", True, text)
+                    if out is None or out[0] != "D" or out[1] != 0 or out[2] != len(text) or out[3] != d[0]:
+                        return self._feed_text(self._dec.feed(ids))
+                    d = out[3:]
+                events = core.apply_delimiter(text, *d)  # d: (pattern index, captures or match)
                 self._refresh()
                 return events
         return self._feed_text(self._dec.feed(ids))
