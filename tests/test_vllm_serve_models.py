@@ -312,3 +312,57 @@ def test_prompt_decoded_by_the_tables_is_vllms_decode():
             ids = tok.encode(case["prefix"], add_special_tokens=False)
             parser.set_prompt_token_ids(ids)
             assert parser._prefix == rt._decode(tok, ids), (family, case["id"])
+
+
+def test_requests_forked_from_one_prototype_do_not_see_each_others_events(tokenizer_object, monkeypatch):
+    """The per-model prototype (the token parser after the prompt's cut prefix, `_stream_parser`) is forked per
+    request: two requests interleaved delta by delta stream what each streams alone, the second request builds
+    no parser of its own, and the prototype is left as it was."""
+    tokenizer = _tokenizer(tokenizer_object, "Qwen/Qwen3-8B")
+    cls = _parser_cls(tokenizer)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}}}}]
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=tools)
+    prompt_ids = tokenizer.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+                                  add_special_tokens=False)
+    outputs = ['<think>plan A</think>Sure.<tool_call>\n{"name": "f", "arguments": {"a": "1"}}\n</tool_call>',
+               'No call here, just <b>text</b> and more text.']
+
+    def steps(text):
+        return [(tokenizer.decode([i]), [i]) for i in tokenizer.encode(text, add_special_tokens=False)]
+
+    def merged(deltas):
+        out = {"reasoning": "", "content": "", "tool_calls": []}
+        for d in deltas:
+            if d is not None:
+                out["reasoning"] += d.reasoning or ""
+                out["content"] += d.content or ""
+                out["tool_calls"] += [(c.function.name, c.function.arguments) for c in d.tool_calls or ()]
+        return out
+
+    model = plugin._model(tokenizer, None)
+    alone = []
+    for text in outputs:
+        model.prototypes.clear()
+        parser, ss = cls(tokenizer, tools), steps(text)
+        alone.append(merged([parser.parse_delta(t, i, request, prompt_token_ids=prompt_ids, finished=k == len(ss) - 1)
+                             for k, (t, i) in enumerate(ss)]))
+    assert alone[0]["tool_calls"] == [("f", '{"a": 1}')] and alone[1]["content"] == outputs[1]
+    assert len(model.prototypes) == 1
+    proto = next(iter(model.prototypes.values()))
+    before = (proto.input_text, proto.input_length, proto._core.output, proto._core.scanner.end)
+    built = []
+    real = model.binding.parser
+    monkeypatch.setattr(model.binding, "parser", lambda *a, **k: built.append(1) or real(*a, **k))
+    parsers = [cls(tokenizer, tools), cls(tokenizer, tools)]
+    runs = [steps(t) for t in outputs]
+    got = [[], []]
+    for k in range(max(map(len, runs))):
+        for j in (0, 1):
+            if k < len(runs[j]):
+                t, i = runs[j][k]
+                got[j].append(parsers[j].parse_delta(t, i, request, prompt_token_ids=prompt_ids,
+                                                     finished=k == len(runs[j]) - 1))
+    assert [merged(g) for g in got] == alone
+    assert built == [] and len(model.prototypes) == 1
+    assert (proto.input_text, proto.input_length, proto._core.output, proto._core.scanner.end) == before

@@ -39,13 +39,15 @@ import json
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import vllm
 from vllm.logger import init_logger
 from vllm.parser import response_template as _rt
-from vllm.parser.abstract_parser import Parser
+from vllm.parser.abstract_parser import Parser, StreamState
+from vllm.parser.engine.adapters import ParserEngineToolAdapter
+from vllm.renderers.chat_utils.tool_call import get_tool_call_id_type
 from vllm.parser.parser_manager import ParserManager
 from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
 from vllm.reasoning import ReasoningParserManager
@@ -85,6 +87,8 @@ class _Model:
     binding: Any
     reasoning_end_ids: Any
     joins: dict  # text field (served name) -> its join, put between its regions' streamed texts
+    # cut prefix -> a token parser that has parsed it (`_stream_parser`): never fed, only forked
+    prototypes: dict = field(default_factory=dict, compare=False)
 
     @property
     def has_thinking(self) -> bool:
@@ -173,6 +177,37 @@ def _local_dir(hf: Any) -> str | None:
     return None
 
 
+PROTOTYPES = 32  # prototypes kept per model (the oldest goes first)
+PROTOTYPE_CUT = 4096  # characters of cut prefix a prototype is kept for at most
+
+
+def _stream_parser(model: _Model, prefix: str, tools):
+    """A token parser in the serving dialect for one generation after `prefix`, typing tool-call arguments by
+    `tools`: a fork of the model's prototype for `prefix`'s cut prefix (the prompt after its last start
+    anchor, all the parser's state depends on), built on the first request with that cut and kept.
+
+    A prototype is built without tools, and kept only where parsing the cut closed no region (the one step
+    that reads the tools: storing a value), so that it is the state any request's parser would reach; each
+    request gets its own fork (`TokenParser.fork`), and the prototype itself is never fed."""
+    binding = model.binding
+    protos = model.prototypes
+    cut = binding.compiled.tables.cut_prefix(prefix, log=False) if prefix else ""
+    proto = protos.get(cut)
+    if proto:
+        return proto.fork(tools=tools)
+    if proto is not None or len(cut) > PROTOTYPE_CUT:  # (False: this cut's state reads the tools)
+        return binding.parser(prefix=prefix, tools=tools, dialect="vllm")
+    proto = binding.parser(prefix=prefix, dialect="vllm")
+    keep = proto._core.usable and not any(ev["type"] in _reasoning.CLOSED for ev in proto.initial_events)
+    while len(protos) >= PROTOTYPES:
+        try:
+            del protos[next(iter(protos))]
+        except (StopIteration, KeyError, RuntimeError):  # (another thread's change)
+            break
+    protos[cut] = proto if keep else False
+    return proto.fork(tools=tools) if keep else binding.parser(prefix=prefix, tools=tools, dialect="vllm")
+
+
 # --------------------------------------------------------------------------------------------------------------
 # One generation
 # --------------------------------------------------------------------------------------------------------------
@@ -188,7 +223,7 @@ class _CompiledStream(_rt._ResponseStream):
     (`vllm_reasoning.edge_split`); chatparse alone would hand some of them out a delta earlier."""
 
     def __init__(self, template, *, prefix: str, tools, parse_reasoning: bool, include_reasoning: bool,
-                 parse_tools: bool, new_tool_call_id, binding=None, compiled=None, joins=None) -> None:
+                 parse_tools: bool, new_tool_call_id, binding=None, compiled=None, joins=None, model=None) -> None:
         self.joins = joins or {}
         self._segments: dict = {}  # field -> "seen" (text streamed) or "pending" (a later region opened)
         self._shown = 0  # characters of output vLLM has shown in the texts of the deltas `feed_ids` took
@@ -197,7 +232,10 @@ class _CompiledStream(_rt._ResponseStream):
         self.parse_tools = parse_tools
         self.new_tool_call_id = new_tool_call_id
         self.template = template
-        if binding is not None:
+        if model is not None and model.binding is not None:
+            self.parser = _stream_parser(model, prefix, tools)
+            binding = model.binding
+        elif binding is not None:
             self.parser = binding.parser(prefix=prefix, tools=tools, dialect="vllm")
         else:
             self.parser = chatparse.ResponseParser(compiled, prefix=prefix, tools=tools, dialect="vllm")
@@ -399,6 +437,18 @@ def _tool_dicts(tools) -> list[dict]:
     return out
 
 
+def _engine_based(cls) -> bool:
+    """`Parser.__init__`'s ``_engine_based`` for parser class `cls`, from its sub-parser classes (whose
+    ``engine_based_streaming`` is a class attribute), once per class."""
+    known = cls.__dict__.get("_chatparse_engine_based")
+    if known is None:
+        r, t = cls.reasoning_parser_cls, cls.tool_parser_cls
+        known = (r is None or bool(getattr(r, "engine_based_streaming", False))) and (
+            t is None or bool(getattr(t, "engine_based_streaming", False)))
+        cls._chatparse_engine_based = known
+    return known
+
+
 class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
     """Drop-in for vLLM's `ResponseTemplateParser` (same constructor and methods), parsing with chatparse."""
 
@@ -406,11 +456,20 @@ class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
     tool_parser_cls = ChatparseToolParser
 
     def __init__(self, tokenizer, tools=None, *, response_template: dict | None = None,
-                 enable_auto_tools: bool | None = None, **kwargs) -> None:
-        # vLLM's constructor body, on the model's state computed once (`_model`), not per request
+                 enable_auto_tools: bool | None = None, model_config=None, **kwargs) -> None:
+        # vLLM's constructor body, on the model's state computed once (`_model`), not per request; what
+        # `Parser.__init__` sets, except that the reasoning and tool sub-parsers are made when first read
+        # (`_reasoning_parser`, `_tool_parser`): the stream of a request reads neither
         model = _model(tokenizer, response_template)
+        self._model = model
         self.response_template = model.loaded
-        Parser.__init__(self, tokenizer, tools, response_template=response_template, **kwargs)
+        self.model_tokenizer = tokenizer
+        self._sub_args = (tools, response_template, model_config, kwargs)
+        engine_based = _engine_based(type(self))
+        self._engine_based = engine_based
+        self._stream_state = StreamState(
+            tool_call_id_type=get_tool_call_id_type(model_config) if model_config is not None else "random",
+            engine_based=engine_based)
         if enable_auto_tools is not None:
             self._enable_auto_tools = enable_auto_tools
         self._tools = _tool_dicts(tools)
@@ -419,6 +478,52 @@ class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
         self._stream = None
         self._reasoning_counter = None
         self._compiled, self._binding, self._joins = model.compiled, model.binding, model.joins
+
+    # vLLM's two sub-parsers, as `Parser.__init__` makes them, made on first read (or set by whoever sets them)
+    @property
+    def _reasoning_parser(self):
+        return self._subparsers()[0]
+
+    @_reasoning_parser.setter
+    def _reasoning_parser(self, value) -> None:
+        self._subs = (value, self._subparsers(None)[1])
+
+    @property
+    def _tool_parser(self):
+        return self._subparsers()[1]
+
+    @_tool_parser.setter
+    def _tool_parser(self, value) -> None:
+        self._subs = (self._subparsers(None)[0], value)
+
+    def _subparsers(self, unmade=...) -> tuple:
+        """(reasoning parser, tool parser), made now if they are not yet (with `unmade` given and this object
+        not made by this class's constructor: (unmade, unmade))."""
+        subs = self.__dict__.get("_subs")
+        if subs is not None:
+            return subs
+        if unmade is not ... and "_sub_args" not in self.__dict__:
+            return unmade, unmade
+        return self._make_subs()
+
+    def _make_subs(self) -> tuple:
+        """(reasoning parser, tool parser) as `Parser.__init__` makes them for this class."""
+        tools, response_template, model_config, kwargs = self._sub_args
+        cls = type(self)
+        reasoning = tool = None
+        if cls.reasoning_parser_cls is not None:
+            reasoning = cls.reasoning_parser_cls(self.model_tokenizer, model_config=model_config,
+                                                 response_template=response_template, **kwargs)
+        if cls.tool_parser_cls is not None:
+            if issubclass(cls.tool_parser_cls, ParserEngineToolAdapter):
+                tool = cls.tool_parser_cls(self.model_tokenizer, tools, model_config=model_config,
+                                           response_template=response_template, **kwargs)
+            else:
+                tool = cls.tool_parser_cls(self.model_tokenizer, tools)
+        if reasoning is None and tool is not None and hasattr(tool, "skip_reasoning_parsing"):
+            tool.skip_reasoning_parsing = True
+        self._subs = (reasoning, tool)
+        return self._subs
 
     def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
         """vLLM's, with the prompt decoded by the token tables where they decode as vLLM's `_decode` does (no
@@ -438,7 +543,7 @@ class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
     def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
         """vLLM's count (the generated tokens whose text the template parses as reasoning), each call costing
         its new tokens (`vllm_reasoning.ReasoningTokenCounter`)."""
-        if self._reasoning_parser is None or _rt.THINKING_FIELD not in self.response_template.fields:
+        if type(self).reasoning_parser_cls is None or _rt.THINKING_FIELD not in self.response_template.fields:
             return 0
         counter = self._reasoning_counter
         if counter is None or not counter.continues(token_ids):
@@ -459,11 +564,11 @@ class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
     def _new_stream(self, request, *, enable_auto_tools: bool, include_reasoning: bool):
         return _CompiledStream(
             self.response_template, prefix=self._prefix, tools=self._tools,
-            parse_reasoning=self._reasoning_parser is not None, include_reasoning=include_reasoning,
-            parse_tools=self._tool_parser is not None
+            parse_reasoning=type(self).reasoning_parser_cls is not None, include_reasoning=include_reasoning,
+            parse_tools=type(self).tool_parser_cls is not None
             and _rt._tool_parsing_enabled(request, enable_auto_tools=enable_auto_tools),
             new_tool_call_id=_ToolCallIds(self._stream_state).new, binding=self._binding, compiled=self._compiled,
-            joins=self._joins)
+            joins=self._joins, model=self._model)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from vllm.parser import response_template as _rt
 
 DELIMITED = ("region_open", "region_close", "region_malformed")
 _CLOSING = ("region_close", "region_malformed")
+CLOSED = _CLOSING  # the events of a region whose value was stored (or failed to be)
 CONTINUATION_CHECK = 16  # ids compared to take a call as continuing the previous one
 
 
