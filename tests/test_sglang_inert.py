@@ -9,7 +9,7 @@ parsers fed every delta, as SGLang's streaming chat path gets them (`bench.sglan
 * on every family's real-output corpus, in 4-character deltas and in a random chunking per case;
 * on synthetic answers made of delimiter fragments (``<``, whitespace, ``<tool_call``, ``<｜``...) before a
   call, and on synthetic calls whose argument is made of closer and JSON fragments, for the four families the
-  bench measures, in random chunkings and with the lag fed every 1, 2, 3 or 64 deltas (hypothesis, and a
+  bench measures, in random chunkings and with the lag fed every 1 to `LAG` deltas (hypothesis, and a
   fixed set of seeds); with the inert check made to pass every delta these differ
   (`test_a_wrong_inert_check_is_caught`), so the comparison can fail;
 * with SGLang's own reasoning parser in front of the plugin's tool parser, and the plugin's reasoning parser
@@ -196,7 +196,7 @@ def synthetic_runs(draw):
     kind = draw(st.sampled_from(("answer", "call")))
     fragments = draw(st.lists(st.sampled_from(_fragments(family, kind)), max_size=40))
     sizes = draw(st.lists(st.integers(1, 9), min_size=1, max_size=8))
-    return family, kind, fragments, sizes, draw(st.sampled_from((1, 2, 3, 64))), draw(st.booleans()), \
+    return family, kind, fragments, sizes, draw(st.sampled_from((1, 2, 3, 64, plugin.LAG))), draw(st.booleans()), \
         draw(st.booleans())
 
 
@@ -204,7 +204,7 @@ def synthetic_runs(draw):
 @given(synthetic_runs())
 def test_inert_on_equals_off(run):
     """Hypothesis: any answer or call argument of delimiter fragments, in any chunking, with the lag fed
-    every 1 to 64 deltas, streams the same deltas with the inert paths on and off."""
+    every 1 to `LAG` deltas, streams the same deltas with the inert paths on and off."""
     assert _compare(*run)
 
 
