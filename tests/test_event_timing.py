@@ -452,7 +452,9 @@ def test_javascript_runtime_starts_attempts_where_python_does(tmp_path):
     items = [({"defaults": {"role": "assistant"}, "start_anchor": PREFIX, "fields": fields}, [text])
              for fields, text in NO_HOLD]
 
-    @settings(max_examples=800, deadline=None, database=None, phases=[Phase.generate],
+    # Templates with a projected start state are a few percent of the drawn ones, and how many varies: six runs
+    # of 1,500 draws found 44-115 (12-81 in their first 800; a suite run of 800 found 10, under the 11 then asked)
+    @settings(max_examples=1500, deadline=None, database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(st.data())
     def collect(data):
@@ -463,7 +465,7 @@ def test_javascript_runtime_starts_attempts_where_python_does(tmp_path):
                 items.append((template, texts))
 
     collect()
-    assert len(items) > len(NO_HOLD) + 10
+    assert len(items) >= len(NO_HOLD) + 20
     n = 0
     for i, (template, texts) in enumerate(items):
         compiled = chatparse.compile_template(template)
