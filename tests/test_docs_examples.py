@@ -57,6 +57,8 @@ NOT_RUN = {
         "the suite's own command: .ci/run runs exactly this",
         "needs vLLM 0.33.0 and the model's weights (tests/test_vllm_e2e.py serves the plugin through vLLM's "
         "OpenAI server on a scripted engine)",
+        "needs SGLang 0.5.23 and the model's weights (tests/test_sglang_e2e.py serves the plugin through SGLang's "
+        "OpenAI serving code on a scripted engine)",
     ],
     "FORMAT.md": [
         "a fragment (its prompt, stream and render are the caller's): docs/other-languages.md runs the same calls",
