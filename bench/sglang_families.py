@@ -279,17 +279,19 @@ def streamed(side: str, family: str, case: dict, size: int = DELTA) -> list[tupl
     """Per delta (the last: the end of stream), (reasoning, normal text, calls) as SGLang's streaming chat
     path gets them from the two parsers."""
     rp, fp = _parsers(side, family, case, stream=True)
+    return stream_steps(rp, fp, deltas(case["output"], size, family))
+
+
+def stream_steps(rp, fp, pieces: list[str]) -> list[tuple]:
+    """`pieces` through SGLang's streaming chat step - the reasoning parser `rp`, then the tool parser `fp` on
+    its normal text (either may be None) - then the end of stream: per step, (reasoning, normal text, calls)."""
     out = []
-    pieces = deltas(case["output"], size, family)
-    for k, piece in enumerate(pieces + [None]):
+    for piece in pieces + [None]:
         reasoning, text = "", piece or ""
         if rp is not None:
-            if piece is None:
-                r, t = rp.parse_stream_end()
-            else:
-                r, t = rp.parse_stream_chunk(piece)
+            r, t = rp.parse_stream_end() if piece is None else rp.parse_stream_chunk(piece)
             reasoning, text = r or "", t or ""
-        items = []
+        items: list = []
         if fp is not None:
             if text:
                 text, items = fp.parse_stream_chunk(text)

@@ -58,24 +58,8 @@ def _pieces(text: str, sizes: list[int]) -> list[str]:
 
 def _run(rp, fp, pieces: list[str]) -> list[tuple]:
     """Per delta (the last: the end of stream), (reasoning, normal text, calls) as SGLang's streaming chat
-    path gets them (`bench.sglang_families.streamed`, on the given deltas)."""
-    out = []
-    for piece in pieces + [None]:
-        reasoning, text = "", piece or ""
-        if rp is not None:
-            r, t = rp.parse_stream_end() if piece is None else rp.parse_stream_chunk(piece)
-            reasoning, text = r or "", t or ""
-        items: list = []
-        if fp is not None:
-            if text:
-                text, items = fp.parse_stream_chunk(text)
-                items = list(items)
-            if piece is None:
-                end_text, end_items = fp.parse_stream_end()
-                text += end_text or ""
-                items += list(end_items)
-        out.append((reasoning, text, [it.model_dump() for it in items]))
-    return out
+    path gets them (`bench.sglang_families.stream_steps`, on the given deltas)."""
+    return sf.stream_steps(rp, fp, pieces)
 
 
 def stream(side: str, family: str, case: dict, pieces: list[str]) -> list[tuple]:
