@@ -179,6 +179,64 @@ static inline uint32_t cp_eng_class(const cp_eng *e, uint32_t cp) {
     return e->class_ids[lo];
 }
 
+/* The code point at s[*i], s being valid UTF-8 (checked where the text came in); *i moves past it. */
+static inline uint32_t cp_utf8_valid_at(const unsigned char *s, size_t *i) {
+    const unsigned char *u = s + *i;
+    if (u[0] < 0x80) {
+        *i += 1;
+        return u[0];
+    }
+    if (u[0] < 0xE0) {
+        *i += 2;
+        return ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F);
+    }
+    if (u[0] < 0xF0) {
+        *i += 3;
+        return ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
+    }
+    *i += 4;
+    return ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) | ((uint32_t)(u[2] & 0x3F) << 6) |
+           (u[3] & 0x3F);
+}
+
+/* Room for live attempts in cp_undecided_steps. */
+#define CP_UNDECIDED_LIVE 32
+
+/* The DFA steps of the n bytes of valid UTF-8 at s, which begin at offset `base` of a text in mode m (m has
+ * can_start; base > 0, or m's start0 is its startN: attempts start as at an offset > 0), from the *nl
+ * attempts in st[] / at[] (states, start offsets; room for CP_UNDECIDED_LIVE): 1 with the attempts alive
+ * after them in st / at / *nl, in start order; 0 as soon as a step could decide something (an accepting
+ * state, a start guard, more live attempts than there is room for), st / at / *nl then meaningless. The steps
+ * of cp_scanner_push_undecided, and of the token table's `settles`. */
+static inline int cp_undecided_steps(const cp_eng *eng, const cp_eng_mode *m, const unsigned char *s, size_t n,
+                                     size_t base, uint32_t *st, size_t *at, size_t *nl) {
+    const uint8_t *sflags = m->sflags;
+    const uint32_t ncls = m->n_classes;
+    size_t live = *nl, i = 0;
+    while (i < n) {
+        size_t here = base + i;
+        uint32_t cls = cp_eng_class(eng, cp_utf8_valid_at(s, &i));
+        size_t w = 0;
+        for (size_t k = 0; k < live; k++) {
+            uint32_t next = m->trans[(size_t)st[k] * ncls + cls];
+            if (!next) continue;
+            if (sflags[next] & 1) return 0;
+            if (!(sflags[next] & 2)) {
+                st[w] = next;
+                at[w++] = at[k];
+            }
+        }
+        live = w;
+        uint32_t first = m->start_step[cls];
+        if (!first) continue;
+        if (first == CP_STEP_BAIL || live == CP_UNDECIDED_LIVE) return 0;
+        st[live] = first;
+        at[live++] = here;
+    }
+    *nl = live;
+    return 1;
+}
+
 /* ------------------------------------------------------------------ scanner */
 
 typedef struct cp_attempt {

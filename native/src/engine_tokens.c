@@ -438,44 +438,9 @@ static int decoder_clean(const cp_tok_decoder *d) {
 /* 1 when `s` (n bytes of valid UTF-8), fed to a quiet scanner in mode m at an offset > 0, leaves it quiet with
  * nothing recorded (cp_scanner_push_undecided's steps from no attempt, with nothing live at the end). */
 static int settles(const cp_eng *eng, const cp_eng_mode *m, const unsigned char *s, size_t n) {
-    enum { MAX_LIVE = 32 };
-    uint32_t live[MAX_LIVE];
-    size_t nl = 0, i = 0;
-    const uint32_t ncls = m->n_classes;
-    if (!m->can_start) return 0;
-    while (i < n) {
-        uint32_t c;
-        if (s[i] < 0x80) c = s[i++];
-        else if (s[i] < 0xE0) c = ((uint32_t)(s[i] & 0x1F) << 6) | (s[i + 1] & 0x3F), i += 2;
-        else if (s[i] < 0xF0)
-            c = ((uint32_t)(s[i] & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F), i += 3;
-        else
-            c = ((uint32_t)(s[i] & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
-                ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F),
-            i += 4;
-        uint32_t cls = cp_eng_class(eng, c);
-        size_t w = 0;
-        for (size_t k = 0; k < nl; k++) {
-            uint32_t st = m->trans[(size_t)live[k] * ncls + cls];
-            if (!st) continue;
-            if (m->acc_off[st + 1] > m->acc_off[st]) return 0;
-            if (!m->term[st]) live[w++] = st;
-        }
-        nl = w;
-        if (!m->can_start[cls]) continue;
-        if (m->lead && m->lead[cls]) return 0;
-        uint32_t st = m->startN;
-        if (!st) continue;
-        if (m->acc_off[st + 1] > m->acc_off[st]) return 0;
-        if (m->term[st]) continue;
-        st = m->trans[(size_t)st * ncls + cls];
-        if (!st) continue;
-        if (m->acc_off[st + 1] > m->acc_off[st]) return 0;
-        if (m->term[st]) continue;
-        if (nl == MAX_LIVE) return 0;
-        live[nl++] = st;
-    }
-    return nl == 0;
+    uint32_t st[CP_UNDECIDED_LIVE];
+    size_t at[CP_UNDECIDED_LIVE], nl = 0;
+    return m->can_start && cp_undecided_steps(eng, m, s, n, 1, st, at, &nl) && nl == 0;
 }
 
 /* n zeroed bytes (free() frees them) for a table read at random, one entry per token id: its whole 2 MB

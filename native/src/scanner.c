@@ -17,26 +17,6 @@
 #include "engine.h"
 #include "error.h"
 
-static inline uint32_t decode_at(const char *s, size_t *i) {
-    /* valid UTF-8 (the parser checks what it pushes) */
-    const unsigned char *u = (const unsigned char *)s + *i;
-    if (u[0] < 0x80) {
-        *i += 1;
-        return u[0];
-    }
-    if (u[0] < 0xE0) {
-        *i += 2;
-        return ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F);
-    }
-    if (u[0] < 0xF0) {
-        *i += 3;
-        return ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
-    }
-    *i += 4;
-    return ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) | ((uint32_t)(u[2] & 0x3F) << 6) |
-           (u[3] & 0x3F);
-}
-
 int cp_scanner_init(cp_scanner *sc, const cp_eng *eng) {
     memset(sc, 0, sizeof *sc);
     sc->eng = eng;
@@ -343,7 +323,7 @@ static size_t settle_from(const cp_scanner *sc, size_t at) {
     uint32_t live[MAX_LIVE];
     size_t nl = 0, i = at - sc->base, n = sc->end - sc->base;
     while (i < n) {
-        uint32_t c = decode_at(sc->text, &i);
+        uint32_t c = cp_utf8_valid_at((const unsigned char *)sc->text, &i);
         uint32_t cls = cp_eng_class(sc->eng, c);
         size_t w = 0;
         for (size_t k = 0; k < nl; k++) {
@@ -411,7 +391,7 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
                 if (i >= sc->end) break;
                 if (stop >= 0 && (long long)i > stop) break;
                 size_t j = i - sc->base;
-                uint32_t c = cp_eng_class(eng, decode_at(sc->text, &j));
+                uint32_t c = cp_eng_class(eng, cp_utf8_valid_at((const unsigned char *)sc->text, &j));
                 if (mode->can_start[c]) {
                     /* attempts that all die before the text's end without a match change nothing: past them */
                     size_t past = stop < 0 && i > 0 ? settle_from(sc, i) : 0;
@@ -432,7 +412,7 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
             }
         }
         size_t nxt = scan - sc->base;
-        uint32_t cls = cp_eng_class(eng, decode_at(sc->text, &nxt));
+        uint32_t cls = cp_eng_class(eng, cp_utf8_valid_at((const unsigned char *)sc->text, &nxt));
         nxt += sc->base;
         int decided = 0; /* an attempt was decided at this step (drop_attempts has work) */
         for (size_t i = 0; i < sc->n_att; i++) {
@@ -482,14 +462,13 @@ int cp_scanner_decide(cp_scanner *sc, int eos, cp_decision *d, cp_error *err) {
 /* See engine.h. The steps of cp_scanner_decide on the DFA alone, first simulated (nothing changes when they
  * would record a match, ask a start guard or meet a stop), then committed. */
 int cp_scanner_push_undecided(cp_scanner *sc, const char *text, size_t n, int inert, cp_error *err) {
-    enum { MAX_LIVE = 32 };
     const cp_eng *eng = sc->eng;
     const cp_eng_mode *m = sc->mode;
-    const uint32_t ncls = m->n_classes;
-    if (sc->scan != sc->end || sc->stop >= 0 || sc->eot_fed || !m->can_start || sc->n_att > MAX_LIVE) return 0;
+    if (sc->scan != sc->end || sc->stop >= 0 || sc->eot_fed || !m->can_start || sc->n_att > CP_UNDECIDED_LIVE)
+        return 0;
     if (!sc->end && m->start0 != m->startN) return 0;
-    uint32_t st_[MAX_LIVE];
-    size_t at_[MAX_LIVE];
+    uint32_t st_[CP_UNDECIDED_LIVE];
+    size_t at_[CP_UNDECIDED_LIVE];
     size_t nl = 0;
     for (size_t k = 0; k < sc->n_att; k++) {
         const cp_attempt *a = &sc->att[k];
@@ -497,40 +476,8 @@ int cp_scanner_push_undecided(cp_scanner *sc, const char *text, size_t n, int in
         st_[nl] = a->state;
         at_[nl++] = a->start;
     }
-    if (!(inert && nl == 0)) {
-        const uint8_t *sflags = m->sflags;
-        const unsigned char *s = (const unsigned char *)text;
-        size_t i = 0;
-        while (i < n) {
-            size_t here = sc->end + i;
-            uint32_t c;
-            if (s[i] < 0x80) c = s[i++];
-            else if (s[i] < 0xE0) c = ((uint32_t)(s[i] & 0x1F) << 6) | (s[i + 1] & 0x3F), i += 2;
-            else if (s[i] < 0xF0)
-                c = ((uint32_t)(s[i] & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F), i += 3;
-            else
-                c = ((uint32_t)(s[i] & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
-                    ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F),
-                i += 4;
-            uint32_t cls = cp_eng_class(eng, c);
-            size_t w = 0;
-            for (size_t k = 0; k < nl; k++) {
-                uint32_t st = m->trans[(size_t)st_[k] * ncls + cls];
-                if (!st) continue;
-                if (sflags[st] & 1) return 0;
-                if (!(sflags[st] & 2)) {
-                    st_[w] = st;
-                    at_[w++] = at_[k];
-                }
-            }
-            nl = w;
-            uint32_t st = m->start_step[cls];
-            if (!st) continue;
-            if (st == CP_STEP_BAIL || nl == MAX_LIVE) return 0;
-            st_[nl] = st;
-            at_[nl++] = here;
-        }
-    }
+    if (!(inert && nl == 0) && !cp_undecided_steps(eng, m, (const unsigned char *)text, n, sc->end, st_, at_, &nl))
+        return 0;
     /* commit: the text (cp_scanner_push, inline while it fits without a trim), then the surviving attempts in
      * start order (slots reused: every slot below cap_att has its buffers) */
     size_t live = sc->end - sc->base;

@@ -579,14 +579,9 @@ long cp_stream_feed_settled(cp_stream *p, const char *text, size_t len, size_t c
     if (sc->n_att) {
         /* live attempts (undecided, without a match) that all die at the text's first character end there, as
          * cp_scanner_push_undecided would step them: then the text settles as from a quiet scanner */
-        const unsigned char *u = (const unsigned char *)text;
-        uint32_t c = u[0] < 0x80 ? u[0]
-                     : u[0] < 0xE0 ? ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F)
-                     : u[0] < 0xF0 ? ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F)
-                                   : ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) |
-                                         ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
+        size_t first = 0;
         const cp_eng_mode *m = sc->mode;
-        const uint32_t cls = cp_eng_class(p->eng, c);
+        const uint32_t cls = cp_eng_class(p->eng, cp_utf8_valid_at((const unsigned char *)text, &first));
         for (size_t k = 0; k < sc->n_att; k++) {
             const cp_attempt *a = &sc->att[k];
             if (a->fin >= 0 || a->n_ends || m->trans[(size_t)a->state * m->n_classes + cls]) return -1;
