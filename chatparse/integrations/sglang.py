@@ -78,6 +78,7 @@ from sglang.srt.parser.reasoning_parser import ReasoningParser
 import chatparse
 from chatparse import templates as bundled
 from chatparse.compiled import compile_template
+from chatparse.integrations.edge_timing import DELIMITED, edge_split
 from chatparse.integrations.resolve import Resolution, TemplateNotFound, log_once, resolve
 from chatparse.integrations.vllm_template import serving_template, serving_variant, vllm_view
 
@@ -209,10 +210,6 @@ def _build_model(tokenizer: Any, response_template: dict | None) -> _Model:
 # --------------------------------------------------------------------------------------------------------------
 # When SGLang's interpreter hands events out
 # --------------------------------------------------------------------------------------------------------------
-_DELIMITED = ("region_open", "region_close", "region_malformed")
-_CLOSING = ("region_close", "region_malformed")
-
-
 def chunk_text(events: list, fields: tuple) -> str | None:
     """What SGLang's routing (`route_tool_events`, `route_reasoning_events`) makes of `events` when they are
     all ``region_chunk``s (most deltas): the text of the chunks of `fields`, joined; it changes no state for
@@ -231,32 +228,6 @@ def chunk_text(events: list, fields: tuple) -> str | None:
 # field's chunks are reasoning)
 _TOOL_NORMAL = (PASSTHROUGH, THINKING)
 _REASONING_NORMAL = (CONTENT, PASSTHROUGH, TOOLS)
-
-
-def can_grow(template: Any, event: dict) -> bool:
-    """SGLang's `_can_grow` for the delimiter of `event`, a match ending at the end of the text: whether its
-    interpreter holds it until more text (or the end) arrives. `template` is SGLang's loaded template."""
-    if event["start"] == event["end"]:
-        return True
-    field = template.fields[event["field"]]
-    if event["type"] == "region_open":
-        literals, extend = field.open_literals, field.open_literal_can_extend
-    else:
-        literals, extend = field.close_literals, field.close_literal_can_extend
-    return literals is None or extend
-
-
-def edge_split(template: Any, events: list, length: int) -> tuple[list, list]:
-    """`events` (chatparse's, for input text of `length` characters) as (what SGLang's interpreter has handed
-    out, what it still holds): the split falls at the first delimiter event that ends at `length` and can
-    grow, or at the zero-width close reported together with it (an open closes the region before)."""
-    for i, ev in enumerate(events):
-        if ev["type"] in _DELIMITED and ev["end"] == length and can_grow(template, ev):
-            if ev["type"] == "region_open" and i and events[i - 1]["type"] in _CLOSING \
-                    and events[i - 1]["start"] == events[i - 1]["end"] == ev["start"]:
-                i -= 1
-            return events[:i], events[i:]
-    return events, []
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -325,7 +296,7 @@ class _CompiledAdapter(_rt.ResponseTemplateStreamAdapter):
         typed by SGLang's rule."""
         if not self._held:
             for ev in events:
-                if ev["type"] in _DELIMITED:
+                if ev["type"] in DELIMITED:
                     break
             else:  # chunks only (most deltas): nothing to hold, type or track (SGLang's `_track` reads opens
                 return events  # and closes)

@@ -56,6 +56,7 @@ from vllm.tool_parsers import ToolParserManager
 import chatparse
 from chatparse.compiled import compile_template
 from chatparse.integrations import vllm_reasoning as _reasoning
+from chatparse.integrations.edge_timing import CLOSED, DELIMITED, edge_split
 from chatparse.integrations.resolve import Resolution, TemplateNotFound, inner_tokenizer, log_once, resolve
 from chatparse.integrations.vllm_template import (SERVING_TABLES_NAME, serving_template, serving_variant, text_joins,
                                                   vllm_view)
@@ -198,7 +199,7 @@ def _stream_parser(model: _Model, prefix: str, tools):
     if proto is not None or len(cut) > PROTOTYPE_CUT:  # (False: this cut's state reads the tools)
         return binding.parser(prefix=prefix, tools=tools, dialect="vllm")
     proto = binding.parser(prefix=prefix, dialect="vllm")
-    keep = proto._core.usable and not any(ev["type"] in _reasoning.CLOSED for ev in proto.initial_events)
+    keep = proto._core.usable and not any(ev["type"] in CLOSED for ev in proto.initial_events)
     while len(protos) >= PROTOTYPES:
         try:
             del protos[next(iter(protos))]
@@ -220,7 +221,7 @@ class _CompiledStream(_rt._ResponseStream):
 
     Events reach vLLM's routing when vLLM's interpreter would hand them out: a delimiter match that ends at
     the end of the text so far is held until more text comes, as vLLM's `_can_grow` holds it
-    (`vllm_reasoning.edge_split`); chatparse alone would hand some of them out a delta earlier."""
+    (`edge_timing.edge_split`); chatparse alone would hand some of them out a delta earlier."""
 
     def __init__(self, template, *, prefix: str, tools, parse_reasoning: bool, include_reasoning: bool,
                  parse_tools: bool, new_tool_call_id, binding=None, compiled=None, joins=None, model=None) -> None:
@@ -272,9 +273,9 @@ class _CompiledStream(_rt._ResponseStream):
 
     def _as_vllm(self, events: list) -> list:
         """`events`, and those held before, less what vLLM's interpreter would still hold (kept for later)."""
-        if not self._held and not any(ev["type"] in _reasoning.DELIMITED for ev in events):
+        if not self._held and not any(ev["type"] in DELIMITED for ev in events):
             return events
-        handed, self._held = _reasoning.edge_split(self.template, self._held + events, self.parser.input_length)
+        handed, self._held = edge_split(self.template, self._held + events, self.parser.input_length)
         return handed
 
     def feed(self, text: str, *, finished: bool):

@@ -9,7 +9,8 @@ The one thing to reconcile is *when* events are handed out. chatparse hands a de
 continuation can change it; vLLM's interpreter holds a complete match that ends exactly at the end of the
 text so far until one more character arrives: always when the match is zero-width, and otherwise unless it
 is a literal that no other literal of the same field extends (`_can_grow` in
-`vllm.parser.chat_parsing.response_parser`). `edge_split` moves such events
+`vllm.parser.chat_parsing.response_parser`). `edge_split` (`chatparse.integrations.edge_timing`, SGLang's
+interpreter has the same rule) moves such events
 (and the implicit close reported with an open) back to where vLLM reports them: after the end of the text, in
 what its reasoning-end check sees when it feeds a NUL. vLLM's own decision function then reads chatparse's
 events (`reasoning_has_ended`), so the rule it applies is its own.
@@ -25,36 +26,9 @@ from typing import Any, Callable
 
 from vllm.parser import response_template as _rt
 
-DELIMITED = ("region_open", "region_close", "region_malformed")
-_CLOSING = ("region_close", "region_malformed")
-CLOSED = _CLOSING  # the events of a region whose value was stored (or failed to be)
+from chatparse.integrations.edge_timing import CLOSED, DELIMITED, edge_split
+
 CONTINUATION_CHECK = 16  # ids compared to take a call as continuing the previous one
-
-
-def can_grow(template: Any, event: dict) -> bool:
-    """vLLM's `_can_grow` for the delimiter of `event`, a match ending at the end of the text: whether its
-    interpreter holds it until more text (or the end) arrives. `template` is vLLM's loaded template."""
-    if event["start"] == event["end"]:
-        return True
-    field = template.fields[event["field"]]
-    if event["type"] == "region_open":
-        literals, extend = field.open_literals, field.open_literal_can_extend
-    else:
-        literals, extend = field.close_literals, field.close_literal_can_extend
-    return literals is None or extend
-
-
-def edge_split(template: Any, events: list[dict], length: int) -> tuple[list[dict], list[dict]]:
-    """`events` (chatparse's, for input text of `length` characters) as (what vLLM's interpreter has handed
-    out, what it still holds): the split falls at the first delimiter event that ends at `length` and can
-    grow, or at the zero-width close that vLLM reports together with it (an open closes the region before)."""
-    for i, ev in enumerate(events):
-        if ev["type"] in DELIMITED and ev["end"] == length and can_grow(template, ev):
-            if ev["type"] == "region_open" and i and events[i - 1]["type"] in _CLOSING \
-                    and events[i - 1]["start"] == events[i - 1]["end"] == ev["start"]:
-                i -= 1
-            return events[:i], events[i:]
-    return events, []
 
 
 class _EventsView:
@@ -134,7 +108,7 @@ class ReasoningEndTracker:
         for ev in handed:
             if ev["type"] in DELIMITED:
                 self.last = ev
-                if self.closed is None and ev["type"] in _CLOSING and ev["field"] == _rt.THINKING_FIELD:
+                if self.closed is None and ev["type"] in CLOSED and ev["field"] == _rt.THINKING_FIELD:
                     self.closed = ev
 
 
