@@ -601,6 +601,12 @@ class _InertDeltas:
             self._feed_lag()
         return text
 
+    def _leave_inert(self) -> None:
+        """Before the parser is needed again: the lagging deltas fed, the inert path off until `_arm`."""
+        if self._lag:
+            self._feed_lag()
+        self._inert = None
+
     def _feed_lag(self) -> None:
         """Feed the parser the deltas the inert path handed out: its events are one chunk of the text handed
         out (handed out already), and it stays quiet in that region, holding `_run`."""
@@ -697,9 +703,7 @@ class ChatparseToolDetector(_InertDeltas, _rt.ResponseTemplateToolDetector):
                 return out
         if self._passthrough:
             return ToolStreamingParseResult(normal_text=new_text, calls=[])
-        if self._lag:
-            self._feed_lag()
-        self._inert = None
+        self._leave_inert()
         adapter = self._adapter
         if type(adapter) is not _CompiledAdapter:
             return self._emit_streaming_events(adapter.feed(new_text, tools), tools)
@@ -727,9 +731,7 @@ class ChatparseToolDetector(_InertDeltas, _rt.ResponseTemplateToolDetector):
     def finish(self, tools):
         if self._passthrough:
             return ToolStreamingParseResult(normal_text="", calls=[])
-        if self._lag:
-            self._feed_lag()
-        self._inert = None
+        self._leave_inert()
         return super().finish(tools)
 
     def open_call_closer(self, text: str):
@@ -880,9 +882,7 @@ class ChatparseReasoningDetector(_InertDeltas, _rt.ResponseTemplateReasoningDete
         adapter = self._adapter
         if type(adapter) is not _CompiledAdapter or self._force_nonempty_content or not self.stream_reasoning:
             return super().parse_streaming_increment(new_text)
-        if self._lag:
-            self._feed_lag()
-        self._inert = None
+        self._leave_inert()
         # (SGLang's `_record_answer` sets `answer_started` to ``self._constrained and ...``: False on this
         # adapter, which serves only unconstrained requests, as __init__ set it)
         parser = adapter._parser
@@ -908,9 +908,7 @@ class ChatparseReasoningDetector(_InertDeltas, _rt.ResponseTemplateReasoningDete
         return result
 
     def finish(self):
-        if self._lag:
-            self._feed_lag()
-        self._inert = None
+        self._leave_inert()
         return super().finish()
 
 
