@@ -729,9 +729,20 @@ def c_outcomes(loader: Path, files: list) -> list:
                               "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"})
     lines = out.stdout.splitlines()
     if out.returncode != 0 or len(lines) != len(files):
-        crash = f"chatparse-load exit {out.returncode}: {out.stderr[-1500:]}"
-        return [json.loads(x) for x in lines] + [{"crash": crash}] * (len(files) - len(lines))
+        # (every file of the process: a report at exit, such as a leak, comes after every verdict is printed)
+        return [{"crash": f"chatparse-load exit {out.returncode}: {out.stderr[-1500:]}"}] * len(files)
     return [json.loads(x) for x in lines]
+
+
+def python_verdict(data: bytes) -> dict:
+    """The Python loader's verdict on a file, as `c_outcomes` gives C's: {"refused": message} or {"loaded": True}."""
+    from chatparse.runtime.tables.loader import loads
+
+    try:
+        loads(data)
+    except ValueError as e:
+        return {"refused": str(e)}
+    return {"loaded": True}
 
 
 def _same(a, b) -> bool:

@@ -24,7 +24,6 @@ from deps import needs_program
 from native_build import build_native
 
 import table_fuzz as tf
-from chatparse.runtime.tables.loader import loads
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "tests" / "vectors"
@@ -36,22 +35,6 @@ def loader() -> Path:
     return build_native(ROOT / "build" / "native-pytest", ("chatparse-load",)) / "chatparse-load"
 
 
-def _verdicts(loader: Path, files: list) -> list:
-    out = subprocess.run([str(loader), *map(str, files)], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    lines = out.stdout.splitlines()
-    assert len(lines) == len(files), out.stderr[-3000:]
-    return [json.loads(x) for x in lines]
-
-
-def _python_verdict(data: bytes) -> dict:
-    try:
-        loads(data)
-    except ValueError as e:
-        return {"refused": str(e)}
-    return {"loaded": True}
-
-
 def _invalid() -> list:
     return sorted(INVALID.glob("*.json"))
 
@@ -59,7 +42,7 @@ def _invalid() -> list:
 def test_invalid_vectors_are_refused_in_c_with_their_error(loader):
     vectors = [json.loads(p.read_text(encoding="utf-8")) for p in _invalid()]
     assert len(vectors) >= 20
-    got = _verdicts(loader, [INVALID / v["tables"] for v in vectors])
+    got = tf.c_outcomes(loader, [INVALID / v["tables"] for v in vectors])
     wrong = [(v["tables"], g, v["error"]) for v, g in zip(vectors, got) if g != {"refused": v["error"]}]
     assert not wrong, wrong[:5]
 
@@ -89,7 +72,7 @@ def test_vector_runner_fails_a_wrong_vector(tmp_path):
 def test_every_vector_table_loads_in_c(loader):
     files = sorted(VECTORS.glob("*.cpt"))
     assert files
-    got = _verdicts(loader, files)
+    got = tf.c_outcomes(loader, files)
     assert [g for g in got if g != {"loaded": True}] == []
 
 
@@ -108,8 +91,8 @@ def test_truncations_and_bit_flips_get_pythons_verdict(loader, tmp_path):
     for name, b in cases.items():
         (tmp_path / f"{name}.cpt").write_bytes(b)
         files.append(tmp_path / f"{name}.cpt")
-    got = _verdicts(loader, files)
-    want = [_python_verdict(b) for b in cases.values()]
+    got = tf.c_outcomes(loader, files)
+    want = [tf.python_verdict(b) for b in cases.values()]
     assert got == want
 
 
@@ -129,7 +112,7 @@ def test_table_fuzz_c_under_sanitizers(tmp_path):
     """3,000 mutants and every vector table through the loader built with ASan+UBSan (no recovery: a report
     ends the process, which is a crash here). With ``-m slow`` only."""
     asan = build_native(ROOT / "build" / "native-asan", ("chatparse-load",), sanitize=True) / "chatparse-load"
-    assert all(g == {"loaded": True} for g in _verdicts(asan, sorted(VECTORS.glob("*.cpt"))))
+    assert all(g == {"loaded": True} for g in tf.c_outcomes(asan, sorted(VECTORS.glob("*.cpt"))))
     stats = tf.run(seed=41, n=3000, workdir=tmp_path, batch=1500, native=asan)
     assert not stats["crashes"] and not stats["disagreements"], (stats["crashes"] + stats["disagreements"])[:5]
     assert stats["c_refused"] + stats["c_loaded"] == stats["mutants"]

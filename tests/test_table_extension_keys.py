@@ -34,7 +34,6 @@ import regex
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table_fuzz as tf  # noqa: E402
-from chatparse.runtime.tables.loader import loads  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "tests" / "vectors"
@@ -130,14 +129,6 @@ def all_cases(n: int = 0) -> list:
     return out
 
 
-def python_verdict(data: bytes) -> dict:
-    try:
-        loads(data)
-    except ValueError as e:
-        return {"refused": str(e)}
-    return {"loaded": True}
-
-
 def js_verdicts(cases: list, tmp: Path) -> list:
     node = "node"
     for i, (_, data) in enumerate(cases):
@@ -158,17 +149,12 @@ def c_verdicts(cases: list, tmp: Path, loader: Path) -> list:
         if not p.exists():
             p.write_bytes(data)
         files.append(p)
-    verdicts = []
-    for k in range(0, len(files), 2000):
-        out = subprocess.run([str(loader), *map(str, files[k:k + 2000])], capture_output=True, text=True, timeout=1200)
-        assert out.returncode == 0, out.stderr[-3000:]
-        verdicts += [json.loads(x) for x in out.stdout.splitlines()]
-    assert len(verdicts) == len(files)
+    verdicts = tf.c_outcomes(loader, files)
     return [{"loaded": True} if "loaded" in v else v for v in verdicts]
 
 
 def compare(cases: list, loader: Path | None) -> dict:
-    py = [python_verdict(d) for _, d in cases]
+    py = [tf.python_verdict(d) for _, d in cases]
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         js = js_verdicts(cases, tmp)
