@@ -113,21 +113,26 @@ class ScriptedEngine:
                 "finish_reason": {"type": "stop", "matched": self.tokenizer.eos_token_id} if last else None}}
 
 
-def _serve(model_dir: str, parser: str) -> tuple[OpenAIServingChat, ScriptedEngine]:
+def _serve(model_dir: str, parser: str, engine_cls=None) -> tuple[OpenAIServingChat, ScriptedEngine]:
     args = ServerArgs(model_path=model_dir, tool_call_parser=parser, reasoning_parser=parser, device="cpu")
     publish(args, role="test")
-    engine = ScriptedEngine(args)
+    engine = (engine_cls or ScriptedEngine)(args)
     manager = TemplateManager()
     manager.initialize_templates(engine, model_dir)
     return OpenAIServingChat(engine, manager), engine
 
 
 def _request(chat: OpenAIServingChat, *, stream: bool):
-    request = ChatCompletionRequest(model="m", messages=MESSAGES, tools=TOOLS, stream=stream)
+    return serve_request(chat, ChatCompletionRequest(model="m", messages=MESSAGES, tools=TOOLS, stream=stream))
+
+
+def serve_request(chat: OpenAIServingChat, request: ChatCompletionRequest):
+    """`request` through SGLang's chat serving class, read as the `openai` client reads it: a ChatCompletion,
+    or the ChatCompletionChunks of the stream."""
 
     async def run():
         response = await chat.handle_request(request, None)
-        if not stream:  # SGLang's ChatCompletionResponse, which its HTTP route serializes as JSON
+        if not request.stream:  # SGLang's ChatCompletionResponse, which its HTTP route serializes as JSON
             assert not hasattr(response, "body"), response.body  # an error response
             return ChatCompletion.model_validate_json(response.model_dump_json())
         assert type(response).__name__ == "StreamingResponse", response.body

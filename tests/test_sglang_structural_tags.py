@@ -28,7 +28,6 @@ Run in the SGLang venv (.ci/run makes it); elsewhere this file skips, saying so:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 
@@ -189,10 +188,6 @@ def test_sglang_keeps_its_own_tag_where_it_derives_one():
 def served(tmp_path_factory):
     import test_sglang_e2e as e2e
     from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest
-    from sglang.srt.entrypoints.openai.serving_chat import OpenAIServingChat
-    from sglang.srt.parser.template_manager import TemplateManager
-    from sglang.srt.runtime_context import publish
-    from sglang.srt.server_args import ServerArgs
 
     class RecordingEngine(e2e.ScriptedEngine):
         def __init__(self, server_args):
@@ -205,38 +200,13 @@ def served(tmp_path_factory):
                 yield out
 
     model_dir = e2e._model_dir(tmp_path_factory.mktemp("sglang_tags") / "ft-checkpoint", None)
-    args = ServerArgs(model_path=model_dir, tool_call_parser=plugin.NAME, reasoning_parser=plugin.NAME,
-                      device="cpu")
-    publish(args, role="test")
-    engine = RecordingEngine(args)
-    manager = TemplateManager()
-    manager.initialize_templates(engine, model_dir)
-    chat = OpenAIServingChat(engine, manager)
+    chat, engine = e2e._serve(model_dir, plugin.NAME, RecordingEngine)
     out = {"engine": engine, "output": e2e.OUTPUT}
     for stream in (False, True):
         request = ChatCompletionRequest(model="m", messages=e2e.MESSAGES, tools=e2e.TOOLS, tool_choice="required",
                                         stream=stream)
-        out["stream" if stream else "response"] = _served(chat, request)
+        out["stream" if stream else "response"] = e2e.serve_request(chat, request)
     return out
-
-
-def _served(chat, request):
-    from openai.types.chat import ChatCompletion, ChatCompletionChunk
-
-    async def run():
-        response = await chat.handle_request(request, None)
-        if not request.stream:
-            assert not hasattr(response, "body"), response.body  # an error response
-            return ChatCompletion.model_validate_json(response.model_dump_json())
-        assert type(response).__name__ == "StreamingResponse", response.body
-        chunks = []
-        async for piece in response.body_iterator:
-            for line in (piece.decode() if isinstance(piece, bytes) else piece).splitlines():
-                if line.startswith("data: ") and line != "data: [DONE]":
-                    chunks.append(ChatCompletionChunk.model_validate_json(line[len("data: "):]))
-        return chunks
-
-    return asyncio.run(run())
 
 
 def test_served_required_choice_gets_the_plugins_tag(served):
