@@ -40,6 +40,7 @@ PROGRAMS = {
     "bash": "bash: apt-get install bash",
     "cmake": "CMake, for the C runtime (native/): apt-get install cmake",
     "pkg-config": "pkg-config, for the C runtime's PCRE2 (native/): apt-get install pkg-config",
+    "cargo": "Rust's cargo, for the C runtime's Rust example (native/examples/rust): apt-get install cargo",
 }
 # C libraries (pkg-config names) the C runtime builds against, and how to get them
 LIBRARIES = {"libpcre2-8": "PCRE2, for the C runtime (native/): apt-get install libpcre2-dev"}
