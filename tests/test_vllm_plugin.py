@@ -345,3 +345,42 @@ def test_plugin_loads_the_serving_tables_beside_the_tokenizer(tmp_path, caplog):
         stale = _parser(plugin.NAME, other, None)
     assert "template hash mismatch" in caplog.text
     assert "tokens" not in stale._compiled.raw_tables
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Text deltas built without validation (`vllm_delta`)
+# --------------------------------------------------------------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from vllm.entrypoints.generate.base.protocol import DeltaMessage  # noqa: E402
+
+from chatparse.integrations import vllm_delta  # noqa: E402
+
+
+def test_the_direct_text_deltas_are_in_use_with_the_tested_pydantic():
+    """With the pydantic that vLLM 0.33.0 installs, the import-time check accepts the direct construction (else
+    the plugin silently runs the slower validated one, which is correct but loses its per-delta speed)."""
+    assert vllm_delta.FAST
+    assert vllm_delta.content_delta is not vllm_delta._VALIDATED[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=st.none() | st.text(), reasoning=st.none() | st.text())
+def test_text_deltas_equal_vllms_validated_ones(content, reasoning):
+    """Every text delta the plugin builds equals the one vLLM's ``DeltaMessage(...)`` validates from the same
+    fields, compared as the server uses it: equality, both JSON forms, the fields set, a copy, and one
+    attribute assigned afterwards (as vLLM's stream processor assigns ``tool_calls``)."""
+    given_ = {name: value for name, value in (("reasoning", reasoning), ("content", content)) if value is not None}
+    built = [vllm_delta.text_delta(content, reasoning)]
+    if reasoning is None and content is not None:
+        built.append(vllm_delta.content_delta(content))
+    if content is None and reasoning is not None:
+        built.append(vllm_delta.reasoning_delta(reasoning))
+    for got in built:
+        expected = DeltaMessage(**given_)
+        assert type(got) is DeltaMessage and got == expected
+        assert got.model_dump_json(exclude_unset=True) == expected.model_dump_json(exclude_unset=True)
+        assert got.model_dump_json() == expected.model_dump_json() and got.model_fields_set == expected.model_fields_set
+        assert got.model_copy(deep=True) == expected.model_copy(deep=True)
+        got.tool_calls, expected.tool_calls = [], []
+        assert got.model_fields_set == expected.model_fields_set and got == expected

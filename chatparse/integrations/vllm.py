@@ -57,6 +57,7 @@ import chatparse
 from chatparse.compiled import compile_template
 from chatparse.integrations import vllm_reasoning as _reasoning
 from chatparse.integrations.edge_timing import CLOSED, DELIMITED, edge_split
+from chatparse.integrations.vllm_delta import content_delta, reasoning_delta, text_delta
 from chatparse.integrations.resolve import Resolution, TemplateNotFound, inner_tokenizer, log_once, resolve
 from chatparse.integrations.vllm_template import (SERVING_TABLES_NAME, serving_template, serving_variant, text_joins,
                                                   vllm_view)
@@ -213,6 +214,28 @@ def _stream_parser(model: _Model, prefix: str, tools):
 # One generation
 # --------------------------------------------------------------------------------------------------------------
 _ROUTE = object()  # `_CompiledStream._chunks_delta`: these events take vLLM's routing
+_CONTENT, _REASONING = "content", "reasoning"  # the delta field a region's text goes to
+
+
+def _destinations(*, parse_reasoning: bool, include_reasoning: bool, parse_tools: bool) -> dict:
+    """Region field -> the delta field its text streams in (`_CONTENT`, `_REASONING`; a field not in the
+    map streams nowhere), as vLLM's `_ResponseStream._route` sends a region's chunks: tool-call text is
+    content where tools are not parsed, reasoning is content where it is not parsed and dropped where it is
+    parsed but not included."""
+    return {_rt.TOOL_FIELD: None if parse_tools else _CONTENT, _rt.CONTENT_FIELD: _CONTENT,
+            _rt.THINKING_FIELD: (_REASONING if include_reasoning else None) if parse_reasoning else _CONTENT}
+
+
+class _Delta(_rt._DeltaBuilder):
+    """vLLM's `_DeltaBuilder`, building a text-only delta with `vllm_delta.text_delta` (equal to vLLM's)."""
+
+    def build(self):
+        if self.tool_calls:
+            return super().build()
+        reasoning, content = "".join(self.reasoning), "".join(self.content)
+        if reasoning:
+            return text_delta(content or None, reasoning)
+        return content_delta(content) if content else None
 
 
 class _CompiledStream(_rt._ResponseStream):
@@ -246,6 +269,8 @@ class _CompiledStream(_rt._ResponseStream):
         self._finalized = False
         self._open_region = None
         self._held: list = []
+        self._dest = _destinations(parse_reasoning=parse_reasoning, include_reasoning=include_reasoning,
+                                   parse_tools=parse_tools)
         self._track(self._as_vllm(self.parser.initial_events))
 
     def _route(self, events, delta) -> None:
@@ -281,7 +306,7 @@ class _CompiledStream(_rt._ResponseStream):
     def feed(self, text: str, *, finished: bool):
         if self._finalized:
             return None
-        delta = _rt._DeltaBuilder()
+        delta = _Delta()
         self._route(self._track(self._as_vllm(self.parser.feed(text))), delta)
         if finished:
             self._finish(delta)
@@ -293,6 +318,19 @@ class _CompiledStream(_rt._ResponseStream):
         last id is fed only where the characters vLLM has shown (`_shown`) outrun what the other ids gave (fed
         anyway, ``<|im_end|>`` would end up in an open reasoning region or break an open tool call)."""
         self._shown += len(text)
+        if len(token_ids) == 1 and not finished and self.by_ids and not self._held and not self._finalized:
+            parser = self.parser
+            chunk = parser.feed_inert(token_ids[0])
+            if chunk is not None:  # (fed: one chunk of the open field; the delta `_chunks_delta` would build)
+                to = self._dest.get(parser.open_field)
+                if to is _CONTENT:
+                    return content_delta(chunk) if chunk else None
+                if to is _REASONING:
+                    return reasoning_delta(chunk) if chunk else None
+                if to is None:
+                    return None
+                return self._chunks_delta([{"type": "region_chunk", "field": parser.open_field, "text": chunk}])
+            return self._quick(parser.feed_tokens(token_ids[0]))
         if not self.by_ids or (text and not token_ids):
             return self.feed(text, finished=finished)
         if self._finalized:
@@ -302,47 +340,46 @@ class _CompiledStream(_rt._ResponseStream):
             events = self.parser.feed_tokens(ids[:-1]) if len(ids) > 1 else []
             if self.parser.input_length - self._prefix_end < self._shown:
                 events += self.parser.feed_tokens(ids[-1])
-            delta = _rt._DeltaBuilder()
+            delta = _Delta()
             self._route(self._track(self._as_vllm(events)), delta)
             self._finish(delta)
             return delta.build()
         # one id as an int: the token tables' inline path (a list takes the general one)
-        events = self.parser.feed_tokens(token_ids[0] if len(token_ids) == 1 else list(token_ids))
+        return self._quick(self.parser.feed_tokens(token_ids[0] if len(token_ids) == 1 else list(token_ids)))
+
+    def _quick(self, events: list):
+        """The delta of `events` (`_chunks_delta`'s where it applies, else through vLLM's routing)."""
         if not self._held:
             quick = self._chunks_delta(events)
             if quick is not _ROUTE:
                 return quick
-        delta = _rt._DeltaBuilder()
+        delta = _Delta()
         self._route(self._track(self._as_vllm(events)), delta)
         return delta.build()
 
     def _chunks_delta(self, events: list):
         """The delta of `events` where they are region chunks only (most deltas) and nothing is held: what
         `_as_vllm`, `_track`, `_route` and ``_DeltaBuilder.build`` give for them (those hand chunks on
-        unchanged, track no region and hold nothing), built directly; `_ROUTE` for any other event, or a
-        chunk whose text a join would change, which take that path."""
+        unchanged, track no region and hold nothing), built directly (`vllm_delta.text_delta`); `_ROUTE` for
+        any other event, or a chunk whose text a join would change, which take that path."""
         reasoning = content = ""
-        joins = self.joins
+        joins, dest = self.joins, self._dest
         for ev in events:
             if ev["type"] != "region_chunk":
                 return _ROUTE
             field, text = ev["field"], ev["text"]
-            if field in joins and text.strip():
+            if joins and field in joins and text.strip():
                 if self._segments.get(field) == "pending":
                     return _ROUTE  # (the join goes before this text: `_joined`)
                 self._segments[field] = "seen"  # (as `_joined` would set it; idempotent if routed after all)
-            if field == _rt.TOOL_FIELD:
-                if not self.parse_tools:
-                    content += text
-            elif field == _rt.THINKING_FIELD and self.parse_reasoning:
-                if self.include_reasoning:
-                    reasoning += text
-            elif field == _rt.THINKING_FIELD or field == _rt.CONTENT_FIELD:
+            to = dest.get(field)
+            if to is _CONTENT:
                 content += text
+            elif to is _REASONING:
+                reasoning += text
         if reasoning:
-            return _rt.DeltaMessage(reasoning=reasoning, content=content) if content else \
-                _rt.DeltaMessage(reasoning=reasoning)
-        return _rt.DeltaMessage(content=content) if content else None
+            return text_delta(content or None, reasoning)
+        return content_delta(content) if content else None
 
     def _finish(self, delta) -> None:
         self._finalized = True
@@ -554,6 +591,10 @@ class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
 
     def parse_delta(self, delta_text: str, delta_token_ids: list[int], request, prompt_token_ids=None, *,
                     finished: bool):
+        stream = self._stream
+        if stream is not None and (prompt_token_ids is None or self._prompt_token_ids is not None):
+            # (vLLM's steps below change nothing once the stream is made and the prompt ids are set)
+            return stream.feed_ids(delta_token_ids or (), delta_text, finished=finished)
         self._initialize_history_tool_call_cnt(request)
         if self._prompt_token_ids is None and prompt_token_ids is not None:
             self.set_prompt_token_ids(prompt_token_ids)

@@ -279,6 +279,24 @@ class TokenParser:
         self._tail_append(s)
         return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
 
+    def feed_inert(self, token_id: int) -> str | None:
+        """Feed `token_id` if it is inert here (its text streams as one chunk of the open region, `open_field`,
+        and nothing else happens) and return that text; else feed nothing and return None (`feed_tokens`
+        then feeds it). For a caller that builds its own output from the chunk: ``feed_inert(i)`` returning
+        ``t`` is exactly ``feed_tokens(i)`` returning ``[region_chunk(open_field, t)]``, without the event."""
+        try:
+            s = self._tab[token_id]
+        except (TypeError, IndexError):
+            return None
+        if s is not None:
+            self._tail_append(s)
+        return s
+
+    @property
+    def open_field(self) -> str | None:
+        """The field whose region the next inert token's text streams in (see `feed_inert`)."""
+        return self._fname
+
     def feed(self, text: str) -> list[dict]:
         """Feed decoded text instead of ids (as `chatparse.ResponseParser.feed`), e.g. text a tool inserted.
         Refused while bytes of a split character are held (the text would land inside that character)."""
