@@ -8,6 +8,7 @@ Tokenizers are trained here offline (tests/token_support.py).
 
 from __future__ import annotations
 
+import functools
 import random
 
 import numpy as np
@@ -128,6 +129,76 @@ def test_prefix_ids_equal_text_prefix(toks):
         p = b.parser(prefix_ids=pids, tools=tools)
         r = chatparse.ResponseParser(template, prefix=decode(tok, pids), tools=tools)
         assert p.initial_events == r.initial_events
+
+
+@functools.lru_cache(maxsize=1)
+def _metaspace():
+    from token_support import metaspace_tokenizer
+
+    return metaspace_tokenizer(300)
+
+
+_PROMPT_TEMPLATES = ("qwen3", "gpt_oss", "gemma4", "mistral_v11", "llama3_json", "glm45", "deepseek_v31")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_prompt_text_is_the_cut_of_the_whole_decode(toks, data):
+    """`TokenBinding.prompt_text` (what the vLLM plugin passes as a request's prefix, decoding long prompts from
+    the end) is exactly the cut prefix of the tokenizer's own decode where the anchor is literal, and the whole
+    decode where it is a pattern: on long conversations of anchors, other delimiters, multi-byte text, bytes
+    of split characters and random ids, with every kind of tokenizer here (byte-level, byte fallback with a
+    stripped first space, with the delimiters as special tokens and without; Metaspace, whose first token
+    drops its space), so that the windows it decodes
+    start at every kind of token boundary."""
+    tokname = data.draw(st.sampled_from(sorted(toks) + ["metaspace"]), label="tokenizer")
+    tok = toks[tokname] if tokname in toks else _metaspace()
+    name = data.draw(st.sampled_from(_PROMPT_TEMPLATES), label="template")
+    b = bind(templates.get(name), tok)
+    tables = b.compiled.tables
+    anchors = list(tables.template["start_anchor"].get("literals", ["<|im_start|>assistant", "<|assistant|>"]))
+    pieces = anchors + ["<|im_end|>", "<think>", "</think>", "\n", " ", "  ", "😀", "中文", "é", "hello world",
+                        "▁x", "<0x41>", '{"a": 1}']
+    part = st.lists(st.sampled_from(pieces) | st.text(max_size=12), min_size=1, max_size=30)
+    turn, last = data.draw(part, label="turn"), data.draw(part, label="last turn")
+    turns = data.draw(st.integers(1, 80), label="turns")
+    rng = random.Random(data.draw(st.integers(0, 2**16), label="seed"))
+    text = "".join(turn) * turns + "".join(last)
+    if tokname == "metaspace":  # (a Unigram model without byte fallback: only the characters it has)
+        known = set("".join(tok.get_vocab()))
+        text = "".join(c for c in text if c in known or c == " ")
+    ids = tok.encode(text).ids
+    if rng.random() < 0.5:
+        ids = split_into_bytes(tok, ids, rng)
+    if rng.random() < 0.5:
+        ids = mutate(tok, ids, rng, n=8)
+    whole = decode(tok, ids)
+    got = b.prompt_text(ids)
+    if tables.anchor_literals is None:
+        assert got == whole
+    else:
+        assert got == tables.cut_prefix(whole, log=False)
+    assert tables.cut_prefix(got, log=False) == tables.cut_prefix(whole, log=False)
+
+
+def test_prompt_text_decodes_only_the_last_turn(toks):
+    """A long conversation's prompt is decoded from its last turn only (the point of `prompt_text`): the
+    decode calls see at most a few windows' worth of ids, however long the conversation before."""
+    from chatparse.runtime.tokens import binding as binding_mod
+
+    tok = toks["bl-special"]
+    b = bind(templates.get("qwen3"), tok)
+    turn = "<|im_start|>user\nhello world 中文 😀<|im_end|>\n<|im_start|>assistant\nthe weather is sunny<|im_end|>\n"
+    ids = tok.encode(turn * 300 + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n").ids
+    seen = []
+    real = binding_mod._decode_all
+    binding_mod._decode_all = lambda vocab, part: seen.append(len(part)) or real(vocab, part)
+    try:
+        got = b.prompt_text(ids)
+    finally:
+        binding_mod._decode_all = real
+    assert got == b.compiled.tables.cut_prefix(decode(tok, ids), log=False) == "<think>\n"
+    assert len(ids) > 5_000 and seen and max(seen) <= binding_mod.TAIL_IDS
 
 
 def test_multi_token_feeds(toks):

@@ -299,8 +299,10 @@ def test_tool_dicts_give_what_vllms_conversion_gives_argument_typing():
 
 
 def test_prompt_decoded_by_the_tables_is_vllms_decode():
-    """The plugin decodes the prompt with the token tables (`set_prompt_token_ids`); for every family's
-    tokenizer and corpus prompt that is vLLM's own `_decode` of the ids."""
+    """The plugin decodes the prompt with the token tables (`set_prompt_token_ids`, `TokenBinding.prompt_text`);
+    for every family's tokenizer and corpus prompt that is vLLM's own `_decode` of the ids, cut after its last
+    start anchor where the anchor is literal (all a parser's state depends on), and after a long conversation
+    before it too."""
     from bench import vllm_families as vf
 
     for family in sorted(vf.HANDWRITTEN):
@@ -308,10 +310,15 @@ def test_prompt_decoded_by_the_tables_is_vllms_decode():
             continue
         tok = vf.family_tokenizer(family)
         parser = _parser_cls(tok)(tok)
+        tables = parser._compiled.tables
         for case in vf.corpus(family):
-            ids = tok.encode(case["prefix"], add_special_tokens=False)
-            parser.set_prompt_token_ids(ids)
-            assert parser._prefix == rt._decode(tok, ids), (family, case["id"])
+            for earlier in ("", case["prefix"] + case["output"] + " tout à fait 😀\n" * 40):
+                ids = tok.encode(earlier + case["prefix"], add_special_tokens=False)
+                parser.set_prompt_token_ids(ids)
+                whole = rt._decode(tok, ids)
+                want = whole if tables.anchor_literals is None else tables.cut_prefix(whole, log=False)
+                assert parser._prefix == want, (family, case["id"], bool(earlier))
+                assert tables.cut_prefix(parser._prefix, log=False) == tables.cut_prefix(whole, log=False)
 
 
 def test_requests_forked_from_one_prototype_do_not_see_each_others_events(tokenizer_object, monkeypatch):

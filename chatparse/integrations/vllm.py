@@ -565,14 +565,15 @@ class CompiledResponseTemplateParser(_rt.ResponseTemplateParser):
 
     def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
         """vLLM's, with the prompt decoded by the token tables where they decode as vLLM's `_decode` does (no
-        clean-up of spaces: a third of the cost of the tokenizer's decode, paid once per request)."""
+        clean-up of spaces), and only its last turn where the start anchor is literal
+        (`TokenBinding.prompt_text`): the cost per request does not grow with the conversation before it."""
         prompt_token_ids = list(prompt_token_ids)
         if prompt_token_ids == self._prompt_token_ids:
             return
         self._prompt_token_ids = prompt_token_ids
         binding = self._binding
         if binding is not None and not binding.vocab.cleanup:
-            self._prefix = binding.decode(prompt_token_ids)
+            self._prefix = binding.prompt_text(prompt_token_ids)
         else:
             self._prefix = _rt._decode(self.model_tokenizer, prompt_token_ids)
         self._stream = None

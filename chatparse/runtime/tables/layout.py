@@ -493,22 +493,27 @@ class Tables:
     def cut_prefix(self, prefix: str, log: bool = True) -> str:
         """The part of `prefix` after the last (non-overlapping) start-anchor match; all of it if none (said in
         the log unless `log` is False: a caller that only looks the cut up, and logs when it parses)."""
-        last = None
-        if self.anchor_literals is not None:
-            # occurrences cannot overlap or nest, so every one is a match and the last ends furthest
-            for s in self.anchor_literals:
-                i = prefix.rfind(s)
-                if i >= 0 and (last is None or i + len(s) > last):
-                    last = i + len(s)
-        else:
-            for m in self.anchor_rx.finditer(prefix):
-                last = m.end()
+        last = self.last_anchor_end(prefix)
         if last is None:
             if log:
                 logger.info("response_template defines %s but the anchor was not found in the prefix; "
                             "the parser will process the entire prefix instead.", self.anchor_kind)
             return prefix
         return prefix[last:]
+
+    def last_anchor_end(self, text: str) -> int | None:
+        """Where the last (non-overlapping) start-anchor match in `text` ends; None if there is none."""
+        last = None
+        if self.anchor_literals is not None:
+            # occurrences cannot overlap or nest, so every one is a match and the last ends furthest
+            for s in self.anchor_literals:
+                i = text.rfind(s)
+                if i >= 0 and (last is None or i + len(s) > last):
+                    last = i + len(s)
+        else:
+            for m in self.anchor_rx.finditer(text):
+                last = m.end()
+        return last
 
 
 def _occur_apart(literals: list) -> bool:

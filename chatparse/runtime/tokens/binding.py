@@ -34,7 +34,7 @@ from ..values.args import check_tools
 from ..values.coerce import tool_params
 from ..stream.dialect import resolve
 from ..stream.parser import StreamParser, raise_malformed
-from .decode import _decode_all, _ids_list
+from .decode import _decode_all, _ids_list, _suffix_start
 from .tables import LoadedVocab, TokenTablesBase, _whole_delimiter
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from .streams import TokenStreams
 
 __all__ = ["TokenBinding", "binding_from_data", "token_binding", "parse_tokens", "parse_tokens_batch"]
+
+TAIL_IDS = 64  # `TokenBinding.prompt_text`: the ids decoded first, from the end of the prompt
 
 _PREFIX_REQUIRED = (
     "`TokenParser`/`parse_tokens` requires `prefix` or `prefix_ids` (the chat prompt sent to the model before "
@@ -91,6 +93,36 @@ class TokenBinding:
     def decode(self, ids) -> str:
         """The tokenizer's decode of `ids` (the text the parser sees)."""
         return _decode_all(self.vocab, _ids_list(ids, self.vocab.size))
+
+    def prompt_text(self, ids) -> str:
+        """A prompt given as ids, as the text to pass as a parser's `prefix`: where the start anchor is a set of
+        literals, only the cut prefix (the text after the last anchor, all a parser's state depends on, and
+        which cutting again leaves as it is), decoding only the ids after that anchor; else the whole decode.
+        Either way a parser given it is in the state ``prefix=self.decode(ids)`` gives.
+
+        The ids are decoded from the end: the last `TAIL_IDS` first, then 4 times as many, until the anchor
+        is in their text or all are decoded. What a server pays per request for a long prompt is then the
+        length of its last turn, not of the whole conversation. Exact: each window starts where its text is
+        the end of the whole text (`decode._suffix_start`), and the literals' occurrences cannot overlap, so
+        the last one in the window is the last one in all. The ids are range-checked as they are decoded, so
+        an id before the last anchor is never read (in a list; an array is checked whole)."""
+        vocab, tables = self.vocab, self.compiled.tables
+        if tables.anchor_literals is None or type(ids) is not list:
+            ids = _ids_list(ids, vocab.size)
+            if tables.anchor_literals is None:
+                return _decode_all(vocab, ids)
+        n = len(ids)
+        width = TAIL_IDS
+        while width < n:
+            j = _suffix_start(vocab, ids, n - width)
+            if j is None:
+                break
+            text = _decode_all(vocab, _ids_list(ids[j:], vocab.size))
+            end = tables.last_anchor_end(text)
+            if end is not None:
+                return text[end:]
+            width *= 4
+        return tables.cut_prefix(_decode_all(vocab, _ids_list(ids, vocab.size)), log=False)
 
     def parser(self, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False,
                dialect=None, offsets: bool | None = None, malformed: str | None = None) -> "TokenParser":

@@ -366,3 +366,36 @@ def _decode_all(vocab, ids: list) -> str:
         if None not in parts:
             return "".join(parts)
     return vocab.decode(ids)
+
+
+def _suffix_start(vocab, ids: list, k: int, lookback: int = 16) -> int | None:
+    """An index ``j`` in ``(k - lookback, k]``, ``j >= 1``, such that ``vocab.decode(ids[j:])`` is exactly the
+    end of ``vocab.decode(ids)`` (so that a text search over the end of a long sequence need not decode the
+    rest); None if no such index is found there.
+
+    Decoding is per token (`VocabBase.decode`), so the texts differ only where the window's first token is
+    treated as a first token, or continues what came before. Hence ``ids[j]`` must be a token that is not
+    skipped, begins a character on its own (bytes: its first byte is not a UTF-8 continuation byte; pieces:
+    it is not a ``<0xXX>`` byte token, which would join the run before it), has no first-token text of its own
+    (Metaspace's ``first_text``), and does not begin with the character the decoder strips from the start of
+    the text (``strip_start``). Not with transformers' clean-up (it rewrites across token boundaries)."""
+    if vocab.cleanup:
+        return None
+    skip, strip, size = vocab.skip, vocab.strip_char if vocab.strip_start else None, vocab.size
+    for j in range(k, max(0, k - lookback), -1):
+        i = ids[j]
+        if type(i) is not int or not 0 <= i < size:
+            return None  # (not checked yet: the caller's whole decode raises the error)
+        if skip[i]:
+            continue
+        if vocab.kind == "bytes":
+            b = vocab.tok_bytes[i]
+            if b and (b[0] & 0xC0) != 0x80 and (strip is None or not b.decode("utf-8", "replace").startswith(strip)):
+                return j
+        else:
+            t = vocab.tok_text[i]
+            if (vocab.byte_val_list[i] < 0 and t and vocab.first_text.get(i, t) == t
+                    and (strip is None or t[0] != strip)):
+                return j
+    return None
+
