@@ -130,9 +130,13 @@ def _answer(side: _Side) -> list:
 
 
 def long_prompt(side: _Side) -> list[int]:
-    """The side's prompt after a conversation of about `LONG_PROMPT` tokens (prose turns before it)."""
+    """The side's prompt after a conversation of about `LONG_PROMPT` tokens: prose turns, then the template's
+    start anchor where it is a literal (as a chat template renders it before the answer; the case's prefix
+    is what follows it), then the prompt."""
+    anchor = vf._served_template(side.family).get("start_anchor", "")  # (a pattern: none added)
+    anchor = anchor[0] if isinstance(anchor, list) else anchor
     turn = vf.encode(side.tok, prose(random.Random(side.family), 4 * LONG_PROMPT))[:LONG_PROMPT]
-    return turn + side.prompt_ids
+    return turn + vf.encode(side.tok, anchor) + side.prompt_ids
 
 
 def per_request(sides: list, repeat: int) -> list[tuple[float, float, float]]:

@@ -100,29 +100,32 @@ class TokenBinding:
         which cutting again leaves as it is), decoding only the ids after that anchor; else the whole decode.
         Either way a parser given it is in the state ``prefix=self.decode(ids)`` gives.
 
-        The ids are decoded from the end: the last `TAIL_IDS` first, then 4 times as many, until the anchor
-        is in their text or all are decoded. What a server pays per request for a long prompt is then the
-        length of its last turn, not of the whole conversation. Exact: each window starts where its text is
-        the end of the whole text (`decode._suffix_start`), and the literals' occurrences cannot overlap, so
-        the last one in the window is the last one in all. The ids are range-checked as they are decoded, so
+        The ids are decoded from the end, a window at a time: the last `TAIL_IDS`, then back to 4 times as
+        many, and so on, each window's text put before the text decoded so far, until the anchor is in it or
+        all is decoded (a prompt without the anchor costs one whole decode, as before). What a server pays
+        per request for a long prompt is then the length of its last turn, not of the whole conversation.
+        Exact: each window starts where its text is the end of the whole text (`decode._suffix_start`), so
+        the pieces join to the whole text's end, and the literals' occurrences cannot overlap, so the last one
+        in the text so far is the last one in all. The ids are range-checked as they are decoded, so
         an id before the last anchor is never read (in a list; an array is checked whole)."""
         vocab, tables = self.vocab, self.compiled.tables
         if tables.anchor_literals is None or type(ids) is not list:
             ids = _ids_list(ids, vocab.size)
             if tables.anchor_literals is None:
                 return _decode_all(vocab, ids)
-        n = len(ids)
-        width = TAIL_IDS
-        while width < n:
-            j = _suffix_start(vocab, ids, n - width)
-            if j is None:
-                break
-            text = _decode_all(vocab, _ids_list(ids[j:], vocab.size))
+        size = vocab.size
+        text, hi, width = "", len(ids), TAIL_IDS
+        while hi:
+            lo = _suffix_start(vocab, ids, len(ids) - width) if width < len(ids) else None
+            if not lo or lo >= hi:
+                lo = 0  # (no clean boundary found there: the rest, whole)
+            text = _decode_all(vocab, _ids_list(ids[lo:hi], size)) + text
+            hi = lo
             end = tables.last_anchor_end(text)
             if end is not None:
                 return text[end:]
             width *= 4
-        return tables.cut_prefix(_decode_all(vocab, _ids_list(ids, vocab.size)), log=False)
+        return text
 
     def parser(self, *, prefix: str | None = None, prefix_ids=None, tools=None, spans: bool = False,
                dialect=None, offsets: bool | None = None, malformed: str | None = None) -> "TokenParser":
