@@ -318,8 +318,9 @@ class StreamParser:
         if not text or self.stalled:
             return []
         sc = self.scanner
-        if (not sc.attempts and sc.scan == sc.end and sc.end and self.json_end is None
-                and sc.mode.skip_to(text, 0) == len(text)):
+        if not sc.attempts and sc.scan == sc.end and sc.end and sc.mode.skip_to(text, 0) == len(text):
+            if self.json_end is not None:
+                return self._guarded(self._json_plain_step, text)
             # Fast path: nothing is pending and no character of `text` can begin a delimiter, so all of it is
             # region text. The scanner keeps only the few characters of history a later decision may read.
             end = sc.end = sc.end + len(text)
@@ -347,6 +348,27 @@ class StreamParser:
     def _feed_step(self, events: list, text: str) -> None:
         self.scanner.push(text)
         self._process(events, eos=False)
+
+    def _json_plain_step(self, events: list, text: str) -> None:
+        """`_feed_step` in a close_json_end region for `text` in which no character can begin a delimiter,
+        with nothing pending before it (the caller checked both, as for `feed`'s fast path): the JSON tracker
+        reads `text`; while the value has not ended, the step `_process` takes is known (the scanner's search
+        finds nothing and holds nothing, `_decide_json_end` decides nothing), so it is taken directly: the text
+        up to what the tracker holds (`JsonEnd.hold`) is region text. Where the value ended in `text`,
+        `_process` runs (the tracker has read it already and reads nothing twice)."""
+        sc = self.scanner
+        sc.push(text)
+        je = self.json_end
+        je.advance(sc.text, sc.base, sc.end)
+        if je.end >= 0:
+            self._process(events, eos=False)
+            return
+        sc.stop = je.end  # (what `_decide_json_end` leaves: no end known)
+        upto = sc.scan = sc.end
+        hold = je.hold()
+        if 0 <= hold < upto:
+            upto = hold
+        self._text(sc.take(upto), events)
 
     def feed_plain(self, text: str) -> list[dict]:
         """`feed(text)` for `text` known to hold no delimiter and to leave no attempt pending: every attempt
