@@ -14,7 +14,7 @@ import random
 import numpy as np
 import pytest
 from deps import need
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 need("tokenizers")
@@ -145,8 +145,8 @@ _PROMPT_TEMPLATES = ("qwen3", "gpt_oss", "gemma4", "mistral_v11", "llama3_json",
 @given(data=st.data())
 def test_prompt_text_is_the_cut_of_the_whole_decode(toks, data):
     """`TokenBinding.prompt_text` (what the vLLM plugin passes as a request's prefix, decoding long prompts from
-    the end) is exactly the cut prefix of the tokenizer's own decode where the anchor is literal, and the whole
-    decode where it is a pattern: on long conversations of anchors, other delimiters, multi-byte text, bytes
+    the end) is exactly the cut prefix of the tokenizer's own decode where the anchor is literal, and an end of
+    that decode with the same cut prefix where it is a pattern: on long conversations of anchors, other delimiters, multi-byte text, bytes
     of split characters and random ids, with every kind of tokenizer here (byte-level, byte fallback with a
     stripped first space, with the delimiters as special tokens and without; Metaspace, whose first token
     drops its space), so that the windows it decodes
@@ -175,10 +175,49 @@ def test_prompt_text_is_the_cut_of_the_whole_decode(toks, data):
     whole = decode(tok, ids)
     got = b.prompt_text(ids)
     if tables.anchor_literals is None:
-        assert got == whole
+        assert whole.endswith(got)
     else:
         assert got == tables.cut_prefix(whole, log=False)
     assert tables.cut_prefix(got, log=False) == tables.cut_prefix(whole, log=False)
+
+
+_ANCHOR_PIECES = ["ab", "a", "b", "a+", "b?", "(?:ab|b)", "(?:ba)?", "x{1,3}", "(?=a)", "\\bb", "(?:a|ab)", "c",
+                  "[ab]", "^a", "a$", "(?:xa)*", ".b"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(pieces=st.lists(st.sampled_from(_ANCHOR_PIECES), min_size=1, max_size=4),
+       literals=st.none() | st.lists(st.text(alphabet="abx", min_size=1, max_size=3), min_size=1, max_size=3),
+       text=st.lists(st.sampled_from(["a", "b", "ab", "ba", "aab", "xa", "x", "c", " ", "\n", "cc"]),
+                     max_size=120).map("".join), cut=st.integers(0, 100))
+def test_a_tail_shows_the_last_anchor_match_only_when_it_is_the_whole_texts(pieces, literals, text, cut):
+    """`Tables.tail_anchor_end` on an end of a text answers, when it answers, where the whole text's last
+    start-anchor match ends (what `prompt_text` relies on to stop decoding), for generated patterns with
+    overlapping, optional, repeated, look-ahead, word-boundary and anchored parts, and for literal sets
+    (overlapping ones included, which take the pattern path)."""
+    anchor = {"start_anchor": sorted(set(literals))} if literals else {"start_anchor_pattern": "".join(pieces)}
+    try:
+        tables = chatparse.compile_template({**anchor, "fields": {"content": {}}}).tables
+    except ValueError:
+        assume(False)
+    tail = text[min(cut, len(text) // 2):]
+    got = tables.tail_anchor_end(tail)
+    if got is not None:
+        assert len(text) - len(tail) + got == tables.last_anchor_end(text), (anchor, text, tail)
+
+
+def test_a_tail_shows_the_bundled_pattern_anchors():
+    """The bounded bundled pattern anchors are found in a conversation's last turn (so `prompt_text` stops
+    there); glm45's (``\\s*`` makes it unbounded) is not, and costs the whole decode as before."""
+    for name, found in (("deepseek_v31", True), ("minimax_m1", True), ("glm45", False)):
+        tables = chatparse.compile_template(templates.get(name)).tables
+        anchor = {"deepseek_v31": "<｜Assistant｜>", "minimax_m1": "ai name=MiniMax AI\n", "glm45": "<|assistant|>"}[name]
+        text = ("hello world " * 50 + anchor + "answer ") * 3 + anchor
+        tail = text[-200:]
+        got = tables.tail_anchor_end(tail)
+        assert (got is not None) == found, name
+        if found:
+            assert len(text) - len(tail) + got == tables.last_anchor_end(text) == len(text)
 
 
 def test_prompt_text_decodes_only_the_last_turn(toks):

@@ -489,6 +489,8 @@ class Tables:
             src = anchor["pattern"]
             self.anchor_kind = "start_anchor_pattern"
         self.anchor_rx = regex.compile(src, regex.DOTALL)
+        # (`tail_anchor_end`: a pattern's widest match; None where unbounded, or where it may look behind)
+        self.anchor_width = None if "(?<" in src else _max_width(src)
 
     def cut_prefix(self, prefix: str, log: bool = True) -> str:
         """The part of `prefix` after the last (non-overlapping) start-anchor match; all of it if none (said in
@@ -514,6 +516,38 @@ class Tables:
             for m in self.anchor_rx.finditer(text):
                 last = m.end()
         return last
+
+    def tail_anchor_end(self, tail: str) -> int | None:
+        """For `tail`, the end of a longer text: where the whole text's last start-anchor match ends, in
+        `tail`'s offsets, when `tail` alone shows it; None when it does not (no match in `tail`, or one that a
+        match starting before it could change).
+
+        Literals that cannot overlap: the last occurrence in `tail` is the last one in all. A pattern whose
+        matches span at most ``w = anchor_width`` characters (lookaheads counted, lookbehinds refused): the last
+        match M in `tail` is the whole text's last match where it is not empty, starts at least `w` into
+        `tail`, is the match the pattern makes at its start, and no match starting in the `w` characters before
+        it reaches past its start. Then no match of the whole text's scan covers M's start (one from further
+        back ends before it), so that scan reaches M's start searching and finds M, and from M's end both scans
+        read the same text; what a match at those offsets reads before itself (``\b``) is inside `tail`."""
+        if self.anchor_literals is not None:
+            return self.last_anchor_end(tail)
+        w = self.anchor_width
+        if w is None:
+            return None
+        last = None
+        for last in self.anchor_rx.finditer(tail):
+            pass
+        if last is None:
+            return None
+        s, e = last.span()
+        match = self.anchor_rx.match
+        if e == s or s < w or match(tail, s).span() != (s, e):
+            return None
+        for p in range(s - w + 1, s):
+            m = match(tail, p)
+            if m is not None and m.end() > s:
+                return None
+        return e
 
 
 def _occur_apart(literals: list) -> bool:

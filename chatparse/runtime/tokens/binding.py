@@ -95,24 +95,25 @@ class TokenBinding:
         return _decode_all(self.vocab, _ids_list(ids, self.vocab.size))
 
     def prompt_text(self, ids) -> str:
-        """A prompt given as ids, as the text to pass as a parser's `prefix`: where the start anchor is a set of
-        literals, only the cut prefix (the text after the last anchor, all a parser's state depends on, and
-        which cutting again leaves as it is), decoding only the ids after that anchor; else the whole decode.
-        Either way a parser given it is in the state ``prefix=self.decode(ids)`` gives.
+        """A prompt given as ids, as the text to pass as a parser's `prefix`: a text with the same cut prefix
+        as ``self.decode(ids)`` (the text after the last start-anchor match, all a parser's state depends on),
+        decoded only as far back as needed to know it. Where the anchor is a set of literals it is the cut
+        prefix itself (which cutting again leaves as it is); where it is a pattern, the end of the decode from
+        a token boundary before the last match (the parser cuts it). Either way a parser given it is in the
+        state ``prefix=self.decode(ids)`` gives.
 
         The ids are decoded from the end, a window at a time: the last `TAIL_IDS`, then back to 4 times as
-        many, and so on, each window's text put before the text decoded so far, until the anchor is in it or
-        all is decoded (a prompt without the anchor costs one whole decode, as before). What a server pays
-        per request for a long prompt is then the length of its last turn, not of the whole conversation.
-        Exact: each window starts where its text is the end of the whole text (`decode._suffix_start`), so
-        the pieces join to the whole text's end, and the literals' occurrences cannot overlap, so the last one
-        in the text so far is the last one in all. The ids are range-checked as they are decoded, so
-        an id before the last anchor is never read (in a list; an array is checked whole)."""
+        many, and so on, each window's text put before the text decoded so far, until the text shows the last
+        anchor match of the whole text (`Tables.tail_anchor_end`) or all is decoded (a prompt without the
+        anchor costs one whole decode, as before). What a server pays per request for a long prompt is then
+        the length of its last turn, not of the whole conversation. Exact: each window starts where its text
+        is the end of the whole text (`decode._suffix_start`), so the pieces join to the whole text's end. The
+        ids are range-checked as they are decoded, so an id before the window that shows the anchor is never
+        read (in a list; an array is checked whole)."""
         vocab, tables = self.vocab, self.compiled.tables
-        if tables.anchor_literals is None or type(ids) is not list:
+        if type(ids) is not list:
             ids = _ids_list(ids, vocab.size)
-            if tables.anchor_literals is None:
-                return _decode_all(vocab, ids)
+        literal = tables.anchor_literals is not None
         size = vocab.size
         text, hi, width = "", len(ids), TAIL_IDS
         while hi:
@@ -121,9 +122,9 @@ class TokenBinding:
                 lo = 0  # (no clean boundary found there: the rest, whole)
             text = _decode_all(vocab, _ids_list(ids[lo:hi], size)) + text
             hi = lo
-            end = tables.last_anchor_end(text)
+            end = tables.tail_anchor_end(text) if hi else tables.last_anchor_end(text)
             if end is not None:
-                return text[end:]
+                return text[end:] if literal else text
             width *= 4
         return text
 
