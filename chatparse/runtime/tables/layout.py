@@ -541,7 +541,10 @@ class Tables:
             return None
         s, e = last.span()
         match = self.anchor_rx.match
-        if e == s or s < w or match(tail, s).span() != (s, e):
+        if e == s or s < w:
+            return None
+        at = match(tail, s)
+        if at is None or at.span() != (s, e):
             return None
         for p in range(s - w + 1, s):
             m = match(tail, p)

@@ -115,6 +115,8 @@ class TokenBinding:
             ids = _ids_list(ids, vocab.size)
         literal = tables.anchor_literals is not None
         size = vocab.size
+        if not literal and tables.anchor_width is None:  # (no window can show the last match)
+            return _decode_all(vocab, _ids_list(ids, size))
         text, hi, width = "", len(ids), TAIL_IDS
         while hi:
             lo = _suffix_start(vocab, ids, len(ids) - width) if width < len(ids) else None
