@@ -108,8 +108,11 @@ def _request(**kw):
 
 def _deltas(tokenizer, ids, rng):
     """The generation split into deltas as vLLM's detokenizer hands them out: (text, ids) per delta, the text
-    being what decode shows so far minus a trailing incomplete character."""
-    cuts = sorted({rng.randint(1, len(ids)) for _ in range(rng.randint(0, len(ids)))} | {len(ids)})
+    being what decode shows so far minus a trailing incomplete character (`rng` None: one token per delta)."""
+    if rng is None:
+        cuts = range(1, len(ids) + 1)
+    else:
+        cuts = sorted({rng.randint(1, len(ids)) for _ in range(rng.randint(0, len(ids)))} | {len(ids)})
     out, prev, shown = [], 0, ""
     for c in cuts:
         text = _decode(tokenizer, ids[:c])
@@ -254,6 +257,45 @@ def test_text_around_a_call_is_joined_not_glued(tokenizer):
         ours = _merged(_stream(_parser(plugin.NAME, tokenizer, template, joins=True), _request(), prompt_ids, deltas))
         assert ours["content"] == "A\n\nB" and ours["tool_calls"] == hf["tool_calls"]
     assert chatparse_message(text, template)["content"] == "A\n\nB"
+
+
+def test_the_inert_path_streams_what_the_routed_path_streams(tokenizer, monkeypatch):
+    """One token per delta, most text tokens take the plugin's inert path (`TokenParser.feed_inert`), outside
+    vLLM's routing. It must stream exactly what those tokens give through `feed_tokens` and the routing
+    (`feed_inert` refusing every token), a text field's join between its regions included (gpt_oss's two
+    analysis messages: the join goes before "Second", not after "thought"). On the corpus outputs of every
+    bundled family with a join, as they are and with whitespace runs added after newlines and tags."""
+    import corpus_cases
+    from chatparse.integrations.vllm_template import text_joins
+    from chatparse.runtime.tokens.parser import TokenParser
+
+    rng = random.Random(11)
+    real = TokenParser.feed_inert
+    inert = []
+    seen: dict = {}
+    compared = 0
+    for case in corpus_cases.load().cases:
+        template = templates.get(case.name) if case.name in templates.names() else None
+        if template is None or not text_joins(template) or seen.get(case.name, 0) >= 8:
+            continue
+        seen[case.name] = seen.get(case.name, 0) + 1
+        for spaced in (False, True):
+            out = case.output if not spaced else "".join(
+                ch + (rng.choice([" ", "\n", "  \n"]) if ch in "\n>" and rng.random() < 0.5 else "")
+                for ch in case.output)
+            deltas = _deltas(tokenizer, tokenizer.encode(out, add_special_tokens=False), None)
+            prompt_ids = tokenizer.encode(case.prefix, add_special_tokens=False)
+            streams = []
+            for feed_inert in (lambda self, i: inert.append(real(self, i)) or inert[-1], lambda self, i: None):
+                monkeypatch.setattr(TokenParser, "feed_inert", feed_inert)
+                try:
+                    streams.append(_stream(_parser(plugin.NAME, tokenizer, template, joins=True), _request(),
+                                           prompt_ids, deltas))
+                except (TypeError, ValueError) as exc:  # (a malformed output refused: the same either way)
+                    streams.append(type(exc))
+            assert streams[0] == streams[1], (case.name, out)
+            compared += 1
+    assert compared > 100 and sum(t is not None for t in inert) > 2000  # (the inert path carried most text)
 
 
 def chatparse_message(text: str, template: dict) -> dict:

@@ -57,7 +57,7 @@ import chatparse
 from chatparse.compiled import compile_template
 from chatparse.integrations import vllm_reasoning as _reasoning
 from chatparse.integrations.edge_timing import CLOSED, DELIMITED, edge_split
-from chatparse.integrations.vllm_delta import content_delta, reasoning_delta, text_delta
+from chatparse.integrations.vllm_delta import content_delta, delta_of, reasoning_delta
 from chatparse.integrations.resolve import Resolution, TemplateNotFound, inner_tokenizer, log_once, resolve
 from chatparse.integrations.vllm_template import (SERVING_TABLES_NAME, serving_template, serving_variant, text_joins,
                                                   vllm_view)
@@ -227,15 +227,12 @@ def _destinations(*, parse_reasoning: bool, include_reasoning: bool, parse_tools
 
 
 class _Delta(_rt._DeltaBuilder):
-    """vLLM's `_DeltaBuilder`, building a text-only delta with `vllm_delta.text_delta` (equal to vLLM's)."""
+    """vLLM's `_DeltaBuilder`, building a text-only delta with `vllm_delta.delta_of` (equal to vLLM's)."""
 
     def build(self):
         if self.tool_calls:
             return super().build()
-        reasoning, content = "".join(self.reasoning), "".join(self.content)
-        if reasoning:
-            return text_delta(content or None, reasoning)
-        return content_delta(content) if content else None
+        return delta_of("".join(self.content), "".join(self.reasoning))
 
 
 class _CompiledStream(_rt._ResponseStream):
@@ -322,14 +319,14 @@ class _CompiledStream(_rt._ResponseStream):
             parser = self.parser
             chunk = parser.feed_inert(token_ids[0])
             if chunk is not None:  # (fed: one chunk of the open field; the delta `_chunks_delta` would build)
-                to = self._dest.get(parser.open_field)
-                if to is _CONTENT:
-                    return content_delta(chunk) if chunk else None
-                if to is _REASONING:
-                    return reasoning_delta(chunk) if chunk else None
-                if to is None:
+                field = parser.open_field
+                # (a field that streamed text and has no region pending stays so: `_unjoined` skipped)
+                if self.joins and self._segments.get(field) != "seen" and not self._unjoined(field, chunk):
+                    return self._quick([{"type": "region_chunk", "field": field, "text": chunk}])
+                to = self._dest.get(field)
+                if not chunk or to is None:
                     return None
-                return self._chunks_delta([{"type": "region_chunk", "field": parser.open_field, "text": chunk}])
+                return content_delta(chunk) if to is _CONTENT else reasoning_delta(chunk)
             return self._quick(parser.feed_tokens(token_ids[0]))
         if not self.by_ids or (text and not token_ids):
             return self.feed(text, finished=finished)
@@ -360,7 +357,7 @@ class _CompiledStream(_rt._ResponseStream):
     def _chunks_delta(self, events: list):
         """The delta of `events` where they are region chunks only (most deltas) and nothing is held: what
         `_as_vllm`, `_track`, `_route` and ``_DeltaBuilder.build`` give for them (those hand chunks on
-        unchanged, track no region and hold nothing), built directly (`vllm_delta.text_delta`); `_ROUTE` for
+        unchanged, track no region and hold nothing), built directly (`vllm_delta.delta_of`); `_ROUTE` for
         any other event, or a chunk whose text a join would change, which take that path."""
         reasoning = content = ""
         joins, dest = self.joins, self._dest
@@ -368,18 +365,24 @@ class _CompiledStream(_rt._ResponseStream):
             if ev["type"] != "region_chunk":
                 return _ROUTE
             field, text = ev["field"], ev["text"]
-            if joins and field in joins and text.strip():
-                if self._segments.get(field) == "pending":
-                    return _ROUTE  # (the join goes before this text: `_joined`)
-                self._segments[field] = "seen"  # (as `_joined` would set it; idempotent if routed after all)
+            if joins and not self._unjoined(field, text):
+                return _ROUTE
             to = dest.get(field)
             if to is _CONTENT:
                 content += text
             elif to is _REASONING:
                 reasoning += text
-        if reasoning:
-            return text_delta(content or None, reasoning)
-        return content_delta(content) if content else None
+        return delta_of(content, reasoning)
+
+    def _unjoined(self, field: str, text: str) -> bool:
+        """For a chunk of `field` streamed outside vLLM's routing: False where the field's join goes before
+        `text` (`_joined` puts it there, so the chunk must take the routing); else True, having noted, as
+        `_joined` notes it, that the field streamed text (idempotent if the chunk is routed after all)."""
+        if field in self.joins and text.strip():
+            if self._segments.get(field) == "pending":
+                return False
+            self._segments[field] = "seen"
+        return True
 
     def _finish(self, delta) -> None:
         self._finalized = True

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 from vllm.entrypoints.generate.base.protocol import DeltaMessage
 
-__all__ = ["FAST", "content_delta", "reasoning_delta", "text_delta"]
+__all__ = ["FAST", "content_delta", "delta_of", "reasoning_delta", "text_delta"]
 
 
 def _slot_setters():
@@ -30,21 +30,17 @@ def _direct_functions():
     new = object.__new__
     set_dict, set_fields, set_extra, set_private = _slot_setters()
 
-    def content_delta(content: str, D=DeltaMessage) -> DeltaMessage:
-        m = new(D)
-        set_dict(m, {"role": None, "content": content, "reasoning": None, "tool_calls": []})
-        set_fields(m, {"content"})
-        set_extra(m, {})
-        set_private(m, None)
-        return m
-
-    def reasoning_delta(reasoning: str, D=DeltaMessage) -> DeltaMessage:
-        m = new(D)
-        set_dict(m, {"role": None, "content": None, "reasoning": reasoning, "tool_calls": []})
-        set_fields(m, {"reasoning"})
-        set_extra(m, {})
-        set_private(m, None)
-        return m
+    def one_field(name: str):
+        def build(text: str, D=DeltaMessage) -> DeltaMessage:
+            values = {"role": None, "content": None, "reasoning": None, "tool_calls": []}
+            values[name] = text
+            m = new(D)
+            set_dict(m, values)
+            set_fields(m, {name})
+            set_extra(m, {})
+            set_private(m, None)
+            return m
+        return build
 
     def text_delta(content: str | None, reasoning: str | None, D=DeltaMessage) -> DeltaMessage:
         m = new(D)
@@ -54,21 +50,18 @@ def _direct_functions():
         set_private(m, None)
         return m
 
-    return content_delta, reasoning_delta, text_delta
+    return one_field("content"), one_field("reasoning"), text_delta
 
 
 def _validated_functions():
-    def content_delta(content: str) -> DeltaMessage:
-        return DeltaMessage(content=content)
-
-    def reasoning_delta(reasoning: str) -> DeltaMessage:
-        return DeltaMessage(reasoning=reasoning)
+    def one_field(name: str):
+        return lambda text: DeltaMessage(**{name: text})
 
     def text_delta(content: str | None, reasoning: str | None) -> DeltaMessage:
         given = {name: value for name, value in (("reasoning", reasoning), ("content", content)) if value is not None}
         return DeltaMessage(**given)
 
-    return content_delta, reasoning_delta, text_delta
+    return one_field("content"), one_field("reasoning"), text_delta
 
 
 def _same(a: DeltaMessage, b: DeltaMessage) -> bool:
@@ -97,3 +90,11 @@ except (KeyError, AttributeError):
     _DIRECT = None
 FAST = _DIRECT is not None and _agree(_DIRECT, _VALIDATED)
 content_delta, reasoning_delta, text_delta = _DIRECT if FAST else _VALIDATED
+
+
+def delta_of(content: str, reasoning: str) -> DeltaMessage | None:
+    """What vLLM's `_DeltaBuilder.build` gives for a delta of these texts and no tool calls: an empty text is
+    a field not given; both empty, no delta (None)."""
+    if reasoning:
+        return text_delta(content or None, reasoning)
+    return content_delta(content) if content else None
