@@ -111,18 +111,20 @@ class TokenBinding:
         ids are range-checked as they are decoded, so an id before the window that shows the anchor is never
         read (in a list; an array is checked whole)."""
         vocab, tables = self.vocab, self.compiled.tables
-        if type(ids) is not list:
-            ids = _ids_list(ids, vocab.size)
-        literal = tables.anchor_literals is not None
         size = vocab.size
+        checked = type(ids) is not list  # (a list's ids are checked window by window, as they are decoded)
+        if checked:
+            ids = _ids_list(ids, size)
+        literal = tables.anchor_literals is not None
         if not literal and tables.anchor_width is None:  # (no window can show the last match)
-            return _decode_all(vocab, _ids_list(ids, size))
+            return _decode_all(vocab, ids if checked else _ids_list(ids, size))
         text, hi, width = "", len(ids), TAIL_IDS
         while hi:
             lo = _suffix_start(vocab, ids, len(ids) - width) if width < len(ids) else None
             if not lo or lo >= hi:
                 lo = 0  # (no clean boundary found there: the rest, whole)
-            text = _decode_all(vocab, _ids_list(ids[lo:hi], size)) + text
+            part = ids[lo:hi]
+            text = _decode_all(vocab, part if checked else _ids_list(part, size)) + text
             hi = lo
             end = tables.tail_anchor_end(text) if hi else tables.last_anchor_end(text)
             if end is not None:
