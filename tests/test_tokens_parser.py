@@ -154,7 +154,9 @@ def test_prompt_text_is_the_cut_of_the_whole_decode(toks, data):
     tokname = data.draw(st.sampled_from(sorted(toks) + ["metaspace"]), label="tokenizer")
     tok = toks[tokname] if tokname in toks else _metaspace()
     name = data.draw(st.sampled_from(_PROMPT_TEMPLATES), label="template")
-    b = bind(templates.get(name), tok)
+    # (one binding per tokenizer and template across examples: later prompts meet the prompt ends kept before)
+    b = _PROMPT_BINDINGS.get((tokname, name)) or _PROMPT_BINDINGS.setdefault((tokname, name),
+                                                                             bind(templates.get(name), tok))
     tables = b.compiled.tables
     anchors = list(tables.template["start_anchor"].get("literals", ["<|im_start|>assistant", "<|assistant|>"]))
     pieces = anchors + ["<|im_end|>", "<think>", "</think>", "\n", " ", "  ", "😀", "中文", "é", "hello world",
@@ -164,21 +166,51 @@ def test_prompt_text_is_the_cut_of_the_whole_decode(toks, data):
     turns = data.draw(st.integers(1, 80), label="turns")
     rng = random.Random(data.draw(st.integers(0, 2**16), label="seed"))
     text = "".join(turn) * turns + "".join(last)
+    other = "".join(data.draw(part, label="another conversation"))
     if tokname == "metaspace":  # (a Unigram model without byte fallback: only the characters it has)
         known = set("".join(tok.get_vocab()))
-        text = "".join(c for c in text if c in known or c == " ")
+        text, other = ("".join(c for c in t if c in known or c == " ") for t in (text, other))
     ids = tok.encode(text).ids
     if rng.random() < 0.5:
         ids = split_into_bytes(tok, ids, rng)
     if rng.random() < 0.5:
         ids = mutate(tok, ids, rng, n=8)
-    whole = decode(tok, ids)
-    got = b.prompt_text(ids)
-    if tables.anchor_literals is None:
-        assert whole.endswith(got)
-    else:
-        assert got == tables.cut_prefix(whole, log=False)
-    assert tables.cut_prefix(got, log=False) == tables.cut_prefix(whole, log=False)
+    earlier = tok.encode(other).ids
+    for ids in (ids, ids, earlier + ids):  # (again, and after other turns: an end kept by the first call)
+        whole = decode(tok, ids)
+        got = b.prompt_text(ids)
+        if tables.anchor_literals is None:
+            assert whole.endswith(got)
+        else:
+            assert got == tables.cut_prefix(whole, log=False)
+        assert tables.cut_prefix(got, log=False) == tables.cut_prefix(whole, log=False)
+
+
+_PROMPT_BINDINGS: dict = {}
+
+
+def test_prompt_ends_are_kept_and_answer_later_prompts(toks):
+    """A prompt end seen once (the chat template's header for the answer, after a user turn) answers later
+    prompts that end with it by one look-up: no decode, the same answer as decoding them; a prompt whose end
+    differs is decoded."""
+    from chatparse.runtime.tokens import binding as binding_mod
+
+    tok = toks["bl-special"]
+    b = bind(templates.get("qwen3"), tok)
+    b._prompt_ends.clear()  # (`bind` may hand out a binding other tests have used: none kept yet)
+    head = "<|im_start|>assistant\n<think>\n"
+    first = tok.encode("<|im_start|>user\nHi there<|im_end|>\n" + head).ids
+    assert b.prompt_text(first) == "<think>\n" and b._prompt_ends
+    seen = []
+    real = binding_mod._decode_all
+    binding_mod._decode_all = lambda vocab, part: seen.append(len(part)) or real(vocab, part)
+    try:
+        later = tok.encode("<|im_start|>user\nSomething else entirely 😀<|im_end|>\n" + head).ids
+        assert b.prompt_text(later) == "<think>\n" and seen == []
+        other = tok.encode("<|im_start|>user\nNo thinking<|im_end|>\n<|im_start|>assistant\n").ids
+        assert b.prompt_text(other) == "" and seen
+    finally:
+        binding_mod._decode_all = real
 
 
 _ANCHOR_PIECES = ["ab", "a", "b", "a+", "b?", "(?:ab|b)", "(?:ba)?", "x{1,3}", "(?=a)", "\\bb", "(?:a|ab)", "c",
@@ -227,6 +259,7 @@ def test_prompt_text_decodes_only_the_last_turn(toks):
 
     tok = toks["bl-special"]
     b = bind(templates.get("qwen3"), tok)
+    b._prompt_ends.clear()  # (no prompt end kept yet: this prompt is decoded, `_prompt_text`)
     turn = "<|im_start|>user\nhello world 中文 😀<|im_end|>\n<|im_start|>assistant\nthe weather is sunny<|im_end|>\n"
     ids = tok.encode(turn * 300 + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n").ids
     seen = []

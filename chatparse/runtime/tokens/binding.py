@@ -34,7 +34,7 @@ from ..values.args import check_tools
 from ..values.coerce import tool_params
 from ..stream.dialect import resolve
 from ..stream.parser import StreamParser, raise_malformed
-from .decode import _decode_all, _ids_list, _suffix_start
+from .decode import _decode_all, _ids_list, _suffix_start, starts_suffix
 from .tables import LoadedVocab, TokenTablesBase, _whole_delimiter
 
 if TYPE_CHECKING:
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["TokenBinding", "binding_from_data", "token_binding", "parse_tokens", "parse_tokens_batch"]
 
 TAIL_IDS = 64  # `TokenBinding.prompt_text`: the ids decoded first, from the end of the prompt
+PROMPT_ENDS = 256  # `TokenBinding.prompt_text`: prompt ends kept per binding (the first ones seen), ...
+PROMPT_END_LENGTHS = 4  # ... of at most this many different lengths (each is one look-up per prompt), ...
+PROMPT_END_IDS = 32  # ... each of at most this many ids
 
 _PREFIX_REQUIRED = (
     "`TokenParser`/`parse_tokens` requires `prefix` or `prefix_ids` (the chat prompt sent to the model before "
@@ -69,6 +72,8 @@ class TokenBinding:
         self.vocab = vocab
         self.tables = tables
         self.convert_tools = convert_tools
+        self._prompt_ends: dict = {}  # length -> {the last ids of a prompt: `prompt_text`'s answer} (`_keep_end`)
+        self._ends_room = True  # `_prompt_ends` may take more
 
     def tool_params(self, tools) -> dict:
         check_tools(tools)
@@ -110,6 +115,65 @@ class TokenBinding:
         is the end of the whole text (`decode._suffix_start`), so the pieces join to the whole text's end. The
         ids are range-checked as they are decoded, so an id before the window that shows the anchor is never
         read (in a list; an array is checked whole)."""
+        ends = self._prompt_ends
+        if ends and type(ids) is list:
+            n = len(ids)
+            for length, kept in ends.items():
+                if length <= n:
+                    hit = kept.get(tuple(ids[n - length:]))
+                    if hit is not None:
+                        return hit
+        text = self._prompt_text(ids)
+        if type(ids) is list and self._ends_room:
+            self._keep_end(ids, text)
+        return text
+
+    def _keep_end(self, ids: list, answer: str) -> None:
+        """Keep a short end of `ids` (`PROMPT_END_IDS` at most) that alone gives `prompt_text`'s `answer` for any
+        prompt ending with it, so that a later prompt ending with the same ids (a chat template's header for
+        the answer: the same for every request) is answered by one look-up. Exact: the end starts at a token
+        whose decode is the end of any longer sequence's decode (`decode.starts_suffix`), and its text shows the
+        last start-anchor match of any text it ends (`Tables.tail_anchor_end`); the kept answer is that text,
+        cut after the match where the anchor is literal (`answer` itself), else the text (the same cut).
+
+        The end is found from `answer`'s length: the ids back from the end whose token texts cover the cut and
+        the longest anchor match, then back to a token that starts a suffix; one decode checks it (none kept
+        where it fails)."""
+        vocab, tables, ends = self.vocab, self.compiled.tables, self._prompt_ends
+        literal = tables.anchor_literals is not None
+        if not literal and tables.anchor_width is None:  # (no end of a text shows its last match)
+            self._ends_room = False
+            return
+        cut = answer if literal else tables.cut_prefix(answer, log=False)
+        need = len(cut) + (max(map(len, tables.anchor_literals)) if literal else 2 * tables.anchor_width)
+        size, n, tok_text = vocab.size, len(ids), vocab.tok_text
+        j, have = n, 0
+        while have < need:
+            j -= 1
+            if j < max(0, n - PROMPT_END_IDS):
+                return
+            i = ids[j]
+            if type(i) is not int or not 0 <= i < size:
+                return
+            have += len(tok_text[i] or "")  # (a byte token's text is None: counted as none, so the end is longer)
+        while not starts_suffix(vocab, ids[j]):
+            j -= 1
+            if j < max(0, n - PROMPT_END_IDS) or type(ids[j]) is not int or not 0 <= ids[j] < size:
+                return
+        text = _decode_all(vocab, ids[j:])
+        end = tables.tail_anchor_end(text)
+        if end is None or (text[end:] if literal else tables.cut_prefix(text, log=False)) != cut:
+            return
+        kept = ends.get(n - j)
+        if kept is None:
+            if len(ends) >= PROMPT_END_LENGTHS:
+                self._ends_room = False
+                return
+            kept = ends[n - j] = {}
+        kept[tuple(ids[j:])] = text[end:] if literal else text
+        self._ends_room = sum(map(len, ends.values())) < PROMPT_ENDS
+
+    def _prompt_text(self, ids) -> str:
         vocab, tables = self.vocab, self.compiled.tables
         size = vocab.size
         checked = type(ids) is not list  # (a list's ids are checked window by window, as they are decoded)

@@ -371,16 +371,38 @@ def _decode_all(vocab, ids: list) -> str:
 def _suffix_start(vocab, ids: list, k: int, lookback: int = 16) -> int | None:
     """An index ``j`` in ``(k - lookback, k]``, ``j >= 1``, such that ``vocab.decode(ids[j:])`` is exactly the
     end of ``vocab.decode(ids)`` (so that a text search over the end of a long sequence need not decode the
-    rest); None if no such index is found there.
-
-    Decoding is per token (`VocabBase.decode`), so the texts differ only where the window's first token is
-    treated as a first token, or continues what came before. Hence ``ids[j]`` must be a token that is not
-    skipped, begins a character on its own (bytes: its first byte is not a UTF-8 continuation byte; pieces:
-    it is not a ``<0xXX>`` byte token, which would join the run before it), has no first-token text of its own
-    (Metaspace's ``first_text``), and does not begin with the character the decoder strips from the start of
-    the text (``strip_start``). Not with transformers' clean-up (it rewrites across token boundaries)."""
+    rest); None if no such index is found there (`starts_suffix` says which tokens qualify). Not with
+    transformers' clean-up (it rewrites across token boundaries)."""
     if vocab.cleanup:
         return None
+    size = vocab.size
+    for j in range(k, max(0, k - lookback), -1):
+        i = ids[j]
+        if type(i) is not int or not 0 <= i < size:
+            return None  # (not checked yet: the caller's whole decode raises the error)
+        if starts_suffix(vocab, i):
+            return j
+    return None
+
+
+def starts_suffix(vocab, i: int) -> bool:
+    """Whether token `i` (a valid id) starts a suffix of any id sequence whose decode is exactly the end of the
+    whole sequence's decode, whatever ids come before it.
+
+    Decoding is per token (`VocabBase.decode`), so the texts differ only where the suffix's first token is
+    treated as a first token, or continues what came before. Hence the token must not be skipped, must begin a
+    character on its own (bytes: its first byte is not a UTF-8 continuation byte; pieces: it is not a
+    ``<0xXX>`` byte token, which would join the run before it), have no first-token text of its own
+    (Metaspace's ``first_text``), and not begin with the character the decoder strips from the start of the
+    text (``strip_start``); and the vocabulary must do no clean-up (it rewrites across token boundaries)."""
+    if vocab.cleanup or vocab.skip[i]:
+        return False
+    strip = vocab.strip_char if vocab.strip_start else None
+    if vocab.kind == "bytes":
+        b = vocab.tok_bytes[i]
+        return bool(b) and (b[0] & 0xC0) != 0x80 and (strip is None or not b.decode("utf-8", "replace").startswith(strip))
+    t = vocab.tok_text[i]
+    return vocab.byte_val_list[i] < 0 and bool(t) and vocab.first_text.get(i, t) == t and (strip is None or t[0] != strip)
     skip, strip, size = vocab.skip, vocab.strip_char if vocab.strip_start else None, vocab.size
     for j in range(k, max(0, k - lookback), -1):
         i = ids[j]
