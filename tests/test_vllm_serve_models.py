@@ -323,6 +323,68 @@ def test_prompt_decoded_by_the_tables_is_vllms_decode():
                 assert tables.cut_prefix(parser._prefix, log=False) == tables.cut_prefix(whole, log=False)
 
 
+def test_a_kept_first_step_streams_what_stepping_streams(tokenizer_object, monkeypatch):
+    """The stream's state after a request's first delta is kept per prototype and request settings
+    (`_CompiledStream._first`): later requests whose first delta has the same ids start from it. Each of them
+    streams, delta by delta, what it streams with nothing kept, whatever tools it has (a kept state is forked
+    with the request's own tools, so argument typing is its own), interleaved with other requests; a hit steps
+    no parser, and the kept state is left as it was."""
+    tokenizer = _tokenizer(tokenizer_object, "Qwen/Qwen3-8B")
+    cls = _parser_cls(tokenizer)
+    typed = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}}}}]
+    prompt_ids = tokenizer.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+                                  add_special_tokens=False)
+    outputs = ['<think>plan A</think>Sure.<tool_call>\n{"name": "f", "arguments": {"a": "1"}}\n</tool_call>',
+               '<tool_call>\n{"name": "f", "arguments": {"a": "2"}}\n</tool_call>',
+               'Hello there, no call.', 'Hello <tool_call>\n{"name": "f", "arguments": {"a": "3"}}\n</tool_call>',
+               '<think>\n\n</think>\n\nDone.']
+
+    def steps(text, per=1):
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        return [(tokenizer.decode(ids[k:k + per]), ids[k:k + per]) for k in range(0, len(ids), per)]
+
+    def shown(d):
+        return None if d is None else (d.content, d.reasoning, [(c.index, c.function.name, c.function.arguments)
+                                                               for c in d.tool_calls or ()])
+
+    def run(pairs):
+        """Stream each (output, tools, ids per delta) as its own request, the requests interleaved delta by delta."""
+        runs = [(cls(tokenizer, tools), ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}],
+                                                               tools=tools), steps(text, per))
+                for text, tools, per in pairs]
+        got = [[] for _ in runs]
+        for k in range(max(len(r[2]) for r in runs)):
+            for j, (parser, request, ss) in enumerate(runs):
+                if k < len(ss):
+                    t, i = ss[k]
+                    got[j].append(shown(parser.parse_delta(t, i, request, prompt_token_ids=prompt_ids,
+                                                           finished=k == len(ss) - 1)))
+        return got
+
+    model = plugin._model(tokenizer, None)
+    untyped = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string"}}}}}]
+    cases = [(text, tools, per) for text in outputs for tools in (typed, untyped) for per in (1, 2)]
+    alone = []
+    for case in cases:
+        model.first_steps.clear()
+        alone += run([case])
+    calls = [[c for d in deltas if d for c in d[2]] for deltas in alone]
+    assert calls[4] == [(0, "f", '{"a": 2}')] and calls[6] == [(0, "f", '{"a": "2"}')]
+    model.first_steps.clear()
+    assert run(cases) == alone  # (the first request of each first delta keeps it; the others start from it)
+    kept = [entry for _, firsts in model.first_steps.values() for entry in firsts.values()]
+    assert len(kept) >= 4
+    before = [(p.input_text, p._core.scanner.end, dict(p._core.output)) for p, *_ in kept]
+    fed = []
+    real = type(kept[0][0]).feed_tokens
+    monkeypatch.setattr(type(kept[0][0]), "feed_tokens", lambda self, ids: fed.append(self) or real(self, ids))
+    assert run(cases[::-1]) == alone[::-1]
+    assert not any(any(p is k[0] for k in kept) for p in fed)  # (a kept state is forked, never fed)
+    assert [(p.input_text, p._core.scanner.end, dict(p._core.output)) for p, *_ in kept] == before
+
+
 def test_requests_forked_from_one_prototype_do_not_see_each_others_events(tokenizer_object, monkeypatch):
     """The per-model prototype (the token parser after the prompt's cut prefix, `_stream_parser`) is forked per
     request: two requests interleaved delta by delta stream what each streams alone, the second request builds

@@ -89,8 +89,11 @@ class _Model:
     binding: Any
     reasoning_end_ids: Any
     joins: dict  # text field (served name) -> its join, put between its regions' streamed texts
-    # cut prefix -> a token parser that has parsed it (`_stream_parser`): never fed, only forked
+    # cut prefix -> a token parser that has parsed it (`_prototype`): never fed, only forked
     prototypes: dict = field(default_factory=dict, compare=False)
+    # (cut prefix, request settings) -> (a stream's start state, {first ids: its state after them})
+    # (`_CompiledStream._start_shared`, `_first`)
+    first_steps: dict = field(default_factory=dict, compare=False)
 
     @property
     def has_thinking(self) -> bool:
@@ -181,39 +184,48 @@ def _local_dir(hf: Any) -> str | None:
 
 PROTOTYPES = 32  # prototypes kept per model (the oldest goes first)
 PROTOTYPE_CUT = 4096  # characters of cut prefix a prototype is kept for at most
+FIRST_STEPS = 64  # first deltas whose step is kept per prototype and request settings (`_CompiledStream._first`)
+FIRST_IDS = 8  # ids in a first delta at most for its step to be kept (one without speculative decoding)
 
 
-def _stream_parser(model: _Model, prefix: str, tools):
-    """A token parser in the serving dialect for one generation after `prefix`, typing tool-call arguments by
-    `tools`: a fork of the model's prototype for `prefix`'s cut prefix (the prompt after its last start
-    anchor, all the parser's state depends on), built on the first request with that cut and kept.
-
-    A prototype is built without tools, and kept only where parsing the cut closed no region (the one step
-    that reads the tools: storing a value), so that it is the state any request's parser would reach; each
-    request gets its own fork (`TokenParser.fork`), and the prototype itself is never fed."""
-    binding = model.binding
-    protos = model.prototypes
-    cut = binding.compiled.tables.cut_prefix(prefix, log=False) if prefix else ""
-    proto = protos.get(cut)
-    if proto:
-        return proto.fork(tools=tools)
-    if proto is not None or len(cut) > PROTOTYPE_CUT:  # (False: this cut's state reads the tools)
-        return binding.parser(prefix=prefix, tools=tools, dialect="vllm")
-    proto = binding.parser(prefix=prefix, dialect="vllm")
-    keep = proto._core.usable and not any(ev["type"] in CLOSED for ev in proto.initial_events)
-    while len(protos) >= PROTOTYPES:
+def _put(table: dict, key, value, limit: int) -> None:
+    """``table[key] = value``, the oldest entries dropped first to keep at most `limit` (another thread may be
+    changing `table` too: a failed drop is left to a later call)."""
+    while len(table) >= limit:
         try:
-            del protos[next(iter(protos))]
-        except (StopIteration, KeyError, RuntimeError):  # (another thread's change)
+            del table[next(iter(table))]
+        except (StopIteration, KeyError, RuntimeError):
             break
-    protos[cut] = proto if keep else False
-    return proto.fork(tools=tools) if keep else binding.parser(prefix=prefix, tools=tools, dialect="vllm")
+    table[key] = value
+
+
+def _prototype(model: _Model, prefix: str):
+    """(cut prefix of `prefix`, the model's prototype for it or None): a token parser in the serving dialect that
+    has parsed the cut (the prompt after its last start anchor, all the parser's state depends on), built on
+    the first request with that cut and kept, never fed, only forked (`TokenParser.fork`) per request.
+
+    A prototype is built without tools, and kept only where parsing the cut closed no region (the one step that
+    reads the tools: storing a value), so that it is the state any request's parser would reach; None where it
+    is not kept (then the request builds its own parser)."""
+    protos = model.prototypes
+    cut = model.binding.compiled.tables.cut_prefix(prefix, log=False) if prefix else ""
+    proto = protos.get(cut)
+    if proto is None and len(cut) <= PROTOTYPE_CUT:  # (False: this cut's state reads the tools)
+        proto = model.binding.parser(prefix=prefix, dialect="vllm")
+        if not proto._core.usable or any(ev["type"] in CLOSED for ev in proto.initial_events):
+            proto = False
+        _put(protos, cut, proto, PROTOTYPES)
+    return cut, proto or None
 
 
 # --------------------------------------------------------------------------------------------------------------
 # One generation
 # --------------------------------------------------------------------------------------------------------------
 _ROUTE = object()  # `_CompiledStream._chunks_delta`: these events take vLLM's routing
+_OWNED = object()  # `_CompiledStream._tools`: the stream's parser is its own
+_MISS = object()  # `_CompiledStream._first`: no kept step applies
+_START = ("template", "joins", "parse_reasoning", "include_reasoning", "parse_tools", "parser", "by_ids",
+          "_prefix_end", "_next_tool_index", "_finalized", "_open_region", "_held", "_dest")  # (`_start` sets them)
 _CONTENT, _REASONING = "content", "reasoning"  # the delta field a region's text goes to
 
 
@@ -224,6 +236,20 @@ def _destinations(*, parse_reasoning: bool, include_reasoning: bool, parse_tools
     parsed but not included."""
     return {_rt.TOOL_FIELD: None if parse_tools else _CONTENT, _rt.CONTENT_FIELD: _CONTENT,
             _rt.THINKING_FIELD: (_REASONING if include_reasoning else None) if parse_reasoning else _CONTENT}
+
+
+def _text_parts(delta):
+    """(content, reasoning) from which `vllm_delta.delta_of` rebuilds `delta` (None for no delta), or `_MISS`
+    where it does not (tool calls, another field, an empty text given)."""
+    if delta is None:
+        return None
+    if delta.tool_calls or not delta.model_fields_set <= {"content", "reasoning"}:
+        return _MISS
+    texts = (delta.content or "", delta.reasoning or "")
+    again = delta_of(*texts)
+    if again != delta or again.model_fields_set != delta.model_fields_set:
+        return _MISS
+    return texts
 
 
 class _Delta(_rt._DeltaBuilder):
@@ -245,30 +271,53 @@ class _CompiledStream(_rt._ResponseStream):
 
     def __init__(self, template, *, prefix: str, tools, parse_reasoning: bool, include_reasoning: bool,
                  parse_tools: bool, new_tool_call_id, binding=None, compiled=None, joins=None, model=None) -> None:
-        self.joins = joins or {}
+        self.new_tool_call_id = new_tool_call_id
         self._segments: dict = {}  # field -> "seen" (text streamed) or "pending" (a later region opened)
         self._shown = 0  # characters of output vLLM has shown in the texts of the deltas `feed_ids` took
-        self.parse_reasoning = parse_reasoning
-        self.include_reasoning = include_reasoning
-        self.parse_tools = parse_tools
-        self.new_tool_call_id = new_tool_call_id
-        self.template = template
+        self._tools = _OWNED  # else: the tools of this request, whose parser is still shared (`_own`)
+        self._firsts = None  # the first steps kept for this request's prototype and settings (`_first`)
+        settings = (template, joins or {}, parse_reasoning, include_reasoning, parse_tools)
         if model is not None and model.binding is not None:
-            self.parser = _stream_parser(model, prefix, tools)
-            binding = model.binding
+            cut, proto = _prototype(model, prefix)
+            if proto is not None:
+                self._start_shared(model, cut, proto, tools, settings)
+                return
+            parser = model.binding.parser(prefix=prefix, tools=tools, dialect="vllm")
         elif binding is not None:
-            self.parser = binding.parser(prefix=prefix, tools=tools, dialect="vllm")
+            parser = binding.parser(prefix=prefix, tools=tools, dialect="vllm")
         else:
-            self.parser = chatparse.ResponseParser(compiled, prefix=prefix, tools=tools, dialect="vllm")
-        self.by_ids = binding is not None
-        self._prefix_end = len(self.parser.input_text)
+            parser = chatparse.ResponseParser(compiled, prefix=prefix, tools=tools, dialect="vllm")
+        self._start(parser, settings, by_ids=binding is not None or model is not None and model.binding is not None)
+
+    def _start(self, parser, settings: tuple, *, by_ids: bool) -> None:
+        """Set the state a stream starts in (`_START` lists it) over `parser`, fresh or a prototype."""
+        self.template, self.joins, self.parse_reasoning, self.include_reasoning, self.parse_tools = settings
+        self.parser = parser
+        self.by_ids = by_ids
+        self._prefix_end = len(parser.input_text)
         self._next_tool_index = 0
         self._finalized = False
         self._open_region = None
         self._held: list = []
-        self._dest = _destinations(parse_reasoning=parse_reasoning, include_reasoning=include_reasoning,
-                                   parse_tools=parse_tools)
-        self._track(self._as_vllm(self.parser.initial_events))
+        self._dest = _destinations(parse_reasoning=settings[2], include_reasoning=settings[3],
+                                   parse_tools=settings[4])
+        self._track(self._as_vllm(parser.initial_events))
+
+    def _start_shared(self, model: _Model, cut: str, proto, tools, settings: tuple) -> None:
+        """Start over the model's prototype `proto`, shared until the first feed (`_own`): the start state is
+        the same for every request with this cut prefix and these settings, so it is kept with them (with the
+        first steps kept after it, `_first`) and copied."""
+        key = (cut,) + settings[2:]
+        kept = model.first_steps.get(key)
+        if kept is None or kept[0]["parser"] is not proto or kept[0]["template"] is not settings[0] \
+                or kept[0]["joins"] != settings[1]:
+            self._start(proto, settings, by_ids=True)
+            kept = ({name: getattr(self, name) for name in _START}, {})
+            _put(model.first_steps, key, kept, PROTOTYPES * 4)
+        else:
+            self.__dict__.update(kept[0])
+            self._held = list(self._held)
+        self._tools, self._firsts = tools, kept[1]
 
     def _route(self, events, delta) -> None:
         super()._route(self._joined(events) if self.joins else events, delta)
@@ -300,7 +349,48 @@ class _CompiledStream(_rt._ResponseStream):
         handed, self._held = edge_split(self.template, self._held + events, self.parser.input_length)
         return handed
 
+    def _own(self) -> None:
+        """Give this request a parser of its own (a fork, typing arguments by its tools) in place of the shared
+        state it starts from; before its first feed, so that a shared parser is never fed."""
+        self.parser = self.parser.fork(tools=self._tools)
+        self._tools = _OWNED
+        self._firsts = None
+
+    def _first(self, token_ids: Sequence[int], finished: bool):
+        """The delta of a request's first `feed_ids`, while it shares its prototype (`_MISS`: `feed_ids` goes on,
+        the parser now its own).
+
+        Many requests of a model start from the same prompt end and the same first token (``<think>``,
+        ``<tool_call>``, a usual first word), so the stream's state after that first step is kept per prototype
+        and request settings (the first `FIRST_STEPS` first deltas seen): a later request whose first delta has
+        the same ids takes the kept state as its shared parser and rebuilds the kept delta, and forks that state
+        at its next feed (with its own tools), as it would have forked the prototype. Kept only where replaying
+        gives what stepping gives: a few ids (`FIRST_IDS`), not the last delta, no region closed (a stored value
+        reads the tools; a tool call draws a new id) and a delta that is text only (`vllm_delta.delta_of`
+        rebuilds it)."""
+        firsts = self._firsts
+        key = None
+        if firsts is not None and not finished and 0 < len(token_ids) <= FIRST_IDS:
+            key = token_ids[0] if len(token_ids) == 1 else tuple(token_ids)
+            hit = firsts.get(key)
+            if hit is not None:
+                self.parser, segments, held, self._open_region, texts = hit
+                self._segments, self._held, self._firsts = dict(segments), list(held), None
+                return None if texts is None else delta_of(*texts)
+        self._own()
+        if key is None or not all(type(i) is int for i in token_ids):
+            return _MISS
+        events = self.parser.feed_tokens(key if type(key) is int else list(key))
+        delta = self._quick(events)
+        if len(firsts) < FIRST_STEPS and not any(ev["type"] in CLOSED for ev in events):
+            texts = _text_parts(delta)
+            if texts is not _MISS:
+                firsts[key] = (self.parser.fork(), dict(self._segments), tuple(self._held), self._open_region, texts)
+        return delta
+
     def feed(self, text: str, *, finished: bool):
+        if self._tools is not _OWNED:
+            self._own()
         if self._finalized:
             return None
         delta = _Delta()
@@ -315,6 +405,10 @@ class _CompiledStream(_rt._ResponseStream):
         last id is fed only where the characters vLLM has shown (`_shown`) outrun what the other ids gave (fed
         anyway, ``<|im_end|>`` would end up in an open reasoning region or break an open tool call)."""
         self._shown += len(text)
+        if self._tools is not _OWNED:
+            first = self._first(token_ids, finished)
+            if first is not _MISS:
+                return first
         if len(token_ids) == 1 and not finished and self.by_ids and not self._held and not self._finalized:
             parser = self.parser
             chunk = parser.feed_inert(token_ids[0])
