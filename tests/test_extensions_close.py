@@ -548,6 +548,29 @@ def test_per_token_parsing_gives_the_text_parsers_events(tokenizer, text, close,
                 assert strict_equal(r[1], w[1]), name
 
 
+def test_tokens_inside_the_json_value_take_the_json_token_path(tokenizer, monkeypatch):
+    """Inside a close_json_end region, a token whose text is complete and can begin no delimiter goes to the
+    core as it is (`TokenParser._json_token`), not through the decoder and the general path: most tokens of a
+    JSON call do, and the events and message are those of feeding the text."""
+    from chatparse.runtime.tokens import parser as token_parser
+
+    taken = []
+    real = token_parser.TokenParser._json_token
+    monkeypatch.setattr(token_parser.TokenParser, "_json_token", lambda self, text: taken.append(text) or real(self, text))
+    value = json.dumps([{"name": "get_weather", "arguments": {"city": "Paris", "n": 2.5, "tags": ["a", "b"]}}])
+    text = "Hello " + OPEN + " " + value + " bye"
+    ids = tokenizer.encode(text).ids
+    for close in CLOSES:
+        template = region_template(close)
+        binding = chatparse.bind(template, tokenizer)
+        for dialect in ("vllm", "transformers"):
+            taken.clear()
+            got = _token_run(binding, ids, dialect)
+            want = _stream(template, [tokenizer.decode(ids, skip_special_tokens=False)], dialect)
+            assert strict_equal(got[0], want[0]) and normalize(strip(got[1])) == normalize(want[1])
+            assert "".join(taken) in text and len(taken) > len(tokenizer.encode(value).ids) // 2, (close, taken)
+
+
 def strip(events):
     return [{k: v for k, v in e.items() if k not in ("open", "span", "token_start", "token_end")} for e in events]
 

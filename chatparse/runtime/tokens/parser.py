@@ -156,7 +156,7 @@ class TokenParser:
     __slots__ = ("_b", "_bytes_kind", "_core", "_cut", "_dec", "_delims", "_dirty", "_fast", "_fdirty", "_first_re",
                  "_fname", "_history", "hold_pure", "_lazy_ok", "_lrow", "_mheld", "_mode", "_mode_index", "_names",
                  "_never", "_opening", "_pbase", "_pend", "_records", "_sink", "_size", "_spans_on", "_tab", "_tail",
-                 "_tail_append", "_tok_text", "_tt", "dialect", "initial_events", "__dict__")
+                 "_tail_append", "_tok_text", "_tt", "_jtab", "dialect", "initial_events", "__dict__")
 
     def __init__(self, binding: TokenBinding, *, prefix: str | None = None, prefix_ids=None, tools=None,
                  spans: bool = False, dialect=None, offsets: bool | None = None, malformed: str | None = None):
@@ -208,6 +208,7 @@ class TokenParser:
         self._opening = False  # the implicit field opens with the next text
         self._lazy_ok = False  # the transition table applies (quiet or `_pend`, open region, decoder clean)
         self._lrow = None  # cached lazy transitions from the current state (see `_refresh`), or None
+        self._jtab = None  # in a close_json_end region, the texts of tokens `_json_token` takes (`_refresh`)
         self._fname = None
         self._fdirty = False
         self.hold_pure = False  # the last `_feed_known` was a pure "H" outcome (`TokenStreams` reads and clears it)
@@ -275,9 +276,34 @@ class TokenParser:
                         self._opening = False
                         return [{"type": "region_open", "field": self._fname}, ev]
                     return [ev]
+            jtab = self._jtab
+            if jtab is not None:
+                text = jtab[ids]
+                if text is not None:
+                    return self._json_token(text)
             return self._feed_general(ids)
         self._tail_append(s)
         return [{"type": "region_chunk", "field": self._fname, "text": s, "dirty": self._fdirty}]
+
+    def _json_token(self, text: str) -> list[dict]:
+        """The events of a token whose text is `text`, complete and inert in the mode (`_jtab`), inside a
+        close_json_end region: the core takes the text as it is (its JSON tracker must read every character;
+        no character can begin a delimiter, so it takes `StreamParser.feed`'s JSON fast path), skipping the
+        decoder and the general path, which would only find the decoder clean and the text its own. The token
+        paths are recomputed unless the step left the state `_refresh` set them from (the same tracker, still
+        open; nothing pending; text only)."""
+        core = self._core
+        je = core.json_end
+        try:
+            events = core.feed(text)
+        except BaseException:
+            self._jtab = None  # (the core failed: the general path reports it from now on)
+            raise
+        sc = core.scanner
+        if core.json_end is not je or sc.attempts or sc.scan != sc.end or any(
+                ev["type"] != "region_chunk" for ev in events):
+            self._refresh()
+        return events
 
     def feed_inert(self, token_id: int) -> str | None:
         """Feed `token_id` if it is inert here (its text streams as one chunk of the open region, `open_field`,
@@ -325,6 +351,7 @@ class TokenParser:
         self._tab = self._never
         self._lazy_ok = False
         self._lrow = None
+        self._jtab = None
         self._pend = None
         rest = self._dec.finish()
         events = core.feed(rest) if rest else []
@@ -362,8 +389,14 @@ class TokenParser:
         self._lrow = None
         dec = self._dec
         mode = sc.mode
+        self._jtab = None
+        if core.json_end is not None:  # (a close_json_end region: its tracker reads every character)
+            if (not self._spans_on and core.usable and not core.stalled and core.opened and core.current is not None
+                    and not sc.attempts and sc.scan == sc.end and sc.pos >= core.prompt_end and dec.clean()
+                    and self._mheld is None and not self._tail):
+                self._jtab = self._fast[m]  # (`_json_token`: the inert tokens' texts)
+            return
         if (self._spans_on or core.stalled or core.failed is not None or core.finished
-                or core.json_end is not None  # (a close_json_end region: its tracker reads every character)
                 or sc.scan != sc.end or getattr(core, "pending", None) or dec.first or dec.strip_left
                 or dec.cleanup is not None or self._first_re[m] is None
                 or not (sc.end or mode.start0 == mode.startN)):  # the transition probe starts past offset 0
@@ -476,6 +509,7 @@ class TokenParser:
             self._tab = self._never
             self._lazy_ok = False
             self._lrow = None
+            self._jtab = None
             self._pend = None
             core = self._core
             if core.failed is None and not core.finished:
@@ -796,6 +830,7 @@ class TokenParser:
         gets the text with the parser's other deferred text when it next runs."""
         if text:
             self._tail.append(text)
+        self._jtab = None  # (`_json_token` needs the core to have all the text: the next general step refreshes)
         kind, m, S, held, _ = key
         if kind == ROW_NONE:  # only inactive steps (id -1, no text) were deferred: the parser is up to date
             return
