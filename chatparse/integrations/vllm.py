@@ -29,6 +29,13 @@ beyond vLLM's adapter: the content field's ``join`` between the texts on both si
 adapter glues them), and the last delta of a generation as vLLM's text (its ids carry a stop token the text
 leaves out).
 
+A request's parser costs mostly look-ups, since requests to one model start alike: the prompt is read from its
+end up to its last start anchor, and the short end that decided the cut is kept with the token binding
+(`TokenBinding.prompt_text`); the parser starts as the model's prototype for that cut, shared until the
+request's first feed, with the stream's start state kept beside it (`_CompiledStream._start_shared`); and the
+stream's state after a common first delta is kept too, so that a later request with the same first ids
+rebuilds that delta and forks the kept state at its second delta, with its own tools (`_CompiledStream._first`).
+
 Tested with vllm 0.33.0 (tests/test_vllm_plugin.py); it reads internals of `vllm.parser.response_template`
 that other versions may not have, and `register` refuses other versions with a message saying so.
 """
@@ -318,6 +325,7 @@ class _CompiledStream(_rt._ResponseStream):
             self.__dict__.update(kept[0])
             self._held = list(self._held)
         self._tools, self._firsts = tools, kept[1]
+        self.__class__ = _SharedStart
 
     def _route(self, events, delta) -> None:
         super()._route(self._joined(events) if self.joins else events, delta)
@@ -355,6 +363,7 @@ class _CompiledStream(_rt._ResponseStream):
         self.parser = self.parser.fork(tools=self._tools)
         self._tools = _OWNED
         self._firsts = None
+        self.__class__ = _CompiledStream
 
     def _first(self, token_ids: Sequence[int], finished: bool):
         """The delta of a request's first `feed_ids`, while it shares its prototype (`_MISS`: `feed_ids` goes on,
@@ -389,8 +398,6 @@ class _CompiledStream(_rt._ResponseStream):
         return delta
 
     def feed(self, text: str, *, finished: bool):
-        if self._tools is not _OWNED:
-            self._own()
         if self._finalized:
             return None
         delta = _Delta()
@@ -405,10 +412,6 @@ class _CompiledStream(_rt._ResponseStream):
         last id is fed only where the characters vLLM has shown (`_shown`) outrun what the other ids gave (fed
         anyway, ``<|im_end|>`` would end up in an open reasoning region or break an open tool call)."""
         self._shown += len(text)
-        if self._tools is not _OWNED:
-            first = self._first(token_ids, finished)
-            if first is not _MISS:
-                return first
         if len(token_ids) == 1 and not finished and self.by_ids and not self._held and not self._finalized:
             parser = self.parser
             chunk = parser.feed_inert(token_ids[0])
@@ -484,6 +487,23 @@ class _CompiledStream(_rt._ResponseStream):
             events = self.parser.feed(self._closer_rest())
             held, self._held = self._held, []
             self._route(held + events + self.parser.finalize()[1], delta)
+
+
+class _SharedStart(_CompiledStream):
+    """A `_CompiledStream` whose parser is still shared state (`_CompiledStream._start_shared`): its first feed
+    takes a kept first step or gives it a parser of its own (`_own`), which makes it a plain `_CompiledStream`
+    again (by class assignment, so that the per-delta path of every later delta pays no check for this)."""
+
+    def feed(self, text: str, *, finished: bool):
+        self._own()
+        return _CompiledStream.feed(self, text, finished=finished)
+
+    def feed_ids(self, token_ids: Sequence[int], text: str, *, finished: bool):
+        first = self._first(token_ids, finished)
+        if first is _MISS:
+            return _CompiledStream.feed_ids(self, token_ids, text, finished=finished)
+        self._shown += len(text)
+        return first
 
 
 # --------------------------------------------------------------------------------------------------------------
