@@ -18,6 +18,9 @@ Guarantees:
   because chat templates often pre-write part of the assistant message.
 * ``binding.parser(...)`` / ``binding.streams(...)`` build `TokenParser` / `TokenStreams` (imported when
   called, since those modules import this one).
+* ``binding.prompt_text(ids)`` gives a prompt's text as far back as its cut prefix depends on, decoded from
+  the end; the short ends of prompts that decided a cut are kept (a bounded, first-come set), so that a prompt
+  ending in a kept end (a chat template's header for the answer) is answered by a look-up.
 
 Like the rest of the runtime this never imports the compiler, interegular or transformers: Python tools
 are converted by the ``convert_tools`` the binder supplies.

@@ -18,7 +18,9 @@ decoder holds nothing and a region is open, a token that cannot start a delimite
 pending attempts is known (a token ending in whitespace before a ``\\s*</think>`` close, the token after it, a
 character completed across tokens) is a cached table entry and a little bookkeeping, without the character
 engine. A token that is a whole delimiter by itself (a special token ``<think>``, ``<|im_end|>``...) switches
-region in one step. Any other token runs through the character engine for that token's text alone.
+region in one step. Inside a region that closes where its JSON value ends (``close_json_end``), whose tracker
+must read every character, an inert token's text goes to the core as it is, past the decoder and the general
+path. Any other token runs through the character engine for that token's text alone.
 """
 
 from __future__ import annotations
