@@ -556,7 +556,8 @@ def test_tokens_inside_the_json_value_take_the_json_token_path(tokenizer, monkey
 
     taken = []
     real = token_parser.TokenParser._json_token
-    monkeypatch.setattr(token_parser.TokenParser, "_json_token", lambda self, text: taken.append(text) or real(self, text))
+    monkeypatch.setattr(token_parser.TokenParser, "_json_token",
+                        lambda self, text: taken.append(text) or real(self, text))
     value = json.dumps([{"name": "get_weather", "arguments": {"city": "Paris", "n": 2.5, "tags": ["a", "b"]}}])
     text = "Hello " + OPEN + " " + value + " bye"
     ids = tokenizer.encode(text).ids

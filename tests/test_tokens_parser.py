@@ -197,7 +197,7 @@ def test_prompt_ends_are_kept_and_answer_later_prompts(toks):
 
     tok = toks["bl-special"]
     b = bind(templates.get("qwen3"), tok)
-    b._prompt_ends.clear()  # (`bind` may hand out a binding other tests have used: none kept yet)
+    b._prompt_ends, b._ends_room = (), True  # (`bind` may hand out a binding other tests have used: none kept)
     head = "<|im_start|>assistant\n<think>\n"
     first = tok.encode("<|im_start|>user\nHi there<|im_end|>\n" + head).ids
     assert b.prompt_text(first) == "<think>\n" and b._prompt_ends
@@ -259,7 +259,7 @@ def test_prompt_text_decodes_only_the_last_turn(toks):
 
     tok = toks["bl-special"]
     b = bind(templates.get("qwen3"), tok)
-    b._prompt_ends.clear()  # (no prompt end kept yet: this prompt is decoded, `_prompt_text`)
+    b._prompt_ends, b._ends_room = (), True  # (no prompt end kept: this prompt is decoded, `_prompt_text`)
     turn = "<|im_start|>user\nhello world 中文 😀<|im_end|>\n<|im_start|>assistant\nthe weather is sunny<|im_end|>\n"
     ids = tok.encode(turn * 300 + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n").ids
     seen = []

@@ -75,7 +75,9 @@ class TokenBinding:
         self.vocab = vocab
         self.tables = tables
         self.convert_tools = convert_tools
-        self._prompt_ends: dict = {}  # length -> {the last ids of a prompt: `prompt_text`'s answer} (`_keep_end`)
+        # ((length, {the last `length` ids of a prompt: `prompt_text`'s answer}), ...) (`_keep_end`); a tuple,
+        # replaced whole when a length is added, so that a look-up never iterates over a changing container
+        self._prompt_ends: tuple = ()
         self._ends_room = True  # `_prompt_ends` may take more
 
     def tool_params(self, tools) -> dict:
@@ -121,7 +123,7 @@ class TokenBinding:
         ends = self._prompt_ends
         if ends and type(ids) is list:
             n = len(ids)
-            for length, kept in ends.items():
+            for length, kept in ends:
                 if length <= n:
                     hit = kept.get(tuple(ids[n - length:]))
                     if hit is not None:
@@ -167,14 +169,15 @@ class TokenBinding:
         end = tables.tail_anchor_end(text)
         if end is None or (text[end:] if literal else tables.cut_prefix(text, log=False)) != cut:
             return
-        kept = ends.get(n - j)
+        kept = dict(ends).get(n - j)
         if kept is None:
             if len(ends) >= PROMPT_END_LENGTHS:
                 self._ends_room = False
                 return
-            kept = ends[n - j] = {}
+            kept = {}
+            self._prompt_ends = ends = ends + ((n - j, kept),)
         kept[tuple(ids[j:])] = text[end:] if literal else text
-        self._ends_room = sum(map(len, ends.values())) < PROMPT_ENDS
+        self._ends_room = sum(len(k) for _, k in ends) < PROMPT_ENDS
 
     def _prompt_text(self, ids) -> str:
         vocab, tables = self.vocab, self.compiled.tables

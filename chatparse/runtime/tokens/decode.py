@@ -400,24 +400,9 @@ def starts_suffix(vocab, i: int) -> bool:
     strip = vocab.strip_char if vocab.strip_start else None
     if vocab.kind == "bytes":
         b = vocab.tok_bytes[i]
-        return bool(b) and (b[0] & 0xC0) != 0x80 and (strip is None or not b.decode("utf-8", "replace").startswith(strip))
+        return (bool(b) and (b[0] & 0xC0) != 0x80
+                and (strip is None or not b.decode("utf-8", "replace").startswith(strip)))
     t = vocab.tok_text[i]
-    return vocab.byte_val_list[i] < 0 and bool(t) and vocab.first_text.get(i, t) == t and (strip is None or t[0] != strip)
-    skip, strip, size = vocab.skip, vocab.strip_char if vocab.strip_start else None, vocab.size
-    for j in range(k, max(0, k - lookback), -1):
-        i = ids[j]
-        if type(i) is not int or not 0 <= i < size:
-            return None  # (not checked yet: the caller's whole decode raises the error)
-        if skip[i]:
-            continue
-        if vocab.kind == "bytes":
-            b = vocab.tok_bytes[i]
-            if b and (b[0] & 0xC0) != 0x80 and (strip is None or not b.decode("utf-8", "replace").startswith(strip)):
-                return j
-        else:
-            t = vocab.tok_text[i]
-            if (vocab.byte_val_list[i] < 0 and t and vocab.first_text.get(i, t) == t
-                    and (strip is None or t[0] != strip)):
-                return j
-    return None
+    return (vocab.byte_val_list[i] < 0 and bool(t) and vocab.first_text.get(i, t) == t
+            and (strip is None or t[0] != strip))
 
