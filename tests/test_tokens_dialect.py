@@ -216,3 +216,30 @@ def test_streams_keep_dialects_apart(toks):
             singles = [b.parser(prefix="", dialect=dialect) for _ in range(3)]
             step_streams(s, singles, [ids] * 3)
             assert s.finalize_all() == [p.finalize() for p in singles]
+
+
+def test_the_lazy_path_opens_the_implicit_field_with_its_offsets(toks, monkeypatch):
+    """In the serving dialect (offsets on ``region_open``), the token paths step a pending delimiter attempt
+    before the implicit field has opened (an answer that starts with a tool call whose open pattern spans many
+    tokens, step3's ``<steptml:invoke name="...">``, or text that only might begin one) and, where the attempt
+    dies, open the field themselves with the offsets the text parser gives: every step's events equal its, and
+    the tokens inside the pending attempt do not reach the character engine's decision path."""
+    from chatparse.runtime.tokens import parser as token_parser
+
+    tok = toks["bl-special"]
+    b = bind(templates.get("step3"), tok)
+    decided = []
+    real = token_parser.TokenParser._feed_known
+    monkeypatch.setattr(token_parser.TokenParser, "_feed_known",
+                        lambda self, text: decided.append(text) or real(self, text))
+    call = ('<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name="get_weather"><steptml:parameter '
+            'name="city">Tokyo</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>')
+    for prefix in ("", "<|BOT|>assistant\n"):
+        for output in (call, "<｜tool_call_begin｜> not a call after all", "<steptml:inv and prose", " \n " + call):
+            ids = tok.encode(output).ids
+            for seq in (ids, split_into_bytes(tok, ids, random.Random(output), 0.3)):
+                run_both(b, prefix, seq)
+    ids = tok.encode(call).ids
+    decided.clear()
+    run_both(b, "<|BOT|>assistant\n", ids)
+    assert len(decided) < len(ids) // 2, decided

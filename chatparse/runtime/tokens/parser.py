@@ -262,6 +262,7 @@ class TokenParser:
                     pend = self._pend
                     if pend is not None:
                         text = pend[1] + text
+                    back = len(text)  # (the released text starts this far back from the end handed out)
                     if S:
                         self._pend = (S, text[keep:])
                         text = text[:keep]
@@ -276,7 +277,7 @@ class TokenParser:
                     ev = {"type": "region_chunk", "field": self._fname, "text": text, "dirty": self._fdirty}
                     if self._opening:
                         self._opening = False
-                        return [{"type": "region_open", "field": self._fname}, ev]
+                        return [self._open_event(back), ev]
                     return [ev]
             jtab = self._jtab
             if jtab is not None:
@@ -406,8 +407,7 @@ class TokenParser:
         f = core.current
         self._sink = f is None  # no implicit field: text outside regions is dropped
         self._opening = f is not None and not core.opened  # the implicit region opens on its first text
-        if core.offsets and self._opening or sc.pos < core.prompt_end:
-            # the token paths hand out no spans, and no prompt text held at the prompt's end: the core does
+        if sc.pos < core.prompt_end:  # (no prompt text held at the prompt's end: the core hands it out)
             return
         if f is not None:
             self._fname = self._names[f]
@@ -716,6 +716,16 @@ class TokenParser:
             core.feed(deferred)
         self._refresh()
 
+    def _open_event(self, back: int) -> dict:
+        """The implicit field's ``region_open``, handed out by a token path with the first text of the region,
+        which starts `back` characters before the end of the text handed out so far: the core's event
+        (`StreamParser._implicit_open`), with its offsets where the dialect has them."""
+        core = self._core
+        if not core.offsets:
+            return {"type": "region_open", "field": self._fname}
+        at = core.scanner.end + len(self._deferred_text()) - back
+        return {"type": "region_open", "field": self._fname, "start": at, "end": at}
+
     def _next_attempts(self, text: str, eff) -> tuple:
         """The undecided attempts after `text` (``eff`` from `TokenTables.transition`), as (characters back
         from the end, DFA state), oldest first."""
@@ -748,7 +758,7 @@ class TokenParser:
         events = [{"type": "region_chunk", "field": self._fname, "text": out, "dirty": self._fdirty}]
         if self._opening:
             self._opening = False
-            events.insert(0, {"type": "region_open", "field": self._fname})
+            events.insert(0, self._open_event(len(text_all)))
         if not S and not self._dec.held and not self._dec.run:  # quiet, region open, decoder clean
             m = self._mode
             self._tab = self._fast[m]
