@@ -232,7 +232,8 @@ _ROUTE = object()  # `_CompiledStream._chunks_delta`: these events take vLLM's r
 _OWNED = object()  # `_CompiledStream._tools`: the stream's parser is its own
 _MISS = object()  # `_CompiledStream._first`: no kept step applies
 _START = ("template", "joins", "parse_reasoning", "include_reasoning", "parse_tools", "parser", "by_ids",
-          "_prefix_end", "_next_tool_index", "_finalized", "_open_region", "_held", "_dest")  # (`_start` sets them)
+          "_prefix_end", "_next_tool_index", "_finalized", "_open_region", "_held", "_dest")  # (`_start` sets them,
+# in this order)
 _CONTENT, _REASONING = "content", "reasoning"  # the delta field a region's text goes to
 
 
@@ -316,16 +317,18 @@ class _CompiledStream(_rt._ResponseStream):
         first steps kept after it, `_first`) and copied."""
         key = (cut,) + settings[2:]
         kept = model.first_steps.get(key)
-        if kept is None or kept[0]["parser"] is not proto or kept[0]["template"] is not settings[0] \
-                or kept[0]["joins"] != settings[1]:
+        if kept is None or kept[0][5] is not proto or kept[0][0] is not settings[0] or kept[0][1] != settings[1]:
             self._start(proto, settings, by_ids=True)
-            kept = ({name: getattr(self, name) for name in _START}, {})
+            kept = (tuple([getattr(self, name) for name in _START]), {})
             _put(model.first_steps, key, kept, PROTOTYPES * 4)
         else:
-            self.__dict__.update(kept[0])
-            self._held = list(self._held)
+            # (set one by one, in `_start`'s order: the instance keeps its compact attribute layout, which the
+            # per-delta path reads; a ``__dict__.update`` or a class change would cost every later delta)
+            (self.template, self.joins, self.parse_reasoning, self.include_reasoning, self.parse_tools,
+             self.parser, self.by_ids, self._prefix_end, self._next_tool_index, self._finalized, self._open_region,
+             held, self._dest) = kept[0]
+            self._held = list(held)
         self._tools, self._firsts = tools, kept[1]
-        self.__class__ = _SharedStart
 
     def _route(self, events, delta) -> None:
         super()._route(self._joined(events) if self.joins else events, delta)
@@ -363,7 +366,6 @@ class _CompiledStream(_rt._ResponseStream):
         self.parser = self.parser.fork(tools=self._tools)
         self._tools = _OWNED
         self._firsts = None
-        self.__class__ = _CompiledStream
 
     def _first(self, token_ids: Sequence[int], finished: bool):
         """The delta of a request's first `feed_ids`, while it shares its prototype (`_MISS`: `feed_ids` goes on,
@@ -398,6 +400,8 @@ class _CompiledStream(_rt._ResponseStream):
         return delta
 
     def feed(self, text: str, *, finished: bool):
+        if self._tools is not _OWNED:
+            self._own()
         if self._finalized:
             return None
         delta = _Delta()
@@ -411,6 +415,11 @@ class _CompiledStream(_rt._ResponseStream):
         generation, vLLM's detokenizer leaves a stop token's text out while the ids still carry the token: the
         last id is fed only where the characters vLLM has shown (`_shown`) outrun what the other ids gave (fed
         anyway, ``<|im_end|>`` would end up in an open reasoning region or break an open tool call)."""
+        if self._tools is not _OWNED:  # (the first feed of a stream that shares its start state)
+            first = self._first(token_ids, finished)
+            if first is not _MISS:
+                self._shown += len(text)
+                return first
         self._shown += len(text)
         if len(token_ids) == 1 and not finished and self.by_ids and not self._held and not self._finalized:
             parser = self.parser
@@ -487,23 +496,6 @@ class _CompiledStream(_rt._ResponseStream):
             events = self.parser.feed(self._closer_rest())
             held, self._held = self._held, []
             self._route(held + events + self.parser.finalize()[1], delta)
-
-
-class _SharedStart(_CompiledStream):
-    """A `_CompiledStream` whose parser is still shared state (`_CompiledStream._start_shared`): its first feed
-    takes a kept first step or gives it a parser of its own (`_own`), which makes it a plain `_CompiledStream`
-    again (by class assignment, so that the per-delta path of every later delta pays no check for this)."""
-
-    def feed(self, text: str, *, finished: bool):
-        self._own()
-        return _CompiledStream.feed(self, text, finished=finished)
-
-    def feed_ids(self, token_ids: Sequence[int], text: str, *, finished: bool):
-        first = self._first(token_ids, finished)
-        if first is _MISS:
-            return _CompiledStream.feed_ids(self, token_ids, text, finished=finished)
-        self._shown += len(text)
-        return first
 
 
 # --------------------------------------------------------------------------------------------------------------
