@@ -231,9 +231,9 @@ def _prototype(model: _Model, prefix: str):
 _ROUTE = object()  # `_CompiledStream._chunks_delta`: these events take vLLM's routing
 _OWNED = object()  # `_CompiledStream._tools`: the stream's parser is its own
 _MISS = object()  # `_CompiledStream._first`: no kept step applies
+# the attributes `_CompiledStream._start` sets, in its order (a kept start state is a tuple of them)
 _START = ("template", "joins", "parse_reasoning", "include_reasoning", "parse_tools", "parser", "by_ids",
-          "_prefix_end", "_next_tool_index", "_finalized", "_open_region", "_held", "_dest")  # (`_start` sets them,
-# in this order)
+          "_prefix_end", "_next_tool_index", "_finalized", "_open_region", "_held", "_dest")
 _CONTENT, _REASONING = "content", "reasoning"  # the delta field a region's text goes to
 
 
@@ -317,6 +317,7 @@ class _CompiledStream(_rt._ResponseStream):
         first steps kept after it, `_first`) and copied."""
         key = (cut,) + settings[2:]
         kept = model.first_steps.get(key)
+        # (kept for another prototype, template or joins: `_START`'s parser, template and joins)
         if kept is None or kept[0][5] is not proto or kept[0][0] is not settings[0] or kept[0][1] != settings[1]:
             self._start(proto, settings, by_ids=True)
             kept = (tuple([getattr(self, name) for name in _START]), {})
