@@ -37,7 +37,7 @@ from ..values.args import check_tools
 from ..values.coerce import tool_params
 from ..stream.dialect import resolve
 from ..stream.parser import StreamParser, raise_malformed
-from .decode import _decode_all, _ids_list, _suffix_start, starts_suffix
+from .decode import _decode_all, _ids_list, _suffix_start
 from .tables import LoadedVocab, TokenTablesBase, _whole_delimiter
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class TokenBinding:
         """Keep a short end of `ids` (`PROMPT_END_IDS` at most) that alone gives `prompt_text`'s `answer` for any
         prompt ending with it, so that a later prompt ending with the same ids (a chat template's header for
         the answer: the same for every request) is answered by one look-up. Exact: the end starts at a token
-        whose decode is the end of any longer sequence's decode (`decode.starts_suffix`), and its text shows the
+        whose decode is the end of any longer sequence's decode (`decode._suffix_start`), and its text shows the
         last start-anchor match of any text it ends (`Tables.tail_anchor_end`); the kept answer is that text,
         cut after the match where the anchor is literal (`answer` itself), else the text (the same cut).
 
@@ -161,10 +161,9 @@ class TokenBinding:
             if type(i) is not int or not 0 <= i < size:
                 return
             have += len(tok_text[i] or "")  # (a byte token's text is None: counted as none, so the end is longer)
-        while not starts_suffix(vocab, ids[j]):
-            j -= 1
-            if j < max(0, n - PROMPT_END_IDS) or type(ids[j]) is not int or not 0 <= ids[j] < size:
-                return
+        j = _suffix_start(vocab, ids, j, lookback=j - max(0, n - PROMPT_END_IDS) + 1)
+        if j is None:
+            return
         text = _decode_all(vocab, ids[j:])
         end = tables.tail_anchor_end(text)
         if end is None or (text[end:] if literal else tables.cut_prefix(text, log=False)) != cut:

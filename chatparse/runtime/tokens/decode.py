@@ -369,14 +369,15 @@ def _decode_all(vocab, ids: list) -> str:
 
 
 def _suffix_start(vocab, ids: list, k: int, lookback: int = 16) -> int | None:
-    """An index ``j`` in ``(k - lookback, k]``, ``j >= 1``, such that ``vocab.decode(ids[j:])`` is exactly the
-    end of ``vocab.decode(ids)`` (so that a text search over the end of a long sequence need not decode the
-    rest); None if no such index is found there (`starts_suffix` says which tokens qualify). Not with
-    transformers' clean-up (it rewrites across token boundaries)."""
+    """The largest index ``j`` in ``(k - lookback, k]``, ``j >= 0``, such that ``vocab.decode(ids[j:])`` is
+    exactly the end of ``vocab.decode(ids)`` whatever ids come before ``ids[j]`` (so that a text search over the
+    end of a long sequence need not decode the rest); None if no such index is found there (`starts_suffix`
+    says which tokens qualify), or an id met on the way is not a valid id. Not with transformers' clean-up (it
+    rewrites across token boundaries)."""
     if vocab.cleanup:
         return None
     size = vocab.size
-    for j in range(k, max(0, k - lookback), -1):
+    for j in range(k, max(-1, k - lookback), -1):
         i = ids[j]
         if type(i) is not int or not 0 <= i < size:
             return None  # (not checked yet: the caller's whole decode raises the error)
