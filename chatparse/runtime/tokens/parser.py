@@ -721,10 +721,8 @@ class TokenParser:
         which starts `back` characters before the end of the text handed out so far: the core's event
         (`StreamParser._implicit_open`), with its offsets where the dialect has them."""
         core = self._core
-        if not core.offsets:
-            return {"type": "region_open", "field": self._fname}
-        at = core.scanner.end + len(self._deferred_text()) - back
-        return {"type": "region_open", "field": self._fname, "start": at, "end": at}
+        return core._implicit_open(core.current,
+                                   core.scanner.end + len(self._deferred_text()) - back if core.offsets else 0)
 
     def _next_attempts(self, text: str, eff) -> tuple:
         """The undecided attempts after `text` (``eff`` from `TokenTables.transition`), as (characters back
